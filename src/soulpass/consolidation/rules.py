@@ -1,0 +1,82 @@
+"""Consolidation rules and thresholds (DESIGN §4), loadable from YAML.
+
+```yaml
+episodes: {rule: append_all}
+semantic:
+  rule: validate_and_merge
+  min_confidence: 0.7          # a candidate must have confidence > this
+  functional_predicates: [is, lives in, works at]   # one object per subject at a time
+  antonyms: {likes: dislikes}  # "A likes B" contradicts "A dislikes B"
+  negation_prefixes: [not, does not, no longer]
+states: {rule: latest_wins}
+profile: {rule: latest_wins}
+core: {rule: careful_merge, min_confidence: 0.9, allow_overwrite: false}
+```
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from soulpass.errors import ConfigError
+
+__all__ = ["CoreRule", "EpisodeRule", "LatestWinsRule", "Rules", "SemanticRule"]
+
+
+class _Rule(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class EpisodeRule(_Rule):
+    rule: Literal["append_all"] = "append_all"
+
+
+class SemanticRule(_Rule):
+    rule: Literal["validate_and_merge"] = "validate_and_merge"
+    min_confidence: float = Field(default=0.7, ge=0.0, le=1.0)
+    functional_predicates: tuple[str, ...] = (
+        "is", "is named", "name is", "lives in", "works at", "works as", "is aged", "age is",
+        "prefers", "favorite is", "favourite is", "is married to", "located in", "born in",
+    )
+    antonyms: dict[str, str] = Field(
+        default_factory=lambda: {"likes": "dislikes", "loves": "hates", "wants": "does not want"}
+    )
+    negation_prefixes: tuple[str, ...] = ("not", "does not", "doesn't", "no longer", "never")
+
+
+class LatestWinsRule(_Rule):
+    rule: Literal["latest_wins"] = "latest_wins"
+
+
+class CoreRule(_Rule):
+    rule: Literal["careful_merge"] = "careful_merge"
+    min_confidence: float = Field(default=0.9, ge=0.0, le=1.0)
+    allow_overwrite: bool = False
+
+
+class Rules(_Rule):
+    episodes: EpisodeRule = EpisodeRule()
+    semantic: SemanticRule = SemanticRule()
+    states: LatestWinsRule = LatestWinsRule()
+    profile: LatestWinsRule = LatestWinsRule()
+    core: CoreRule = CoreRule()
+
+    @classmethod
+    def from_yaml(cls, text: str, source: str = "<rules>") -> Rules:
+        """Parse rules from YAML text; unknown keys and bad values raise ``ConfigError``."""
+        try:
+            raw: Any = yaml.safe_load(text) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"{source}: not valid YAML: {exc}", path=source) from exc
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{source}: rules must be a mapping", path=source)
+        try:
+            return cls.model_validate(raw)
+        except ValidationError as exc:
+            raise ConfigError(f"{source}: {exc}", path=source) from exc
+
+    def to_yaml(self) -> str:
+        return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

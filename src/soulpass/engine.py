@@ -1,0 +1,347 @@
+"""The library API: ``soulpass.open(home)`` -> accounts -> sandboxes -> versions.
+
+Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin adapter over this.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from soulpass.consolidation.bulk import plan_bulk_append
+from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
+from soulpass.consolidation.rollback import plan_rollback
+from soulpass.consolidation.rules import Rules
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.ids import check_name, new_temp_id, utc_now
+from soulpass.records import (
+    RECORD_MODELS,
+    CoreMemory,
+    CoreProposal,
+    Episode,
+    GKSGraph,
+    ProfileUpdate,
+    Record,
+    SemanticCandidate,
+    SensoryRecord,
+    SessionBuffer,
+    StateBlob,
+    StateDelta,
+    TurnLLM,
+    TurnUser,
+    UserProfile,
+)
+from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits
+from soulpass.sessions.sandbox import (
+    SandboxInfo,
+    create_sandbox,
+    discard_sandbox,
+    list_sandboxes,
+    load_sandbox,
+    session_buffer_view,
+)
+from soulpass.sessions.seed_format import episode_from_seed_dict
+from soulpass.store.account import AccountStore, list_accounts
+from soulpass.store.commit import Hook
+from soulpass.store.layout import (
+    CORE_MEMORY,
+    GKS_DATA,
+    GKS_SHARDS,
+    RECORD_DIRS,
+    STATE_DIR,
+    USER_PROFILE,
+    kind_of_id,
+    state_path,
+)
+from soulpass.store.versions import diff_entries
+
+__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected."""
+
+    version: int
+    plan: ConsolidationPlan
+
+
+@dataclass(frozen=True)
+class AlreadyArchived:
+    sandbox_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A dry run: what archiving would do, nothing written."""
+
+    plan: ConsolidationPlan
+
+
+ArchiveResult = Committed | AlreadyArchived | Planned
+
+
+def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None) -> Soulpass:
+    """Open (or start) a Soulpass home folder."""
+    return Soulpass(home, rules=rules, limits=limits)
+
+
+class Soulpass:
+    def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None) -> None:
+        self.home = Path(home).expanduser()
+        self.rules = rules or Rules()
+        self.limits = limits or Limits()
+
+    def accounts(self) -> list[str]:
+        return list_accounts(self.home)
+
+    def account(self, name: str, *, create: bool = False) -> Account:
+        return Account(self, AccountStore(self.home, name, create=create))
+
+    def create_account(self, name: str) -> Account:
+        return self.account(name, create=True)
+
+    def find_sandbox(self, sandbox_id: str) -> Sandbox:
+        """The sandbox with this id in whichever account holds it."""
+        check_name(sandbox_id, "sandbox id")
+        for name in self.accounts():
+            if (self.home / "accounts" / name / "sandboxes" / sandbox_id / "metadata.json").exists():
+                return self.account(name).sandbox(sandbox_id)
+        raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
+
+
+class Account:
+    """One account's master state, versions and sandboxes."""
+
+    def __init__(self, sp: Soulpass, store: AccountStore) -> None:
+        self.sp, self.store, self.name = sp, store, store.name
+        self._sweep_archived()
+
+    def _sweep_archived(self) -> None:
+        # A crash after commit but before cleanup leaves an archived sandbox folder behind.
+        for info in list_sandboxes(self.store):
+            if info.archived_as is not None:
+                shutil.rmtree(info.folder, ignore_errors=True)
+
+    # --- sandboxes -------------------------------------------------------------------
+
+    def create_sandbox(self, name: str, sandbox_id: str | None = None) -> Sandbox:
+        return Sandbox(self, create_sandbox(self.store, name, sandbox_id))
+
+    def sandbox(self, sandbox_id: str) -> Sandbox:
+        return Sandbox(self, load_sandbox(self.store, sandbox_id))
+
+    def sandboxes(self) -> list[SandboxInfo]:
+        return [s for s in list_sandboxes(self.store) if s.archived_as is None]
+
+    # --- versions ---------------------------------------------------------------------
+
+    def head(self) -> int:
+        return self.store.head()
+
+    def log(self) -> list[dict[str, Any]]:
+        return self.store.log()
+
+    def diff(self, a: int, b: int) -> dict[str, Any]:
+        self.store.check_version(a)
+        self.store.check_version(b)
+        return diff_entries(self.store.log(expand_after=a), a, b)
+
+    def rollback(self, target: int, hook: Hook | None = None) -> int:
+        """Commit a new version whose content equals version ``target``."""
+        with self.store.locked():
+            version = self.store.check_version(target)
+            cs = plan_rollback(self.store, self.store.log(expand_after=version), version, utc_now())
+            return self.store.commit(cs, hook)
+
+    def record(self, record_id: str, at: int | None = None) -> Record:
+        return self.store.record(record_id, at)
+
+    def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
+        if kind not in RECORD_DIRS:
+            raise InvalidInput(f"unknown record kind {kind!r} (one of {', '.join(RECORD_DIRS)})", field="kind")
+        return self.store.iter_records(kind, at)
+
+    def core_memory(self, at: int | None = None) -> CoreMemory:
+        return self.store.document(CORE_MEMORY, CoreMemory, at) or CoreMemory()
+
+    def user_profile(self, at: int | None = None) -> UserProfile:
+        return self.store.document(USER_PROFILE, UserProfile, at) or UserProfile()
+
+    def state(self, name: str, at: int | None = None) -> StateBlob | None:
+        return self.store.document(state_path(name.removesuffix("_state")), StateBlob, at)
+
+    def states(self, at: int | None = None) -> dict[str, StateBlob]:
+        out: dict[str, StateBlob] = {}
+        for rel in self.store.iter_paths(STATE_DIR, at):
+            name = rel.rsplit("/", 1)[-1].removesuffix("_state.json")
+            blob = self.state(name, at)
+            if blob is not None:
+                out[name] = blob
+        return out
+
+    def gks(self, at: int | None = None) -> GKSGraph:
+        """The whole knowledge graph assembled from its shards."""
+        version = self.store.check_version(at)
+        nodes: list[Any] = []
+        edges: list[Any] = []
+        for rel in self.store.iter_paths(GKS_SHARDS, version):
+            shard = self.store.read_at(rel, version) or {}
+            nodes.extend(shard.get("nodes", {}).values())
+            edges.extend(shard.get("edges", {}).values())
+        totals = self.store.read_at(GKS_DATA, version) or {}
+        return GKSGraph(nodes=tuple(nodes), edges=tuple(edges), version=int(totals.get("version", 0)))
+
+    def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
+        """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""
+        version = self.store.check_version(at)
+        doc: BaseModel | None
+        if ref == "core":
+            doc = self.core_memory(version)
+        elif ref == "profile":
+            doc = self.user_profile(version)
+        elif ref == "gks":
+            doc = self.gks(version)
+        elif ref.startswith("state:"):
+            doc = self.state(ref.split(":", 1)[1], version)
+            if doc is None:
+                raise NotFound(f"state {ref[6:]!r} does not exist at version {version}", ref=ref)
+        else:
+            kind_of_id(ref)
+            doc = self.record(ref, version)
+        return doc.model_dump(mode="json")
+
+    def bulk_append(self, records: Iterable[Record]) -> int:
+        """Fast path for imports and benchmarks: one version, files written straight into place."""
+        with self.store.locked():
+            cs = plan_bulk_append(self.store, list(records), utc_now())
+            return self.store.commit(cs)
+
+    # --- archive and discard ------------------------------------------------------------
+
+    def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on)."""
+        info = load_sandbox(self.store, sandbox_id)
+        if info.archived_as is not None:
+            return AlreadyArchived(sandbox_id, info.archived_as)
+        buffer = info.buffer(self.sp.limits)
+        with self.store.locked(), buffer.locked():
+            info = load_sandbox(self.store, sandbox_id)
+            if info.archived_as is not None:
+                return AlreadyArchived(sandbox_id, info.archived_as)
+            plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now())
+            if dry_run:
+                return Planned(plan)
+            self.store.commit(plan.changeset, hook)
+        shutil.rmtree(info.folder, ignore_errors=True)
+        return Committed(plan.version, plan)
+
+    def discard(self, sandbox_id: str) -> None:
+        discard_sandbox(self.store, sandbox_id)
+
+
+class Sandbox:
+    """A conversation's writable view: every write goes to the session buffer only."""
+
+    def __init__(self, account: Account, info: SandboxInfo) -> None:
+        self.account, self.info = account, info
+        self.id = info.sandbox_id
+        self._buffer = info.buffer(account.sp.limits)
+
+    def _append(self, type_: str, model: BaseModel, agent: str | None = None) -> None:
+        self._buffer.append(type_, model.model_dump(mode="json"), agent=agent)
+
+    def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:
+        """Append a user or LLM turn; returns its temporary id."""
+        if isinstance(turn, dict):
+            data = dict(turn)
+            kind = data.setdefault("kind", "turn_user")
+            if kind not in ("turn_user", "turn_llm"):
+                raise InvalidInput(f"turn kind must be turn_user or turn_llm, got {kind!r}", field="kind")
+            data.setdefault("id", new_temp_id(kind))
+            turn = _validate(RECORD_MODELS[kind], data)
+        assert isinstance(turn, TurnUser | TurnLLM)
+        self._append("turn", turn, turn.agent)
+        return turn.id
+
+    def add_turn(self, speaker: str, text: str, **fields: Any) -> str:
+        """``speaker`` "user" makes a ``TurnUser``, anything else a ``TurnLLM`` by that agent."""
+        if speaker == "user":
+            return self.write_turn({"kind": "turn_user", "text_excerpt": text, **fields})
+        return self.write_turn({"kind": "turn_llm", "text_excerpt": text, "agent": speaker, **fields})
+
+    def write_episode(self, episode: Episode | dict[str, Any]) -> str:
+        """Append an episode (an ``Episode``, a V3 dict or a seed dict with inline turns)."""
+        if isinstance(episode, dict):
+            if any(k.startswith("turn_") and k != "turn_refs" for k in episode) or ("episode_id" in episode \
+                    and not str(episode.get("episode_id", "")).startswith("ep_temp_")):
+                ep, turns = episode_from_seed_dict(episode)
+                for t in turns:
+                    self.write_turn(t)
+                episode = ep
+            else:
+                data = dict(episode)
+                data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
+                episode = _validate(Episode, data)
+        assert isinstance(episode, Episode)
+        self._append("episode", episode, episode.agent)
+        return episode.id
+
+    def add_fact(self, subject: str | None = None, predicate: str | None = None, object: str | None = None,
+                 *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
+        cand = _validate(SemanticCandidate, {
+            "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
+            "confidence": confidence, "content": content, "source_refs": tuple(source_refs)})
+        self._append("semantic_candidate", cand)
+        return str(cand.id)
+
+    def update_state(self, name: str, data: dict[str, Any]) -> None:
+        self._append("state_delta", _validate(StateDelta, {"name": name, "data": data}))
+
+    def update_profile(self, data: dict[str, Any]) -> None:
+        self._append("profile_update", _validate(ProfileUpdate, {"data": data}))
+
+    def propose_core(self, section: str, value: Any, *, confidence: float, reason: str, key: str | None = None) -> None:
+        self._append("core_proposal", _validate(CoreProposal, {
+            "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason}))
+
+    def add_sensory(self, content: str, *, source: str | None = None, modality: str = "text",
+                    media_type: str = "text/plain") -> str:
+        rec = _validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
+                                        "modality": modality, "media_type": media_type})
+        self._append("sensory", rec)
+        return str(rec.id)
+
+    def buffer(self) -> SessionBuffer:
+        return session_buffer_view(self.info, self._buffer.events())
+
+    def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        return self.account.archive(self.id, dry_run=dry_run, hook=hook)
+
+    def discard(self) -> None:
+        self.account.discard(self.id)
+
+    @property
+    def archived(self) -> bool:
+        return (self.info.folder / ARCHIVED_MARKER).exists()
+
+
+def _validate(model: type[Any], data: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise InvalidInput(f"{model.__name__} rejected: {_first_errors(exc)}", field=model.__name__) from exc
+
+
+def _first_errors(exc: ValidationError) -> str:
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,1 @@
+"""Sandboxes and their session buffers: everything a conversation writes before archive."""

@@ -1,0 +1,127 @@
+"""The session buffer: an append-only JSONL file, one event per line, fsynced per event.
+
+Writers in several processes append under an ``flock`` with a single ``write`` per line, so lines
+are always whole. A torn last line (a crash mid-write) is skipped when reading and never glued to
+the next event.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from soulpass.errors import Conflict, InvalidInput
+from soulpass.ids import utc_now
+from soulpass.records import BufferEvent
+
+__all__ = ["Limits", "SessionBufferFile", "check_text_sizes"]
+
+BUFFER_FILE = "session_buffer.jsonl"
+ARCHIVED_MARKER = "ARCHIVED.json"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Input limits; over-size input is refused with ``InvalidInput``."""
+
+    max_text_chars: int = 100_000
+    max_event_bytes: int = 4 * 1024 * 1024
+
+
+def check_text_sizes(value: Any, limit: int, where: str = "data") -> None:
+    """Raise ``InvalidInput`` naming the first string field longer than ``limit`` characters."""
+    if isinstance(value, str):
+        if len(value) > limit:
+            raise InvalidInput(f"{where} is {len(value)} characters long (limit {limit})", field=where)
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            check_text_sizes(v, limit, f"{where}.{k}")
+    elif isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            check_text_sizes(v, limit, f"{where}[{i}]")
+
+
+class SessionBufferFile:
+    """``sandboxes/<id>/session_buffer.jsonl`` and the lock that guards it."""
+
+    def __init__(self, folder: Path, limits: Limits | None = None) -> None:
+        self.folder = folder
+        self.path = folder / BUFFER_FILE
+        self.limits = limits or Limits()
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive lock: held by every append and for the whole of an archive."""
+        fd = os.open(self.folder / ".buffer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def append(self, type_: str, data: dict[str, Any], agent: str | None = None,
+               at: datetime | None = None) -> BufferEvent:
+        """Validate, then durably append one event; refuse if the sandbox is closed."""
+        check_text_sizes(data, self.limits.max_text_chars)
+        try:
+            event = BufferEvent(event_id=uuid.uuid4().hex, type=type_, at=at or utc_now(),
+                                agent=agent, data=data)
+        except ValidationError as exc:
+            raise InvalidInput(f"invalid buffer event: {exc}") from exc
+        try:
+            line = (event.model_dump_json() + "\n").encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"text is not valid UTF-8 ({exc.reason})") from exc
+        except ValueError as exc:  # pydantic refuses lone surrogates with a ValueError subclass
+            raise InvalidInput(f"text is not valid UTF-8: {exc}") from exc
+        if len(line) > self.limits.max_event_bytes:
+            raise InvalidInput(
+                f"event is {len(line)} bytes (limit {self.limits.max_event_bytes})", field="data"
+            )
+        if not self.folder.is_dir():
+            raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
+        with self.locked():
+            if (self.folder / ARCHIVED_MARKER).exists() or not self.folder.is_dir():
+                raise Conflict(f"sandbox {self.folder.name} is already archived",
+                               sandbox_id=self.folder.name)
+            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    line = b"\n" + line  # never glue an event to a torn line
+                os.write(fd, line)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        return event
+
+    def events(self) -> list[BufferEvent]:
+        """All whole events in append order; torn or unparsable lines are skipped."""
+        return [e for e, _ in self._parse() if e is not None]
+
+    def torn_lines(self) -> int:
+        return sum(1 for e, _ in self._parse(keep_bad=True) if e is None)
+
+    def _parse(self, keep_bad: bool = False) -> list[tuple[BufferEvent | None, int]]:
+        if not self.path.exists():
+            return []
+        out: list[tuple[BufferEvent | None, int]] = []
+        for n, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                out.append((BufferEvent.model_validate(json.loads(raw)), n))
+            except (ValueError, ValidationError):
+                if keep_bad:
+                    out.append((None, n))
+        return out

@@ -1,0 +1,1 @@
+"""Files, versions and the commit protocol."""

@@ -1,0 +1,200 @@
+"""One account's files: open and recover, snapshot reads at any version, the version log."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import ValidationError
+
+from soulpass.errors import Corrupted, InvalidInput, NotFound
+from soulpass.ids import check_name
+from soulpass.records import RECORD_MODELS, Document, Record
+from soulpass.store.commit import LOG_FILE, Changeset, Hook, commit, recover
+from soulpass.store.fsio import file_lock, load_json, makedirs_durable
+from soulpass.store.layout import (
+    HISTORY,
+    RECORD_DIRS,
+    VERSION_FILE,
+    history_dir,
+    kind_of_id,
+    record_path,
+)
+
+__all__ = ["AccountStore", "list_accounts"]
+
+D = TypeVar("D", bound=Document)
+
+
+def list_accounts(home: Path) -> list[str]:
+    root = home / "accounts"
+    if not root.exists():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "core").is_dir())
+
+
+class AccountStore:
+    """The files of one account under ``<home>/accounts/<name>``.
+
+    Readers take no lock: every file carries the version that wrote it, and a file newer than
+    the version asked for is read from ``history/`` instead, so a commit in flight is invisible.
+    """
+
+    def __init__(self, home: Path, name: str, *, create: bool = False) -> None:
+        self.name = check_name(name, "account name")
+        self.home = home
+        self.path = home / "accounts" / self.name
+        if not (self.path / "core").is_dir():
+            if not create:
+                raise NotFound(f"account {self.name!r} does not exist in {home}", account=self.name)
+            makedirs_durable(self.path / "core")
+        self.recovered: list[str] = []
+        txn = self.path / "txn"
+        if txn.exists() and any(txn.iterdir()):
+            with self.locked():
+                self.recovered = recover(self.path)
+
+    # --- locking and committing --------------------------------------------------------
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Exclusive account lock: one commit (plan + write) at a time."""
+        with file_lock(self.path / ".lock"):
+            yield
+
+    def commit(self, changeset: Changeset, hook: Hook | None = None) -> int:
+        """Commit under the lock the caller holds; the changeset must be planned on HEAD."""
+        head = self.head()
+        if changeset.base_version != head:
+            raise Corrupted(
+                f"changeset planned on version {changeset.base_version} but HEAD is {head}",
+                account=self.name,
+            )
+        return commit(self.path, changeset, hook)
+
+    # --- versions ------------------------------------------------------------------------
+
+    def version_doc(self) -> dict[str, Any]:
+        path = self.path / VERSION_FILE
+        if not path.exists():
+            return {"version": 0, "parent": None, "counts": {}}
+        doc: dict[str, Any] = load_json(path)
+        return doc
+
+    def head(self) -> int:
+        return int(self.version_doc()["version"])
+
+    def check_version(self, at: int | None) -> int:
+        head = self.head()
+        if at is None:
+            return head
+        if not isinstance(at, int) or at < 0 or at > head:
+            raise NotFound(f"version {at} does not exist (HEAD is {head})", account=self.name)
+        return at
+
+    def log(self, expand_after: int | None = None) -> list[dict[str, Any]]:
+        """The version log; entries after ``expand_after`` get their ``added_file`` ids inlined."""
+        entries = self._read_log()
+        if expand_after is None:
+            return entries
+        for e in entries:
+            if int(e["version"]) > expand_after and e.get("added_file"):
+                e["added"] = load_json(self.path / e["added_file"])["added"]
+        return entries
+
+    def _read_log(self) -> list[dict[str, Any]]:
+        path = self.path / LOG_FILE
+        if not path.exists():
+            return []
+        entries = []
+        for n, line in enumerate(path.read_bytes().splitlines(), 1):
+            if line.strip():
+                try:
+                    entries.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise Corrupted(f"{path}:{n} is not JSON", path=str(path)) from exc
+        return entries
+
+    # --- snapshot reads ------------------------------------------------------------------
+
+    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None:
+        """The content of ``relpath`` as of version ``at`` (default HEAD), or None."""
+        version = self.head() if at is None else at
+        current = self.path / relpath
+        with contextlib.suppress(FileNotFoundError):
+            doc: dict[str, Any] = load_json(current)
+            if int(doc.get("version", 0)) <= version:
+                return doc
+        if not relpath.startswith("core/"):
+            return None
+        hist = self.path / history_dir(relpath)
+        if not hist.is_dir():
+            return None
+        retired = sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+        for n in retired:
+            if n > version:
+                old: dict[str, Any] = load_json(hist / f"{n:08d}.json")
+                return old if int(old.get("version", 0)) <= version else None
+        return None
+
+    def record(self, record_id: str, at: int | None = None) -> Record:
+        version = self.check_version(at)
+        kind = kind_of_id(record_id)
+        raw = self.read_at(record_path(record_id), version)
+        if raw is None:
+            raise NotFound(f"record {record_id} does not exist at version {version}", id=record_id)
+        rec: Record = _parse(RECORD_MODELS[kind], raw, record_path(record_id))
+        return rec
+
+    def document(self, relpath: str, model: type[D], at: int | None = None) -> D | None:
+        raw = self.read_at(relpath, self.check_version(at))
+        return None if raw is None else _parse(model, raw, relpath)
+
+    def iter_paths(self, folder: str, at: int | None = None) -> Iterator[str]:
+        """Account-relative paths under core ``folder`` that exist at version ``at``."""
+        version = self.check_version(at)
+        seen: set[str] = set()
+        base = self.path / folder
+        if base.is_dir():
+            for dirpath, _dirs, files in os.walk(base):
+                for f in files:
+                    if f.endswith(".json") and not f.startswith("."):
+                        rel = str(Path(dirpath, f).relative_to(self.path))
+                        seen.add(rel)
+        hbase = self.path / HISTORY / Path(folder).relative_to("core")
+        if hbase.is_dir():
+            for dirpath, dirs, _files in os.walk(hbase):
+                for d in dirs:
+                    hist = Path(dirpath, d).relative_to(self.path / HISTORY)
+                    candidate = f"core/{hist}.json"
+                    if any((self.path / HISTORY / hist).glob("*.json")):
+                        seen.add(candidate)
+        for rel in sorted(seen):
+            if self.read_at(rel, version) is not None:
+                yield rel
+
+    def iter_records(self, kind: str, at: int | None = None) -> Iterator[Record]:
+        """Every record of ``kind`` visible at version ``at`` (default HEAD), by id."""
+        version = self.check_version(at)
+        model = RECORD_MODELS[kind]
+        for rel in self.iter_paths(RECORD_DIRS[kind], version):
+            raw = self.read_at(rel, version)
+            if raw is not None:
+                yield _parse(model, raw, rel)
+
+    def history_versions(self, relpath: str) -> list[int]:
+        hist = self.path / history_dir(relpath)
+        if not hist.is_dir():
+            return []
+        return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+
+
+def _parse(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
+    try:
+        return model.model_validate(raw)
+    except (ValidationError, InvalidInput) as exc:
+        raise Corrupted(f"{relpath} does not match the {model.__name__} schema: {exc}", path=relpath) from exc

@@ -1,0 +1,230 @@
+"""The commit protocol (DESIGN §3): a changeset becomes version N+1 atomically.
+
+Steps, each reported to an optional test hook by name:
+
+1. ``txn_file``        every new file written into ``txn/<N+1>/files/`` and fsynced
+2. ``txn_written``     the manifest written, the txn directories fsynced
+3. ``committed``       ``txn/<N+1>/COMMITTED`` written: the commit point
+4. ``history_copied``  the current copy of a file about to be replaced saved under ``history/``
+5. ``file_applied``    a new file renamed into place
+6. ``retired``         a retired file moved under ``history/``
+7. ``version_written`` ``core/VERSION.json`` replaced (temp + fsync + rename)
+8. ``log_appended``    one line appended to ``log/versions.jsonl``
+9. ``done``            the txn folder removed
+
+On open, a txn with COMMITTED is redone from step 4 (idempotently), one without is discarded.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soulpass.errors import Corrupted
+from soulpass.store.fsio import (
+    atomic_write,
+    dump_json,
+    fsync_dir,
+    load_json,
+    makedirs_durable,
+    write_durable,
+)
+from soulpass.store.layout import CORE, VERSION_FILE, history_path
+
+__all__ = ["COMMIT_STEPS", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "recover"]
+
+COMMIT_STEPS = (
+    "txn_file",
+    "txn_written",
+    "committed",
+    "history_copied",
+    "file_applied",
+    "retired",
+    "version_written",
+    "log_appended",
+    "done",
+)
+LOG_FILE = "log/versions.jsonl"
+Hook = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class FileWrite:
+    """A whole file to create or replace, path relative to the account folder."""
+
+    relpath: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class Changeset:
+    """Everything version ``base_version + 1`` changes; produced by a pure planner."""
+
+    base_version: int
+    writes: tuple[FileWrite, ...]
+    log_entry: Mapping[str, Any]
+    version_doc: Mapping[str, Any]
+    retires: tuple[str, ...] = ()
+    bulk: bool = False  # new files may skip the txn copy (imports, benchmarks)
+
+    @property
+    def version(self) -> int:
+        return self.base_version + 1
+
+
+def _noop(step: str) -> None:
+    return None
+
+
+def _txn_dir(account: Path, version: int) -> Path:
+    return account / "txn" / f"{version:08d}"
+
+
+def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
+    """Write ``cs`` as version ``cs.version``; the caller holds the account lock."""
+    hook = hook or _noop
+    version = cs.version
+    txn = _txn_dir(account, version)
+    if txn.exists():  # a stale, uncommitted attempt (recovery normally removes it)
+        shutil.rmtree(txn)
+    makedirs_durable(txn / "files")
+    direct = [w for w in cs.writes if cs.bulk and not (account / w.relpath).exists()]
+    direct_paths = {w.relpath for w in direct}
+    staged = [w for w in cs.writes if w.relpath not in direct_paths]
+    manifest = {
+        "version": version,
+        "direct": sorted(direct_paths),
+        "writes": [w.relpath for w in staged],
+        "retires": list(cs.retires),
+        "version_doc": dict(cs.version_doc),
+        "log_entry": dict(cs.log_entry),
+    }
+    dirs: set[Path] = set()
+    if direct:
+        # Bulk import writes new files straight into place, after a manifest that lets recovery
+        # delete them again; they carry version N+1, so no reader sees them before the commit.
+        atomic_write(txn / "manifest.json", dump_json(manifest))
+        for w in direct:
+            dst = account / w.relpath
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(w.data)
+        os.sync()
+    for w in staged:
+        dst = txn / "files" / w.relpath
+        if not dst.parent.exists():
+            makedirs_durable(dst.parent)
+        write_durable(dst, w.data)
+        dirs.add(dst.parent)
+        hook("txn_file")
+    for d in dirs:
+        fsync_dir(d)
+    atomic_write(txn / "manifest.json", dump_json(manifest))
+    hook("txn_written")
+    write_durable(txn / "COMMITTED", b"%d\n" % version)
+    fsync_dir(txn)
+    hook("committed")
+    apply_txn(account, txn, hook)
+    return version
+
+
+def apply_txn(account: Path, txn: Path, hook: Hook | None = None) -> None:
+    """Redo a committed txn from its manifest; every step is idempotent."""
+    hook = hook or _noop
+    manifest = load_json(txn / "manifest.json")
+    version = int(manifest["version"])
+    touched: set[Path] = set()
+    for rel in manifest["writes"]:
+        src, dst = txn / "files" / rel, account / rel
+        if not src.exists():
+            continue  # moved into place before a crash
+        if rel.startswith(CORE + "/") and dst.exists():
+            hist = account / history_path(rel, version)
+            if not hist.exists():
+                atomic_write(hist, dst.read_bytes())
+                hook("history_copied")
+        if not dst.parent.exists():
+            makedirs_durable(dst.parent)
+        os.replace(src, dst)
+        touched.add(dst.parent)
+        hook("file_applied")
+    for rel in manifest["retires"]:
+        dst = account / rel
+        if dst.exists():
+            hist = account / history_path(rel, version)
+            makedirs_durable(hist.parent)
+            os.replace(dst, hist)
+            fsync_dir(hist.parent)
+            touched.add(dst.parent)
+            hook("retired")
+    for d in touched:
+        fsync_dir(d)
+    atomic_write(account / VERSION_FILE, dump_json(manifest["version_doc"]))
+    hook("version_written")
+    _append_log(account / LOG_FILE, manifest["log_entry"], version)
+    hook("log_appended")
+    shutil.rmtree(txn)
+    fsync_dir(txn.parent)
+    hook("done")
+
+
+def _last_logged_version(log: Path) -> int:
+    if not log.exists():
+        return 0
+    with log.open("rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        fh.seek(max(0, size - 65536))
+        tail = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    if not tail:
+        return 0
+    try:
+        return int(json.loads(tail)["version"])
+    except (ValueError, KeyError) as exc:
+        raise Corrupted(f"last line of {log} is not a version entry", path=str(log)) from exc
+
+
+def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> None:
+    if _last_logged_version(log) >= version:
+        return
+    if not log.parent.exists():
+        makedirs_durable(log.parent)
+    line = (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
+    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    fsync_dir(log.parent)
+
+
+def recover(account: Path, hook: Hook | None = None) -> list[str]:
+    """Finish committed txns, discard uncommitted ones; the caller holds the account lock."""
+    done: list[str] = []
+    txn_root = account / "txn"
+    if not txn_root.exists():
+        return done
+    for txn in sorted(p for p in txn_root.iterdir() if p.is_dir()):
+        if (txn / "COMMITTED").exists():
+            apply_txn(account, txn, hook)
+            done.append(f"redone {txn.name}")
+            continue
+        manifest_path = txn / "manifest.json"
+        if manifest_path.exists():
+            manifest = load_json(manifest_path)
+            for rel in manifest.get("direct", []):
+                (account / rel).unlink(missing_ok=True)
+        shutil.rmtree(txn)
+        done.append(f"discarded {txn.name}")
+    for stray in txn_root.iterdir():  # temp files of an interrupted atomic write
+        if stray.is_file():
+            stray.unlink()
+    fsync_dir(txn_root)
+    tmp = account / "core" / ".VERSION.json.tmp"
+    tmp.unlink(missing_ok=True)
+    return done

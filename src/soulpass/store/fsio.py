@@ -1,0 +1,93 @@
+"""Crash-safe file primitives: temp + fsync + rename, directory fsync, whole-line appends."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from soulpass.errors import Corrupted, InvalidInput
+
+__all__ = [
+    "atomic_write",
+    "dump_json",
+    "file_lock",
+    "fsync_dir",
+    "load_json",
+    "makedirs_durable",
+    "write_durable",
+]
+
+
+def dump_json(value: Any) -> bytes:
+    """Canonical JSON bytes (sorted keys, UTF-8, trailing newline); refuses invalid text."""
+    try:
+        return (json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(f"text is not valid UTF-8 ({exc.reason} at position {exc.start})") from exc
+
+
+def load_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_bytes())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Corrupted(f"{path} is not valid JSON: {exc}", path=str(path)) from exc
+
+
+def fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def makedirs_durable(path: Path) -> None:
+    """Create ``path`` and any missing parents, fsyncing each parent that gained an entry."""
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            d.mkdir()
+        fsync_dir(d.parent)
+
+
+def write_durable(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (new file) and fsync it; the caller fsyncs the directory."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync directory."""
+    makedirs_durable(path.parent)
+    tmp = path.with_name(f".{path.name}.tmp")
+    write_durable(tmp, data)
+    os.replace(tmp, path)
+    fsync_dir(path.parent)
+
+
+@contextlib.contextmanager
+def file_lock(path: Path, shared: bool = False) -> Iterator[int]:
+    """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block."""
+    makedirs_durable(path.parent)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        yield fd
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -1,0 +1,86 @@
+"""Where everything lives on disk (DESIGN §2). Pure path arithmetic, no I/O."""
+
+from __future__ import annotations
+
+from pathlib import PurePosixPath
+
+from soulpass.errors import InvalidInput
+from soulpass.ids import check_name, check_record_id, record_date
+
+__all__ = [
+    "CORE",
+    "CORE_MEMORY",
+    "GKS_DATA",
+    "GKS_SHARDS",
+    "HISTORY",
+    "KIND_BY_PREFIX",
+    "RECORD_DIRS",
+    "STATE_DIR",
+    "USER_PROFILE",
+    "VERSION_FILE",
+    "gks_shard_path",
+    "history_dir",
+    "history_path",
+    "kind_of_id",
+    "record_path",
+    "sandbox_dir",
+    "state_path",
+]
+
+CORE = "core"
+HISTORY = "history"
+VERSION_FILE = "core/VERSION.json"
+CORE_MEMORY = "core/05_Core_Memory/Core_memory.json"
+USER_PROFILE = "core/07_User_block/User_profile.json"
+GKS_DATA = "core/09_Genesis_Knowledge_System/GKS_data.json"
+GKS_SHARDS = "core/09_Genesis_Knowledge_System/shards"
+STATE_DIR = "core/10_state"
+
+RECORD_DIRS: dict[str, str] = {
+    "episode": "core/01_Episodic_memory/episodes",
+    "turn_user": "core/01_Episodic_memory/turns/user",
+    "turn_llm": "core/01_Episodic_memory/turns/llm",
+    "fact": "core/02_Semantic_memory/facts",
+    "sensory": "core/03_Sensory_memory",
+}
+KIND_BY_PREFIX = {"EP": "episode", "TU": "turn_user", "TL": "turn_llm", "SF": "fact", "SR": "sensory"}
+
+
+def kind_of_id(record_id: str) -> str:
+    check_record_id(record_id)
+    kind = KIND_BY_PREFIX.get(record_id[:2])
+    if kind is None:
+        raise InvalidInput(f"{record_id!r} is not a permanent record id", field="record id")
+    return kind
+
+
+def record_path(record_id: str) -> str:
+    """Account-relative path of a committed record: sharded by year and month."""
+    kind = kind_of_id(record_id)
+    year, month, _ = record_date(record_id)
+    return f"{RECORD_DIRS[kind]}/{year}/{month}/{record_id}.json"
+
+
+def state_path(name: str) -> str:
+    return f"{STATE_DIR}/{check_name(name, 'state name')}_state.json"
+
+
+def gks_shard_path(shard: str) -> str:
+    return f"{GKS_SHARDS}/{shard}.json"
+
+
+def history_dir(relpath: str) -> str:
+    """``core/05_Core_Memory/Core_memory.json`` -> ``history/05_Core_Memory/Core_memory``."""
+    p = PurePosixPath(relpath)
+    if p.parts[0] != CORE:
+        raise ValueError(f"only files under core/ have history: {relpath}")
+    return str(PurePosixPath(HISTORY, *p.parts[1:-1], p.stem))
+
+
+def history_path(relpath: str, retired_by: int) -> str:
+    """The copy of ``relpath`` that version ``retired_by`` replaced or retired."""
+    return f"{history_dir(relpath)}/{retired_by:08d}.json"
+
+
+def sandbox_dir(sandbox_id: str) -> str:
+    return f"sandboxes/{check_name(sandbox_id, 'sandbox id')}"
