@@ -1,0 +1,66 @@
+"""Root of the ``soulpass`` CLI. Only this layer reads environment variables and config files."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+
+from soulpass.consolidation.rules import Rules
+from soulpass.engine import Account, Soulpass
+from soulpass.cli.output import ErrorHandlingGroup
+
+__all__ = ["State", "account_option", "main"]
+
+
+@dataclass
+class State:
+    home: Path
+    rules_file: Path | None
+
+    def engine(self) -> Soulpass:
+        rules = None
+        path = self.rules_file or (self.home / "rules.yaml")
+        if path.exists():
+            rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
+        elif self.rules_file is not None:
+            raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
+        return Soulpass(self.home, rules=rules)
+
+    def account(self, name: str, create: bool = False) -> Account:
+        return self.engine().account(name, create=create)
+
+
+account_option = click.option(
+    "--account", "-a", "account", envvar="SOULPASS_ACCOUNT", required=True,
+    help="Account name (env SOULPASS_ACCOUNT).",
+)
+
+
+@click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--home", envvar="SOULPASS_HOME", default="~/.soulpass", show_default=True,
+              type=click.Path(file_okay=False, path_type=Path), help="Soulpass home folder (env SOULPASS_HOME).")
+@click.option("--rules", "rules_file", envvar="SOULPASS_RULES", default=None,
+              type=click.Path(dir_okay=False, path_type=Path),
+              help="Consolidation rules YAML (default: <home>/rules.yaml if present).")
+@click.version_option(package_name="soulpass")
+@click.pass_context
+def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
+    """Soulpass: versioned, portable long-term memory for AI agents."""
+    ctx.obj = State(home=home.expanduser(), rules_file=rules_file)
+
+
+def _register() -> None:
+    from soulpass.cli import demo, sandbox_cmds, version_cmds
+
+    for module in (sandbox_cmds, version_cmds, demo):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main() -> None:
+    cli()

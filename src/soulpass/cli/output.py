@@ -1,0 +1,60 @@
+"""Output for people (rich tables) and machines (``--json``), and error-to-exit-code mapping."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from soulpass.errors import (
+    BackendUnavailable,
+    ConfigError,
+    Conflict,
+    Corrupted,
+    InvalidInput,
+    NotFound,
+    SoulpassError,
+)
+
+__all__ = ["EXIT_CODES", "ErrorHandlingGroup", "console", "emit_json", "table"]
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+EXIT_CODES: dict[type[SoulpassError], int] = {
+    InvalidInput: 2,
+    NotFound: 3,
+    Conflict: 4,
+    Corrupted: 5,
+    ConfigError: 6,
+    BackendUnavailable: 7,
+}
+
+class ErrorHandlingGroup(click.Group):
+    """Turns our errors into one clear line on stderr and a non-zero exit code."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except SoulpassError as exc:
+            code = next((c for t, c in EXIT_CODES.items() if isinstance(exc, t)), 1)
+            err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", soft_wrap=True)
+            ctx.exit(code)
+
+
+def emit_json(value: Any) -> None:
+    click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
+
+
+def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    t = Table(title=title, title_justify="left")
+    for c in columns:
+        t.add_column(c)
+    for r in rows:
+        t.add_row(*("" if v is None else str(v) for v in r))
+    console.print(t)

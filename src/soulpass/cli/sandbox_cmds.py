@@ -1,0 +1,249 @@
+"""``account``, ``sandbox``, ``write``, ``archive`` and ``discard``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from soulpass.cli.main import State, account_option
+from soulpass.cli.output import console, emit_json, table
+from soulpass.engine import AlreadyArchived, Planned
+from soulpass.errors import InvalidInput
+
+__all__ = ["COMMANDS"]
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(f"{what} is not valid JSON: {exc}", field=what) from exc
+
+
+def _read_json_file(path: str) -> Any:
+    raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{path} is not valid UTF-8 (byte {exc.start})", path=path) from exc
+    return _json_arg(text, path)
+
+
+# --- account -------------------------------------------------------------------------------
+
+@click.group()
+def account() -> None:
+    """Create and list accounts."""
+
+
+@account.command("create")
+@click.argument("name")
+@click.pass_obj
+def account_create(state: State, name: str) -> None:
+    """Create account NAME (an empty master at version 0)."""
+    acct = state.account(name, create=True)
+    console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.home}")
+
+
+@account.command("list")
+@json_option
+@click.pass_obj
+def account_list(state: State, as_json: bool) -> None:
+    """List accounts with their HEAD version."""
+    sp = state.engine()
+    rows = [(name, sp.account(name).head()) for name in sp.accounts()]
+    if as_json:
+        emit_json([{"account": n, "version": v} for n, v in rows])
+    else:
+        table("Accounts", ["account", "version"], rows)
+
+
+# --- sandbox -------------------------------------------------------------------------------
+
+@click.group()
+def sandbox() -> None:
+    """Open, list, inspect and discard sandboxes."""
+
+
+@sandbox.command("create")
+@click.argument("name")
+@account_option
+@click.option("--id", "sandbox_id", default=None, help="Choose the sandbox id (default: generated).")
+@json_option
+@click.pass_obj
+def sandbox_create(state: State, name: str, account: str, sandbox_id: str | None, as_json: bool) -> None:
+    """Open a sandbox NAME on the account's current version; prints its id."""
+    sb = state.account(account).create_sandbox(name, sandbox_id)
+    if as_json:
+        emit_json(sb.info.to_dict())
+    else:
+        click.echo(sb.id)
+
+
+@sandbox.command("list")
+@account_option
+@json_option
+@click.pass_obj
+def sandbox_list(state: State, account: str, as_json: bool) -> None:
+    """List live sandboxes."""
+    infos = state.account(account).sandboxes()
+    if as_json:
+        emit_json([i.to_dict() for i in infos])
+    else:
+        table("Sandboxes", ["sandbox_id", "name", "parent version", "created"],
+              [(i.sandbox_id, i.name, i.parent_version, i.created_at.isoformat(timespec="seconds")) for i in infos])
+
+
+@sandbox.command("show")
+@click.argument("sandbox_id")
+@account_option
+@json_option
+@click.pass_obj
+def sandbox_show(state: State, sandbox_id: str, account: str, as_json: bool) -> None:
+    """Show a sandbox's session buffer (the seed's session-buffer schema)."""
+    buf = state.account(account).sandbox(sandbox_id).buffer()
+    if as_json:
+        emit_json(buf.model_dump(mode="json"))
+        return
+    table(f"Sandbox {sandbox_id} (parent version {buf.parent_version})", ["part", "count"], [
+        ("episodes", len(buf.new_episodes)), ("turns", len(buf.new_turns)),
+        ("semantic candidates", len(buf.semantic_candidates)), ("state deltas", len(buf.state_deltas)),
+        ("core proposals", len(buf.core_proposals)), ("sensory", len(buf.sensory)),
+        ("duration (s)", f"{buf.metadata['duration_seconds']:.0f}"),
+    ])
+
+
+@click.command("discard")
+@click.argument("sandbox_id")
+@account_option
+@click.pass_obj
+def discard(state: State, sandbox_id: str, account: str) -> None:
+    """Throw a sandbox and its buffer away; the master is untouched."""
+    state.account(account).discard(sandbox_id)
+    console.print(f"discarded {sandbox_id}")
+
+
+sandbox.add_command(discard)
+
+
+# --- write ---------------------------------------------------------------------------------
+
+@click.group()
+def write() -> None:
+    """Write to a sandbox's session buffer (never to the master)."""
+
+
+@write.command("turn")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--speaker", default="user", show_default=True, help="'user' or the agent's name.")
+@click.option("--text", required=True)
+@click.pass_obj
+def write_turn(state: State, sandbox_id: str, account: str, speaker: str, text: str) -> None:
+    """Append a user or agent turn; prints its temporary id."""
+    click.echo(state.account(account).sandbox(sandbox_id).add_turn(speaker, text))
+
+
+@write.command("episode")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--file", "path", required=True, help="JSON file with the episode ('-' for stdin).")
+@click.pass_obj
+def write_episode(state: State, sandbox_id: str, account: str, path: str) -> None:
+    """Append an episode (V3 or the seed's shape with inline turn_1/turn_2)."""
+    data = _read_json_file(path)
+    if not isinstance(data, dict):
+        raise InvalidInput(f"{path} must hold one JSON object", path=path)
+    click.echo(state.account(account).sandbox(sandbox_id).write_episode(data))
+
+
+@write.command("fact")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--subject")
+@click.option("--predicate")
+@click.option("--object", "obj")
+@click.option("--content", help="Free text such as 'User likes coffee' (split into SPO).")
+@click.option("--confidence", type=float, required=True)
+@click.pass_obj
+def write_fact(state: State, sandbox_id: str, account: str, subject: str | None, predicate: str | None,
+               obj: str | None, content: str | None, confidence: float) -> None:
+    """Propose a semantic fact (validated and merged at archive)."""
+    sb = state.account(account).sandbox(sandbox_id)
+    click.echo(sb.add_fact(subject, predicate, obj, confidence=confidence, content=content))
+
+
+@write.command("state")
+@click.argument("sandbox_id")
+@click.argument("name")
+@account_option
+@click.option("--data", required=True, help="JSON object of keys to set.")
+@click.pass_obj
+def write_state(state: State, sandbox_id: str, name: str, account: str, data: str) -> None:
+    """Set keys of the named state (latest wins at archive)."""
+    value = _json_arg(data, "--data")
+    if not isinstance(value, dict):
+        raise InvalidInput("--data must be a JSON object", field="--data")
+    state.account(account).sandbox(sandbox_id).update_state(name, value)
+
+
+@write.command("core")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--section", type=click.Choice(["identity", "values", "worldview"]), required=True)
+@click.option("--key")
+@click.option("--value", required=True, help="A JSON value or plain text.")
+@click.option("--confidence", type=float, required=True)
+@click.option("--reason", required=True)
+@click.pass_obj
+def write_core(state: State, sandbox_id: str, account: str, section: str, key: str | None, value: str,
+               confidence: float, reason: str) -> None:
+    """Propose a change to core memory (careful merge at archive)."""
+    try:
+        parsed: Any = json.loads(value)
+    except json.JSONDecodeError:
+        parsed = value
+    state.account(account).sandbox(sandbox_id).propose_core(section, parsed, key=key, confidence=confidence,
+                                                            reason=reason)
+
+
+# --- archive -------------------------------------------------------------------------------
+
+@click.command("archive")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--dry-run", is_flag=True, help="Show the consolidation plan; write nothing.")
+@json_option
+@click.pass_obj
+def archive(state: State, sandbox_id: str, account: str, dry_run: bool, as_json: bool) -> None:
+    """Consolidate a sandbox into the next master version."""
+    result = state.account(account).archive(sandbox_id, dry_run=dry_run)
+    if isinstance(result, AlreadyArchived):
+        if as_json:
+            emit_json({"status": "already_archived", "version": result.version})
+        else:
+            console.print(f"{sandbox_id} was already archived as version {result.version}")
+        return
+    planned = isinstance(result, Planned)
+    summary = result.plan.summary()
+    if as_json:
+        emit_json({"status": "planned" if planned else "committed", **summary})
+        return
+    verb = "would become" if planned else "committed as"
+    rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
+    console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
+    rows = [(f"added {k}", len(v)) for k, v in summary["added"].items()]
+    rows += [(name, len(summary[name])) for name in
+             ("superseded", "duplicates", "rejected", "conflicts", "core_changes", "state_changes") if summary[name]]
+    table("Consolidation", ["what", "count"], rows)
+    for c in summary["conflicts"]:
+        console.print(f"[yellow]conflict:[/] {c.get('type')}: {c.get('why')}")
+
+
+COMMANDS = [account, sandbox, write, archive, discard]

@@ -1,0 +1,145 @@
+"""``log``, ``diff``, ``show``, ``rollback`` and ``schema export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.json import JSON
+
+from soulpass.cli.main import State, account_option
+from soulpass.cli.output import console, emit_json, table
+from soulpass.consolidation.rules import Rules
+from soulpass.records import (
+    DOCUMENT_MODELS,
+    RECORD_MODELS,
+    BufferEvent,
+    CoreProposal,
+    MasterState,
+    SemanticCandidate,
+    SessionBuffer,
+)
+from soulpass.store.fsio import atomic_write
+
+__all__ = ["COMMANDS"]
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _added(entry: dict[str, Any]) -> str:
+    counts = entry.get("added_counts") or {k: len(v) for k, v in entry.get("added", {}).items()}
+    counts = {**counts, **{f"restored {k}": len(v) for k, v in entry.get("restored", {}).items()}}
+    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "-"
+
+
+@click.command("log")
+@account_option
+@click.option("--limit", "-n", type=int, default=None, help="Only the last N versions.")
+@json_option
+@click.pass_obj
+def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
+    """The version log: one row per version, newest last."""
+    entries = state.account(account).log()
+    if limit is not None:
+        entries = entries[-limit:]
+    if as_json:
+        emit_json(entries)
+        return
+    rows = []
+    for e in entries:
+        note = []
+        if e.get("rebased"):
+            note.append(f"rebased {e['rebased']['from']}→{e['rebased']['onto']}")
+        if e.get("rolled_back_to") is not None:
+            note.append(f"rollback to {e['rolled_back_to']}")
+        if e.get("conflicts"):
+            note.append(f"{len(e['conflicts'])} conflict(s)")
+        if e.get("superseded"):
+            note.append(f"{len(e['superseded'])} superseded")
+        rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
+                     _added(e), "; ".join(note)))
+    table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
+
+
+@click.command("diff")
+@click.argument("a", type=int)
+@click.argument("b", type=int)
+@account_option
+@json_option
+@click.pass_obj
+def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
+    """What changed from version A to version B: added, superseded, replaced, retired."""
+    d = state.account(account).diff(a, b)
+    if as_json:
+        emit_json(d)
+        return
+    rows: list[tuple[str, str]] = []
+    for kind, ids in d["added"].items():
+        shown = ", ".join(ids[:6]) + (f" … (+{len(ids) - 6})" if len(ids) > 6 else "")
+        rows.append((f"+ {len(ids)} {kind}", shown))
+    for s in d["superseded"]:
+        rows.append(("~ superseded", f"{s['fact']} by {s['by']}"))
+    for path in d["replaced"]:
+        rows.append(("~ replaced", path))
+    for path in d["retired"]:
+        rows.append(("- retired", path))
+    for r in d["rebases"]:
+        rows.append(("rebase", f"version {r['version']}: sandbox from {r['from']} onto {r['onto']}"))
+    table(f"Diff {a} → {b}", ["change", "what"], rows)
+
+
+@click.command("show")
+@click.argument("ref")
+@account_option
+@click.option("--at", type=int, default=None, help="Read as of this version (default HEAD).")
+@json_option
+@click.pass_obj
+def show(state: State, ref: str, account: str, at: int | None, as_json: bool) -> None:
+    """Show a record (EP_…, TU_…, TL_…, SF_…, SR_…) or a document (core, profile, gks, state:NAME)."""
+    value = state.account(account).show(ref, at)
+    if as_json:
+        emit_json(value)
+    else:
+        console.print(JSON(json.dumps(value, ensure_ascii=False)))
+
+
+@click.command("rollback")
+@click.argument("version", type=int)
+@account_option
+@click.pass_obj
+def rollback(state: State, version: int, account: str) -> None:
+    """Commit a new version whose content equals VERSION (nothing is destroyed)."""
+    new = state.account(account).rollback(version)
+    console.print(f"version [bold]{new}[/] now equals version {version}")
+
+
+@click.group()
+def schema() -> None:
+    """JSON Schemas of the records and documents."""
+
+
+SCHEMA_MODELS: dict[str, Any] = {
+    **{f"record.{k}": m for k, m in RECORD_MODELS.items()},
+    **{f"document.{k}": m for k, m in DOCUMENT_MODELS.items()},
+    "buffer.event": BufferEvent,
+    "buffer.semantic_candidate": SemanticCandidate,
+    "buffer.core_proposal": CoreProposal,
+    "view.session_buffer": SessionBuffer,
+    "view.master_state": MasterState,
+    "config.rules": Rules,
+}
+
+
+@schema.command("export")
+@click.argument("directory", type=click.Path(file_okay=False, path_type=Path))
+def schema_export(directory: Path) -> None:
+    """Write one JSON Schema file per model into DIRECTORY."""
+    for name, model in SCHEMA_MODELS.items():
+        body = json.dumps(model.model_json_schema(), indent=2, sort_keys=True) + "\n"
+        atomic_write(directory / f"{name}.schema.json", body.encode("utf-8"))
+    console.print(f"wrote {len(SCHEMA_MODELS)} schemas to {directory}")
+
+
+COMMANDS = [log, diff, show, rollback, schema]

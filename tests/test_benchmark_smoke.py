@@ -1,0 +1,76 @@
+"""Smoke test for ``benchmarks/commit_scaling.py``: a tiny run (200 and 2000 records, 2 repeats)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "commit_scaling.py"
+RECORD_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
+
+
+def _load_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("soulpass_bench_commit_scaling", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load_benchmark()
+    out = tmp_path / "results" / "commit_scaling.json"
+    rc = bench.main([
+        "--sizes", "200,2000", "--repeats", "2", "--chunk", "1000",
+        "--workdir", str(tmp_path / "work"), "--json", str(out), "--keep",
+    ])
+    assert rc == 0
+    printed = capsys.readouterr().out
+    assert "archive median ms" in printed
+    assert "ratio median(largest)/median(smallest)" in printed
+
+    report = json.loads(out.read_text("utf-8"))
+    for key in ("benchmark", "date", "machine", "params", "results", "ratio", "target", "pass", "peak_rss_mb"):
+        assert key in report, key
+    assert report["benchmark"] == "commit_scaling"
+    assert report["machine"]["nproc"] >= 1
+    assert report["machine"]["python"].count(".") == 2
+    assert report["params"]["repeats"] == 2
+    assert report["params"]["session"]["turns"] == 50
+    assert report["target"] == pytest.approx(1.2)
+    assert report["ratio"] > 0
+    assert report["pass"] == (report["ratio"] <= report["target"])
+    assert report["peak_rss_mb"] > 0
+
+    results = report["results"]
+    assert [r["size"] for r in results] == [200, 2000]
+    for r in results:
+        for key in ("build_s", "build_rec_per_s", "archive_median_ms", "archive_min_ms", "disk_bytes"):
+            assert r[key] > 0, (r["size"], key)
+        assert len(r["archive_s"]) == 2
+        assert all(s > 0 for s in r["archive_s"])
+        assert r["archive_min_ms"] <= r["archive_median_ms"]
+        assert r["master_records"] == r["size"]
+        assert r["superseded_per_archive"] == [1, 1]
+    assert report["ratio"] == pytest.approx(results[-1]["archive_median_ms"] / results[0]["archive_median_ms"])
+
+    # The 2000-record master really holds 2000 records (built in two bulk versions), plus the two
+    # archived sessions (25 episodes + 50 turns + 3 facts each).
+    big = results[-1]
+    assert big["versions"] == 2
+    version = json.loads((Path(big["account_path"]) / "core" / "VERSION.json").read_text("utf-8"))
+    assert version["version"] == 2 + 2
+    counts = version["counts"]
+    assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) >= 2000
+    assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) == 2000 + 2 * (25 + 50 + 3)
+    assert counts["episode"] > 0 and counts["turn_user"] > 0 and counts["turn_llm"] > 0 and counts["fact"] > 0
+    assert counts["facts_superseded"] == 2

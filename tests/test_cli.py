@@ -1,0 +1,139 @@
+"""The CLI end to end through click's runner: real home folders, real files."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from soulpass.cli.main import cli
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[object]:
+    runner = CliRunner()
+    home = tmp_path / "home"
+
+    def invoke(*args: str, code: int = 0, input: str | None = None) -> str:
+        result = runner.invoke(cli, ["--home", str(home), *args], input=input,
+                               env={"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""})
+        assert result.exit_code == code, f"{args}: exit {result.exit_code}\n{result.output}\n{result.exception!r}"
+        return result.output
+
+    yield invoke
+
+
+def test_full_session_through_the_cli(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "chat", "--account", "ann").strip()
+    tu = run("write", "turn", sid, "-a", "ann", "--text", "I moved to Paris").strip()
+    assert tu.startswith("tu_temp_")
+    episode = {"turn_refs": [tu], "summary": {"action_taken": "talked", "key_outcome": "moved",
+                                              "future_implication": "update address"}}
+    ep_file = tmp_path / "ep.json"
+    ep_file.write_text(json.dumps(episode), encoding="utf-8")
+    run("write", "episode", sid, "-a", "ann", "--file", str(ep_file))
+    run("write", "fact", sid, "-a", "ann", "--subject", "ann", "--predicate", "lives in", "--object", "Paris",
+        "--confidence", "0.9")
+    run("write", "state", sid, "ire", "-a", "ann", "--data", '{"mood": "calm"}')
+    run("write", "core", sid, "-a", "ann", "--section", "identity", "--key", "name", "--value", "EVA",
+        "--confidence", "0.95", "--reason", "introduced herself")
+    shown = json.loads(run("sandbox", "show", sid, "-a", "ann", "--json"))
+    assert shown["metadata"]["turn_count"] == 1 and len(shown["new_episodes"]) == 1
+
+    plan = json.loads(run("archive", sid, "-a", "ann", "--dry-run", "--json"))
+    assert plan["status"] == "planned" and plan["version"] == 1
+    assert json.loads(run("log", "-a", "ann", "--json")) == []  # dry run wrote nothing
+
+    done = json.loads(run("archive", sid, "-a", "ann", "--json"))
+    assert done["status"] == "committed" and done["added"]["episode"]
+    ep_id = done["added"]["episode"][0]
+    record = json.loads(run("show", ep_id, "-a", "ann", "--json"))
+    assert record["turn_refs"] == done["added"]["turn_user"]
+    assert json.loads(run("show", "core", "-a", "ann", "--json"))["identity"] == {"name": "EVA"}
+    assert json.loads(run("show", "state:ire", "-a", "ann", "--json"))["data"] == {"mood": "calm"}
+
+    sid2 = run("sandbox", "create", "later", "-a", "ann").strip()
+    run("write", "fact", sid2, "-a", "ann", "--content", "ann lives in Oslo", "--confidence", "0.9")
+    run("archive", sid2, "-a", "ann")
+    d = json.loads(run("diff", "1", "2", "-a", "ann", "--json"))
+    assert len(d["superseded"]) == 1 and d["added"]["fact"]
+    old_fact = d["superseded"][0]["fact"]
+    assert json.loads(run("show", old_fact, "-a", "ann", "--at", "1", "--json"))["superseded_by"] is None
+    assert json.loads(run("show", old_fact, "-a", "ann", "--json"))["superseded_by"] == d["superseded"][0]["by"]
+
+    assert "version 3" in run("rollback", "1", "-a", "ann")
+    assert json.loads(run("show", old_fact, "-a", "ann", "--json"))["superseded_by"] is None
+    entries = json.loads(run("log", "-a", "ann", "--json"))
+    assert [e["version"] for e in entries] == [1, 2, 3] and entries[2]["kind"] == "rollback"
+    assert "rollback" in run("log", "-a", "ann")
+
+
+def test_discard_and_account_env(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("account", "create", "bob")
+    sid = run("sandbox", "create", "x", "-a", "bob").strip()
+    run("write", "turn", sid, "-a", "bob", "--text", "hello")
+    run("discard", sid, "-a", "bob")
+    assert json.loads(run("sandbox", "list", "-a", "bob", "--json")) == []
+    assert json.loads(run("account", "list", "--json")) == [{"account": "bob", "version": 0}]
+
+
+@pytest.mark.parametrize(("args", "code", "needle"), [
+    (("show", "EP_20260101_001", "-a", "nobody"), 3, "does not exist"),
+    (("sandbox", "create", "x", "-a", "../etc"), 2, "account name"),
+    (("show", "../../passwd", "-a", "ann"), 2, "record id"),
+    (("show", "core", "-a", "ann", "--at", "9"), 3, "version 9"),
+    (("archive", "sb_nope", "-a", "ann"), 3, "sb_nope"),
+    (("diff", "0", "5", "-a", "ann"), 3, "version 5"),
+])
+def test_errors_are_one_line_with_exit_codes(run, args: tuple[str, ...], code: int, needle: str) -> None:  # type: ignore[no-untyped-def]
+    run("account", "create", "ann")
+    out = run(*args, code=code)
+    assert needle in out and "Traceback" not in out
+
+
+def test_bad_json_file_is_invalid_input(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "x", "-a", "ann").strip()
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(b'{"summary": "\xff\xfe"}')
+    assert "not valid UTF-8" in run("write", "episode", sid, "-a", "ann", "--file", str(bad), code=2)
+    bad.write_text("{nope", encoding="utf-8")
+    assert "not valid JSON" in run("write", "episode", sid, "-a", "ann", "--file", str(bad), code=2)
+    assert json.loads(run("sandbox", "show", sid, "-a", "ann", "--json"))["metadata"]["event_count"] == 0
+
+
+def test_demo_runs_the_seed_flow(run) -> None:  # type: ignore[no-untyped-def]
+    out = run("demo")
+    assert "demo ok" in out and "105" in out
+    entries = json.loads(run("log", "-a", "User01", "--json"))
+    assert [e["counts"]["episode"] for e in entries] == [100, 103, 105]
+
+
+def test_schema_export(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("schema", "export", str(tmp_path / "schemas"))
+    episode = json.loads((tmp_path / "schemas" / "record.episode.schema.json").read_text(encoding="utf-8"))
+    for field in ("episode_id", "turn_refs", "persona_id", "event_id", "situation_context", "summary",
+                  "RI_global", "encoding_level"):
+        assert field in episode["properties"]
+    assert (tmp_path / "schemas" / "view.session_buffer.schema.json").exists()
+
+
+def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
+    for name, cmd in sorted(group.commands.items()):
+        path = f"{prefix}{name}"
+        yield path, cmd
+        if isinstance(cmd, click.Group):
+            yield from _commands(cmd, path + " ")
+
+
+@pytest.mark.parametrize(("path", "cmd"), list(_commands(cli)), ids=[p for p, _ in _commands(cli)])
+def test_every_command_has_help_and_docs(path: str, cmd: click.Command) -> None:
+    assert cmd.help, f"soulpass {path} has no help text"
+    assert f"soulpass {path}" in DOCS.read_text(encoding="utf-8"), f"docs/cli.md does not mention soulpass {path}"
