@@ -5,7 +5,6 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ from soulpass.sessions.sandbox import (
     discard_sandbox,
     list_sandboxes,
     load_sandbox,
+    remove_sandbox_folder,
     session_buffer_view,
 )
 from soulpass.sessions.seed_format import episode_from_seed_dict
@@ -127,7 +127,7 @@ class Account:
         # A crash after commit but before cleanup leaves an archived sandbox folder behind.
         for info in list_sandboxes(self.store):
             if info.archived_as is not None:
-                shutil.rmtree(info.folder, ignore_errors=True)
+                remove_sandbox_folder(info)
 
     # --- sandboxes -------------------------------------------------------------------
 
@@ -227,20 +227,32 @@ class Account:
 
     def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
         """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on)."""
-        info = load_sandbox(self.store, sandbox_id)
-        if info.archived_as is not None:
-            return AlreadyArchived(sandbox_id, info.archived_as)
-        buffer = info.buffer(self.sp.limits)
-        with self.store.locked(), buffer.locked():
-            info = load_sandbox(self.store, sandbox_id)
+        with self.store.locked():
+            try:
+                info = load_sandbox(self.store, sandbox_id)
+            except NotFound:
+                version = self._archived_as(sandbox_id)
+                if version is None:
+                    raise
+                return AlreadyArchived(sandbox_id, version)
             if info.archived_as is not None:
                 return AlreadyArchived(sandbox_id, info.archived_as)
-            plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now())
-            if dry_run:
-                return Planned(plan)
-            self.store.commit(plan.changeset, hook)
-        shutil.rmtree(info.folder, ignore_errors=True)
+            buffer = info.buffer(self.sp.limits)
+            with buffer.locked():
+                info = load_sandbox(self.store, sandbox_id)  # a discard may have won the buffer lock
+                plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now())
+                if dry_run:
+                    return Planned(plan)
+                self.store.commit(plan.changeset, hook)
+            remove_sandbox_folder(info)
         return Committed(plan.version, plan)
+
+    def _archived_as(self, sandbox_id: str) -> int | None:
+        """The version a sandbox whose folder is gone was archived as (from the log), if any."""
+        for entry in reversed(self.store.log()):
+            if entry.get("source_sandbox") == sandbox_id:
+                return int(entry["version"])
+        return None
 
     def discard(self, sandbox_id: str) -> None:
         discard_sandbox(self.store, sandbox_id)

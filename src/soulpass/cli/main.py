@@ -7,9 +7,9 @@ from pathlib import Path
 
 import click
 
+from soulpass.cli.output import ErrorHandlingGroup
 from soulpass.consolidation.rules import Rules
 from soulpass.engine import Account, Soulpass
-from soulpass.cli.output import ErrorHandlingGroup
 
 __all__ = ["State", "account_option", "main"]
 

@@ -62,7 +62,10 @@ class SessionBufferFile:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Exclusive lock: held by every append and for the whole of an archive."""
-        fd = os.open(self.folder / ".buffer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(self.folder / ".buffer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        except FileNotFoundError:
+            raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             yield
@@ -91,7 +94,9 @@ class SessionBufferFile:
         if not self.folder.is_dir():
             raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
         with self.locked():
-            if (self.folder / ARCHIVED_MARKER).exists() or not self.folder.is_dir():
+            if not (self.folder / "metadata.json").exists():
+                raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
+            if (self.folder / ARCHIVED_MARKER).exists():
                 raise Conflict(f"sandbox {self.folder.name} is already archived",
                                sandbox_id=self.folder.name)
             fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from soulpass.errors import InvalidInput, NotFound
+from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_sandbox_id, utc_now
 from soulpass.records import BufferEvent, SessionBuffer
 from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits, SessionBufferFile
@@ -112,20 +113,31 @@ def list_sandboxes(store: AccountStore) -> list[SandboxInfo]:
         return []
     out = []
     for folder in sorted(root.iterdir()):
-        if (folder / "metadata.json").exists():
+        if not folder.name.startswith(".") and (folder / "metadata.json").exists():
             out.append(_info(store, folder, load_json(folder / "metadata.json")))
     return sorted(out, key=lambda s: s.created_at)
+
+
+def remove_sandbox_folder(info: SandboxInfo) -> None:
+    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer)."""
+    trash = info.folder.with_name(f".trash-{info.sandbox_id}-{uuid.uuid4().hex[:8]}")
+    try:
+        info.folder.rename(trash)
+    except FileNotFoundError:
+        return
+    fsync_dir(trash.parent)
+    shutil.rmtree(trash, ignore_errors=True)
 
 
 def discard_sandbox(store: AccountStore, sandbox_id: str) -> None:
     """Delete the sandbox and its buffer; the master is untouched."""
     info = load_sandbox(store, sandbox_id)
     with info.buffer().locked():
-        # Rename first so a crash mid-delete leaves nothing that looks like a live sandbox.
-        trash = info.folder.with_name(f".discard-{info.sandbox_id}")
-        info.folder.rename(trash)
-    shutil.rmtree(trash)
-    fsync_dir(trash.parent)
+        info = load_sandbox(store, sandbox_id)  # still there once we hold the lock?
+        if info.archived_as is not None:
+            raise Conflict(f"sandbox {sandbox_id} was archived as version {info.archived_as}; "
+                           "nothing to discard", sandbox_id=sandbox_id)
+        remove_sandbox_folder(info)
 
 
 def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> SessionBuffer:
