@@ -23,7 +23,9 @@ from soulpass.records import (
     CoreMemory,
     CoreProposal,
     Episode,
+    GKSEdge,
     GKSGraph,
+    GKSNode,
     ProfileUpdate,
     Record,
     SemanticCandidate,
@@ -189,14 +191,18 @@ class Account:
     def gks(self, at: int | None = None) -> GKSGraph:
         """The whole knowledge graph assembled from its shards."""
         version = self.store.check_version(at)
-        nodes: list[Any] = []
-        edges: list[Any] = []
+        nodes: dict[str, GKSNode] = {}
+        edges: list[GKSEdge] = []
         for rel in self.store.iter_paths(GKS_SHARDS, version):
             shard = self.store.read_at(rel, version) or {}
-            nodes.extend(shard.get("nodes", {}).values())
-            edges.extend(shard.get("edges", {}).values())
+            for e in shard.get("edges", {}).values():
+                edges.append(GKSEdge.model_validate(e))
+                for nid, label in ((e["source"], e["source_label"]), (e["target"], e["target_label"])):
+                    node = nodes.get(nid) or GKSNode(id=nid, label=label)
+                    nodes[nid] = node.model_copy(update={"fact_refs": (*node.fact_refs, *e["fact_refs"])})
         totals = self.store.read_at(GKS_DATA, version) or {}
-        return GKSGraph(nodes=tuple(nodes), edges=tuple(edges), version=int(totals.get("version", 0)))
+        return GKSGraph(nodes=tuple(nodes.values()), edges=tuple(sorted(edges, key=lambda e: e.fact_refs)),
+                        version=int(totals.get("version", 0)))
 
     def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
         """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""

@@ -306,16 +306,20 @@ class GKSNode(_Frozen):
 
 class GKSEdge(_Frozen):
     source: str
-    target: str
+    source_label: str = ""
     predicate: str
+    target: str
+    target_label: str = ""
     fact_refs: tuple[str, ...] = ()
 
 
 class GKSGraph(Document):
     """The Genesis Knowledge System: nodes, edges and the facts behind them.
 
-    On disk it is sharded (``09_Genesis_Knowledge_System/shards/<xx>.json``) so a commit rewrites
-    only the shards its facts touch; ``GKS_data.json`` holds the totals.
+    On disk only edges are stored, sharded by source node
+    (``09_Genesis_Knowledge_System/shards/<xxx>.json``) so a commit rewrites only the shards its
+    facts touch; nodes (with the facts they take part in) are derived; ``GKS_data.json`` holds
+    the totals.
     """
 
     kind: Literal["gks"] = "gks"

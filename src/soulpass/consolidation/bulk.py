@@ -60,7 +60,6 @@ def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime)
     if gks.dirty:
         writes.append(FileWrite(GKS_DATA, dump_json({
             "kind": "gks", "version": version, "shard_dir": "shards",
-            "node_count": int(totals.get("node_count", 0)) + gks.node_delta,
             "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta})))
     writes.extend(ids.writes())
     # The id lists would make one huge log line; they go to a file the log entry names.

@@ -1,7 +1,9 @@
 """The Genesis Knowledge System graph, sharded so a commit touches only what its facts touch.
 
-A node's id is a hash of its normalised label; a node and the edges leaving it live in shard
-``<first two hex digits of the id>``. Each shard is a document of its own (history kept).
+Edges carry their endpoints' labels, so nodes are derived, never stored (a hub node such as
+"User" would otherwise grow with every fact about it). An edge lives in the shard of its
+source node: ``<first three hex digits of the node id>``, 4096 shards in all. Each shard is a
+document of its own (history kept); a candidate fact reads exactly one shard.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ def node_id(label: str) -> str:
 
 
 def shard_of(nid: str) -> str:
-    return nid[2:4]
+    return nid[2:5]
 
 
 @dataclass
@@ -32,14 +34,12 @@ class GKSWorkingSet:
     read_shard: Callable[[str], dict[str, Any] | None]
     shards: dict[str, dict[str, Any]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
-    node_delta: int = 0
     edge_delta: int = 0
 
     def shard(self, key: str) -> dict[str, Any]:
         if key not in self.shards:
-            raw = self.read_shard(gks_shard_path(key))
-            raw = raw or {}
-            self.shards[key] = {"nodes": dict(raw.get("nodes", {})), "edges": dict(raw.get("edges", {}))}
+            raw = self.read_shard(gks_shard_path(key)) or {}
+            self.shards[key] = {"edges": dict(raw.get("edges", {}))}
         return self.shards[key]
 
     @staticmethod
@@ -52,47 +52,30 @@ class GKSWorkingSet:
 
     def add_fact(self, fact_id: str, subject: str, predicate: str, obj: str) -> None:
         s, o = node_id(subject), node_id(obj)
-        for nid, label in ((s, subject), (o, obj)):
-            sh = self.shard(shard_of(nid))
-            node = sh["nodes"].get(nid)
-            if node is None:
-                node = {"id": nid, "label": label, "fact_refs": []}
-                self.node_delta += 1
-            node = {**node, "fact_refs": sorted({*node["fact_refs"], fact_id})}
-            sh["nodes"][nid] = node
-            self.dirty.add(shard_of(nid))
-        sh = self.shard(shard_of(s))
-        key = self.edge_key(s, predicate, o)
-        edge = sh["edges"].get(key)
+        key = shard_of(s)
+        edges = self.shard(key)["edges"]
+        ekey = self.edge_key(s, predicate, o)
+        edge = edges.get(ekey)
         if edge is None:
-            edge = {"source": s, "target": o, "predicate": normalize_text(predicate), "fact_refs": []}
+            edge = {"source": s, "source_label": subject, "predicate": normalize_text(predicate),
+                    "target": o, "target_label": obj, "fact_refs": []}
             self.edge_delta += 1
-        sh["edges"][key] = {**edge, "fact_refs": sorted({*edge["fact_refs"], fact_id})}
-        self.dirty.add(shard_of(s))
+        edges[ekey] = {**edge, "fact_refs": sorted({*edge["fact_refs"], fact_id})}
+        self.dirty.add(key)
 
     def remove_fact(self, fact_id: str, subject: str, predicate: str, obj: str) -> None:
         """Take a superseded fact out of the current graph (its file and history stay)."""
-        s, o = node_id(subject), node_id(obj)
-        sh = self.shard(shard_of(s))
-        key = self.edge_key(s, predicate, o)
-        edge = sh["edges"].get(key)
-        if edge is not None:
-            refs = [r for r in edge["fact_refs"] if r != fact_id]
-            if refs:
-                sh["edges"][key] = {**edge, "fact_refs": refs}
-            else:
-                del sh["edges"][key]
-                self.edge_delta -= 1
-            self.dirty.add(shard_of(s))
-        for nid in (s, o):
-            nsh = self.shard(shard_of(nid))
-            node = nsh["nodes"].get(nid)
-            if node is None:
-                continue
-            refs = [r for r in node["fact_refs"] if r != fact_id]
-            if refs:
-                nsh["nodes"][nid] = {**node, "fact_refs": refs}
-            else:
-                del nsh["nodes"][nid]
-                self.node_delta -= 1
-            self.dirty.add(shard_of(nid))
+        s = node_id(subject)
+        key = shard_of(s)
+        edges = self.shard(key)["edges"]
+        ekey = self.edge_key(s, predicate, node_id(obj))
+        edge = edges.get(ekey)
+        if edge is None:
+            return
+        refs = [r for r in edge["fact_refs"] if r != fact_id]
+        if refs:
+            edges[ekey] = {**edge, "fact_refs": refs}
+        else:
+            del edges[ekey]
+            self.edge_delta -= 1
+        self.dirty.add(key)

@@ -247,7 +247,6 @@ def plan_consolidation(
             put_document(gks_shard_path(key), _Shard(version, gks.shards[key]))
         totals = master.read_at(GKS_DATA) or {}
         put_document(GKS_DATA, _Shard(version, {
-            "node_count": int(totals.get("node_count", 0)) + gks.node_delta,
             "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta,
             "shard_dir": "shards"}, kind="gks"))
 
