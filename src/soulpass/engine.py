@@ -16,9 +16,10 @@ from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
-from soulpass.errors import InvalidInput, NotFound
+from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.records import (
+    EPOCH,
     RECORD_MODELS,
     CoreMemory,
     CoreProposal,
@@ -37,7 +38,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits
+from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits, check_json_safe
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -129,7 +130,11 @@ class Account:
         # A crash after commit but before cleanup leaves an archived sandbox folder behind.
         for info in list_sandboxes(self.store):
             if info.archived_as is not None:
-                remove_sandbox_folder(info)
+                try:
+                    with info.buffer().locked():
+                        remove_sandbox_folder(info)
+                except Conflict:
+                    continue  # somebody else removed it first
 
     # --- sandboxes -------------------------------------------------------------------
 
@@ -171,12 +176,13 @@ class Account:
         return self.store.iter_records(kind, at)
 
     def core_memory(self, at: int | None = None) -> CoreMemory:
-        return self.store.document(CORE_MEMORY, CoreMemory, at) or CoreMemory()
+        return self.store.document(CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
 
     def user_profile(self, at: int | None = None) -> UserProfile:
-        return self.store.document(USER_PROFILE, UserProfile, at) or UserProfile()
+        return self.store.document(USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
 
     def state(self, name: str, at: int | None = None) -> StateBlob | None:
+        check_name(name, "state name")
         return self.store.document(state_path(name.removesuffix("_state")), StateBlob, at)
 
     def states(self, at: int | None = None) -> dict[str, StateBlob]:
@@ -202,11 +208,14 @@ class Account:
                     nodes[nid] = node.model_copy(update={"fact_refs": (*node.fact_refs, *e["fact_refs"])})
         totals = self.store.read_at(GKS_DATA, version) or {}
         return GKSGraph(nodes=tuple(nodes.values()), edges=tuple(sorted(edges, key=lambda e: e.fact_refs)),
-                        version=int(totals.get("version", 0)))
+                        version=int(totals.get("version", 0)), updated_at=totals.get("updated_at", EPOCH))
 
     def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
         """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""
         version = self.store.check_version(at)
+        if not isinstance(ref, str):
+            raise InvalidInput(f"ref (a record id or a document name) must be a string, not {type(ref).__name__}",
+                               field="ref")
         doc: BaseModel | None
         if ref == "core":
             doc = self.core_memory(version)
@@ -250,7 +259,7 @@ class Account:
                 if dry_run:
                     return Planned(plan)
                 self.store.commit(plan.changeset, hook)
-            remove_sandbox_folder(info)
+                remove_sandbox_folder(info)
         return Committed(plan.version, plan)
 
     def _archived_as(self, sandbox_id: str) -> int | None:
@@ -272,21 +281,25 @@ class Sandbox:
         self.id = info.sandbox_id
         self._buffer = info.buffer(account.sp.limits)
 
-    def _append(self, type_: str, model: BaseModel, agent: str | None = None) -> None:
-        self._buffer.append(type_, model.model_dump(mode="json"), agent=agent)
+    def _append(self, *items: tuple[str, BaseModel]) -> None:
+        """Append events all-or-nothing (a seed episode and its inline turns go in one write)."""
+        batch = []
+        for type_, model in items:
+            # Fields Soulpass derived itself are not the caller's text: don't size-check them.
+            derived = {"id", "semantic_hash", "episode_id", "created_at", "kind", "type", "content_sha256"}
+            if isinstance(model, Record) and model.text == model.core_text():
+                derived.add("text")
+            skip = frozenset(derived)
+            # Check the raw values first: JSON serialisation would quietly coerce some of them.
+            check_json_safe(model.model_dump(), self.account.sp.limits.max_text_chars, skip=skip)
+            batch.append((type_, _dump(model), getattr(model, "agent", None), skip))
+        self._buffer.append_many(batch)
 
     def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:
         """Append a user or LLM turn; returns its temporary id."""
-        if isinstance(turn, dict):
-            data = dict(turn)
-            kind = data.setdefault("kind", "turn_user")
-            if kind not in ("turn_user", "turn_llm"):
-                raise InvalidInput(f"turn kind must be turn_user or turn_llm, got {kind!r}", field="kind")
-            data.setdefault("id", new_temp_id(kind))
-            turn = _validate(RECORD_MODELS[kind], data)
-        assert isinstance(turn, TurnUser | TurnLLM)
-        self._append("turn", turn, turn.agent)
-        return turn.id
+        model = _turn_model(turn)
+        self._append(("turn", model))
+        return model.id
 
     def add_turn(self, speaker: str, text: str, **fields: Any) -> str:
         """``speaker`` "user" makes a ``TurnUser``, anything else a ``TurnLLM`` by that agent."""
@@ -296,44 +309,47 @@ class Sandbox:
 
     def write_episode(self, episode: Episode | dict[str, Any]) -> str:
         """Append an episode (an ``Episode``, a V3 dict or a seed dict with inline turns)."""
-        if isinstance(episode, dict):
-            if any(k.startswith("turn_") and k != "turn_refs" for k in episode) or ("episode_id" in episode \
-                    and not str(episode.get("episode_id", "")).startswith("ep_temp_")):
-                ep, turns = episode_from_seed_dict(episode)
-                for t in turns:
-                    self.write_turn(t)
-                episode = ep
-            else:
-                data = dict(episode)
-                data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
-                episode = _validate(Episode, data)
-        assert isinstance(episode, Episode)
-        self._append("episode", episode, episode.agent)
-        return episode.id
+        ep, turns = _episode_model(episode)
+        self._append(*(("turn", t) for t in turns), ("episode", ep))
+        return ep.id
+
+    def write_many(self, episodes: Iterable[Episode | dict[str, Any]] = (),
+                   states: dict[str, dict[str, Any]] | None = None) -> list[str]:
+        """Episodes (with their inline turns) and state deltas in one all-or-nothing write."""
+        items: list[tuple[str, BaseModel]] = []
+        ids = []
+        for episode in episodes:
+            ep, turns = _episode_model(episode)
+            items += [("turn", t) for t in turns] + [("episode", ep)]
+            ids.append(ep.id)
+        for name, data in (states or {}).items():
+            items.append(("state_delta", _validate(StateDelta, {"name": name, "data": data})))
+        self._append(*items)
+        return ids
 
     def add_fact(self, subject: str | None = None, predicate: str | None = None, object: str | None = None,
                  *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
         cand = _validate(SemanticCandidate, {
             "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
             "confidence": confidence, "content": content, "source_refs": tuple(source_refs)})
-        self._append("semantic_candidate", cand)
+        self._append(("semantic_candidate", cand))
         return str(cand.id)
 
     def update_state(self, name: str, data: dict[str, Any]) -> None:
-        self._append("state_delta", _validate(StateDelta, {"name": name, "data": data}))
+        self._append(("state_delta", _validate(StateDelta, {"name": name, "data": data})))
 
     def update_profile(self, data: dict[str, Any]) -> None:
-        self._append("profile_update", _validate(ProfileUpdate, {"data": data}))
+        self._append(("profile_update", _validate(ProfileUpdate, {"data": data})))
 
     def propose_core(self, section: str, value: Any, *, confidence: float, reason: str, key: str | None = None) -> None:
-        self._append("core_proposal", _validate(CoreProposal, {
-            "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason}))
+        self._append(("core_proposal", _validate(CoreProposal, {
+            "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason})))
 
     def add_sensory(self, content: str, *, source: str | None = None, modality: str = "text",
                     media_type: str = "text/plain") -> str:
         rec = _validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
                                         "modality": modality, "media_type": media_type})
-        self._append("sensory", rec)
+        self._append(("sensory", rec))
         return str(rec.id)
 
     def buffer(self) -> SessionBuffer:
@@ -348,6 +364,41 @@ class Sandbox:
     @property
     def archived(self) -> bool:
         return (self.info.folder / ARCHIVED_MARKER).exists()
+
+
+def _turn_model(turn: Any) -> TurnUser | TurnLLM:
+    if isinstance(turn, TurnUser | TurnLLM):
+        return turn
+    if not isinstance(turn, dict):
+        raise InvalidInput(f"a turn must be a TurnUser, a TurnLLM or a dict, not {type(turn).__name__}",
+                           field="turn")
+    data = dict(turn)
+    kind = data.setdefault("kind", "turn_user")
+    if kind not in ("turn_user", "turn_llm"):
+        raise InvalidInput(f"turn kind must be turn_user or turn_llm, got {kind!r}", field="kind")
+    data.setdefault("id", new_temp_id(kind))
+    model: TurnUser | TurnLLM = _validate(RECORD_MODELS[kind], data)
+    return model
+
+
+def _episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
+    if isinstance(episode, Episode):
+        return episode, []
+    if not isinstance(episode, dict):
+        raise InvalidInput(f"an episode must be an Episode or a dict, not {type(episode).__name__}",
+                           field="episode")
+    if any(k.startswith("turn_") and k != "turn_refs" for k in episode):  # the seed's inline turns
+        return episode_from_seed_dict(episode)
+    data = dict(episode)
+    data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
+    return _validate(Episode, data), []
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    try:
+        return model.model_dump(mode="json")
+    except (ValueError, UnicodeError) as exc:  # PydanticSerializationError is a ValueError
+        raise InvalidInput(f"{type(model).__name__} cannot be stored as JSON: {exc}") from exc
 
 
 def _validate(model: type[Any], data: dict[str, Any]) -> Any:

@@ -77,7 +77,14 @@ def check_name(value: object, what: str = "name") -> str:
 
 
 def is_permanent_id(value: str) -> bool:
-    return bool(_PERMANENT_RE.match(value))
+    m = _PERMANENT_RE.match(value)
+    if not m:
+        return False
+    try:
+        datetime.strptime(m.group(2), "%Y%m%d")
+    except ValueError:
+        return False
+    return True
 
 
 def is_temp_id(value: str) -> bool:
@@ -99,7 +106,7 @@ def check_record_id(value: object, what: str = "record id") -> str:
 def record_date(record_id: str) -> tuple[str, str, str]:
     """``EP_20260128_001`` -> ``("2026", "01", "28")``; raises for non-permanent ids."""
     m = _PERMANENT_RE.match(record_id)
-    if not m:
+    if not m or not is_permanent_id(record_id):
         raise InvalidInput(f"{record_id!r} is not a permanent record id", field="record id")
     day = m.group(2)
     return day[:4], day[4:6], day[6:8]

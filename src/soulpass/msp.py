@@ -146,11 +146,11 @@ class MSP:
         unknown = set(entry) - {"episode", "state_updates"}
         if unknown:
             raise InvalidInput(f"unknown session-buffer keys: {', '.join(sorted(unknown))}", field="entry")
+        states = entry.get("state_updates") or {}
+        if not isinstance(states, dict):
+            raise InvalidInput("state_updates must be an object of state name -> data", field="state_updates")
         sb = self.engine.find_sandbox(sandbox_id)
-        if "episode" in entry:
-            sb.write_episode(entry["episode"])
-        for name, data in (entry.get("state_updates") or {}).items():
-            sb.update_state(name, data)
+        sb.write_many([entry["episode"]] if "episode" in entry else [], states)
 
     def get_session_buffer(self, sandbox_id: str) -> SessionBuffer:
         return self.engine.find_sandbox(sandbox_id).buffer()

@@ -13,12 +13,13 @@ import string
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from soulpass.ids import check_name, check_record_id, is_permanent_id, is_temp_id, utc_now
 
 __all__ = [
     "DOCUMENT_MODELS",
+    "EPOCH",
     "RECORD_MODELS",
     "SCHEMA_VERSION",
     "BufferEvent",
@@ -48,6 +49,7 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # updated_at of a document that was never written
 
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _SPACE = re.compile(r"\s+")
@@ -69,7 +71,7 @@ def semantic_hash(text: str) -> str:
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
 
 def _utc(value: datetime) -> datetime:
@@ -186,6 +188,11 @@ class TurnUser(Record):
     intent: str | None = None
     episode_ref: str | None = None
 
+    @field_validator("episode_ref")
+    @classmethod
+    def _check_ref(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else check_record_id(value, str(info.field_name))
+
     def core_text(self) -> str:
         return self.text_excerpt
 
@@ -199,6 +206,11 @@ class TurnLLM(Record):
     confidence: Confidence = 1.0
     reply_to: str | None = None
     episode_ref: str | None = None
+
+    @field_validator("episode_ref", "reply_to")
+    @classmethod
+    def _check_ref(cls, value: str | None, info: ValidationInfo) -> str | None:
+        return None if value is None else check_record_id(value, str(info.field_name))
 
     def core_text(self) -> str:
         return self.text_excerpt
@@ -217,6 +229,16 @@ class SemanticFact(Record):
     superseded_by: str | None = None
     valid_to_version: int | None = None
     supersedes: tuple[str, ...] = ()
+
+    @field_validator("source_refs", "supersedes")
+    @classmethod
+    def _check_refs(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
+        return tuple(check_record_id(v, str(info.field_name)) for v in value)
+
+    @field_validator("superseded_by")
+    @classmethod
+    def _check_ref(cls, value: str | None) -> str | None:
+        return None if value is None else check_record_id(value, "superseded_by")
 
     def core_text(self) -> str:
         return f"{self.subject} {self.predicate} {self.object}"
@@ -349,6 +371,11 @@ class SemanticCandidate(_Frozen):
     object: str | None = None
     confidence: Confidence = 0.0
     source_refs: tuple[str, ...] = ()
+
+    @field_validator("source_refs")
+    @classmethod
+    def _check_refs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(check_record_id(v, "source_ref") for v in value)
 
     @model_validator(mode="after")
     def _has_content(self) -> SemanticCandidate:

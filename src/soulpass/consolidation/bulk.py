@@ -60,7 +60,7 @@ def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime)
     if gks.dirty:
         writes.append(FileWrite(GKS_DATA, dump_json({
             "kind": "gks", "version": version, "shard_dir": "shards",
-            "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta})))
+            "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat()})))
     writes.extend(ids.writes())
     # The id lists would make one huge log line; they go to a file the log entry names.
     added_file = f"log/added/{version:08d}.json"

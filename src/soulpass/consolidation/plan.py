@@ -177,10 +177,13 @@ def plan_consolidation(
         if ref in id_map:
             return id_map[ref]
         if is_temp_id(ref):
-            conflicts.append({"type": "unresolved_reference", "record": owner, "ref": ref,
-                              "why": "refers to a temporary id that is not in this session"})
-            return None
-        return ref
+            why = "refers to a temporary id that is not in this session"
+        elif master.read_at(record_path(ref)) is None:
+            why = "refers to a record that does not exist in the master"
+        else:
+            return ref
+        conflicts.append({"type": "unresolved_reference", "record": owner, "ref": ref, "why": why})
+        return None
 
     episode_of: dict[str, str] = {}
     final: dict[str, Record] = {}
@@ -219,6 +222,8 @@ def plan_consolidation(
         src = tuple(m for r in cand.source_refs if (m := remap(r, cand.id or ev.event_id)) is not None)
         out = merge.add(cand, src, {"created_at": ev.at, "agent": ev.agent})
         if out.status == "duplicate":
+            if cand.id and out.fact_id:
+                id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
             duplicates.append({"candidate": out.candidate, "duplicate_of": out.fact_id, "why": out.detail})
         elif out.status == "rejected":
             rejected.append({"candidate": out.candidate, "why": out.detail, "data": ev.data})
@@ -247,7 +252,7 @@ def plan_consolidation(
             put_document(gks_shard_path(key), _Shard(version, gks.shards[key]))
         totals = master.read_at(GKS_DATA) or {}
         put_document(GKS_DATA, _Shard(version, {
-            "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta,
+            "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat(),
             "shard_dir": "shards"}, kind="gks"))
 
     # latest_wins for named states and the user profile.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import uuid
 from collections.abc import Iterator
@@ -24,7 +25,7 @@ from soulpass.errors import Conflict, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 
-__all__ = ["Limits", "SessionBufferFile", "check_text_sizes"]
+__all__ = ["Limits", "SessionBufferFile", "check_json_safe"]
 
 BUFFER_FILE = "session_buffer.jsonl"
 ARCHIVED_MARKER = "ARCHIVED.json"
@@ -38,17 +39,40 @@ class Limits:
     max_event_bytes: int = 4 * 1024 * 1024
 
 
-def check_text_sizes(value: Any, limit: int, where: str = "data") -> None:
-    """Raise ``InvalidInput`` naming the first string field longer than ``limit`` characters."""
+_JSON_SCALARS = (bool, int, str, type(None))
+
+
+def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset[str] = frozenset()) -> None:
+    """Refuse what JSON cannot hold faithfully, naming the field.
+
+    Strings must be valid UTF-8 (no lone surrogates) and at most ``limit`` characters; floats
+    finite; keys strings; only JSON types (and datetimes of typed fields). ``skip`` names
+    top-level fields Soulpass derived itself (ids, hashes, the envelope's text copy).
+    """
     if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(f"{where} is not valid UTF-8 ({exc.reason} at position {exc.start})",
+                               field=where) from None
         if len(value) > limit:
             raise InvalidInput(f"{where} is {len(value)} characters long (limit {limit})", field=where)
+    elif isinstance(value, float):
+        if not math.isfinite(value):
+            raise InvalidInput(f"{where} is {value}: JSON has no NaN or infinity", field=where)
     elif isinstance(value, dict):
         for k, v in value.items():
-            check_text_sizes(v, limit, f"{where}.{k}")
+            if not isinstance(k, str):
+                raise InvalidInput(f"{where} has a non-string key {k!r}", field=where)
+            check_json_safe(k, limit, f"{where} key")
+            if where == "data" and k in skip:
+                continue
+            check_json_safe(v, limit, f"{where}.{k}")
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            check_text_sizes(v, limit, f"{where}[{i}]")
+            check_json_safe(v, limit, f"{where}[{i}]")
+    elif not isinstance(value, (*_JSON_SCALARS, datetime)):
+        raise InvalidInput(f"{where} is a {type(value).__name__}, which JSON cannot hold", field=where)
 
 
 class SessionBufferFile:
@@ -73,42 +97,56 @@ class SessionBufferFile:
             os.close(fd)
 
     def append(self, type_: str, data: dict[str, Any], agent: str | None = None,
-               at: datetime | None = None) -> BufferEvent:
+               at: datetime | None = None, skip: frozenset[str] = frozenset()) -> BufferEvent:
         """Validate, then durably append one event; refuse if the sandbox is closed."""
-        check_text_sizes(data, self.limits.max_text_chars)
-        try:
-            event = BufferEvent(event_id=uuid.uuid4().hex, type=type_, at=at or utc_now(),
-                                agent=agent, data=data)
-        except ValidationError as exc:
-            raise InvalidInput(f"invalid buffer event: {exc}") from exc
-        try:
-            line = (event.model_dump_json() + "\n").encode("utf-8")
-        except UnicodeEncodeError as exc:
-            raise InvalidInput(f"text is not valid UTF-8 ({exc.reason})") from exc
-        except ValueError as exc:  # pydantic refuses lone surrogates with a ValueError subclass
-            raise InvalidInput(f"text is not valid UTF-8: {exc}") from exc
-        if len(line) > self.limits.max_event_bytes:
-            raise InvalidInput(
-                f"event is {len(line)} bytes (limit {self.limits.max_event_bytes})", field="data"
-            )
-        if not self.folder.is_dir():
-            raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
+        return self.append_many([(type_, data, agent, skip)], at)[0]
+
+    def append_many(self, items: list[tuple[str, dict[str, Any], str | None, frozenset[str]]],
+                    at: datetime | None = None) -> list[BufferEvent]:
+        """Append several events all-or-nothing: every one is validated before one write."""
+        events, lines = [], []
+        for type_, data, agent, skip in items:
+            check_json_safe(data, self.limits.max_text_chars, skip=skip)
+            try:
+                event = BufferEvent(event_id=uuid.uuid4().hex, type=type_, at=at or utc_now(),
+                                    agent=agent, data=data)
+            except ValidationError as exc:
+                raise InvalidInput(f"invalid buffer event: {exc}") from exc
+            try:
+                line = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+                raw = (line + "\n").encode("utf-8")
+            except (ValueError, UnicodeError) as exc:
+                raise InvalidInput(f"{type_} event cannot be stored as JSON: {exc}") from exc
+            if len(raw) > self.limits.max_event_bytes:
+                raise InvalidInput(f"{type_} event is {len(raw)} bytes (limit {self.limits.max_event_bytes})",
+                                   field="data")
+            events.append(event)
+            lines.append(raw)
+        self._write(b"".join(lines))
+        return events
+
+    def _write(self, payload: bytes) -> None:
         with self.locked():
             if not (self.folder / "metadata.json").exists():
                 raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
             if (self.folder / ARCHIVED_MARKER).exists():
                 raise Conflict(f"sandbox {self.folder.name} is already archived",
                                sandbox_id=self.folder.name)
-            fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                raise Conflict(f"sandbox {self.folder.name} no longer exists",
+                               sandbox_id=self.folder.name) from None
             try:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
-                    line = b"\n" + line  # never glue an event to a torn line
-                os.write(fd, line)
+                    payload = b"\n" + payload  # never glue an event to a torn line
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view):]
                 os.fsync(fd)
             finally:
                 os.close(fd)
-        return event
 
     def events(self) -> list[BufferEvent]:
         """All whole events in append order; torn or unparsable lines are skipped."""

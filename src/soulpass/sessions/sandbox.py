@@ -66,7 +66,7 @@ def _check_label(name: str) -> str:
 def create_sandbox(store: AccountStore, name: str, sandbox_id: str | None = None) -> SandboxInfo:
     """Record the parent version and an empty buffer; the master is only read."""
     label = _check_label(name)
-    sid = check_name(sandbox_id, "sandbox id") if sandbox_id else new_sandbox_id()
+    sid = check_name(sandbox_id, "sandbox id") if sandbox_id is not None else new_sandbox_id()
     folder = store.path / sandbox_dir(sid)
     if folder.exists():
         raise InvalidInput(f"sandbox {sid} already exists", sandbox_id=sid)
@@ -77,16 +77,19 @@ def create_sandbox(store: AccountStore, name: str, sandbox_id: str | None = None
         "parent_version": store.head(),
         "created_at": utc_now().isoformat(),
     }
+    body = dump_json(meta)  # refuses bad text before anything is created
     makedirs_durable(folder)
-    atomic_write(folder / "metadata.json", dump_json(meta))
+    atomic_write(folder / "metadata.json", body)
     (folder / "session_buffer.jsonl").touch()
     fsync_dir(folder)
     return _info(store, folder, meta)
 
 
 def _info(store: AccountStore, folder: Path, meta: dict[str, Any]) -> SandboxInfo:
-    marker = folder / ARCHIVED_MARKER
-    archived = int(load_json(marker)["version"]) if marker.exists() else None
+    try:
+        archived: int | None = int(load_json(folder / ARCHIVED_MARKER)["version"])
+    except FileNotFoundError:
+        archived = None
     return SandboxInfo(
         sandbox_id=meta["sandbox_id"],
         name=meta["name"],
@@ -100,11 +103,11 @@ def _info(store: AccountStore, folder: Path, meta: dict[str, Any]) -> SandboxInf
 
 def load_sandbox(store: AccountStore, sandbox_id: str) -> SandboxInfo:
     folder = store.path / sandbox_dir(sandbox_id)
-    meta_path = folder / "metadata.json"
-    if not meta_path.exists():
+    try:
+        return _info(store, folder, load_json(folder / "metadata.json"))
+    except FileNotFoundError:
         raise NotFound(f"sandbox {sandbox_id} does not exist in account {store.name}",
-                       sandbox_id=sandbox_id, account=store.name)
-    return _info(store, folder, load_json(meta_path))
+                       sandbox_id=sandbox_id, account=store.name) from None
 
 
 def list_sandboxes(store: AccountStore) -> list[SandboxInfo]:
@@ -113,13 +116,20 @@ def list_sandboxes(store: AccountStore) -> list[SandboxInfo]:
         return []
     out = []
     for folder in sorted(root.iterdir()):
-        if not folder.name.startswith(".") and (folder / "metadata.json").exists():
+        if folder.name.startswith("."):
+            continue
+        try:
             out.append(_info(store, folder, load_json(folder / "metadata.json")))
+        except FileNotFoundError:
+            continue  # removed (archived or discarded) while we looked
     return sorted(out, key=lambda s: s.created_at)
 
 
 def remove_sandbox_folder(info: SandboxInfo) -> None:
-    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer)."""
+    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer).
+
+    The caller holds the buffer lock, so no append is between its checks and its write.
+    """
     trash = info.folder.with_name(f".trash-{info.sandbox_id}-{uuid.uuid4().hex[:8]}")
     try:
         info.folder.rename(trash)

@@ -6,6 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from soulpass.errors import InvalidInput
+from soulpass.store.layout import KIND_BY_PREFIX
 
 __all__ = ["diff_entries", "touched_paths"]
 
@@ -14,33 +15,52 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
     """Net change from version ``a`` to ``b`` (``a <= b``) from the log entries between them."""
     if a > b:
         raise InvalidInput(f"diff needs A <= B, got {a} > {b}", field="versions")
-    added: dict[str, list[str]] = defaultdict(list)
-    retired: list[str] = []
+    first: dict[str, str] = {}  # record id -> "add" | "retire": its first change in (a, b]
+    last: dict[str, str] = {}
+    kinds: dict[str, str] = {}
+    retired_path: dict[str, str] = {}
     superseded: list[dict[str, str]] = []
     replaced: set[str] = set()
     rebases: list[dict[str, Any]] = []
     conflicts: list[dict[str, Any]] = []
-    for entry in log:
+
+    def change(rid: str, op: str) -> None:
+        first.setdefault(rid, op)
+        last[rid] = op
+
+    for entry in sorted(log, key=lambda e: int(e["version"])):
         v = int(entry["version"])
         if not a < v <= b:
             continue
-        gone = set(entry.get("retired", []))
-        for kind, ids in entry.get("added", {}).items():
-            added[kind].extend(ids)
-        for kind, ids in entry.get("restored", {}).items():
-            added[kind].extend(ids)
-        retired.extend(gone)
+        for key in ("added", "restored"):
+            for kind, ids in entry.get(key, {}).items():
+                for rid in ids:
+                    kinds[rid] = kind
+                    change(rid, "add")
+        for path in [*entry.get("written", []), *entry.get("replaced", [])]:
+            change(path, "add")  # a document written again after a retire is back
+        for path in entry.get("retired", []):
+            name = path.rsplit("/", 1)[-1].removesuffix(".json")
+            rid = name if name[:2] in KIND_BY_PREFIX and "/" in path and name[2:3] == "_" else path
+            retired_path[rid] = path
+            change(rid, "retire")
         superseded.extend(entry.get("superseded", []))
         replaced.update(entry.get("replaced", []))
         if entry.get("rebased"):
             rebases.append({"version": v, **entry["rebased"]})
         conflicts.extend({"version": v, **c} for c in entry.get("conflicts", []))
-    retired_ids = {p.rsplit("/", 1)[-1].removesuffix(".json") for p in retired}
-    net_added = {k: [i for i in ids if i not in retired_ids] for k, ids in added.items()}
+    # Net effect: present at B but not at A is added; present at A but not at B is retired.
+    added: dict[str, list[str]] = defaultdict(list)
+    retired: list[str] = []
+    for rid, op in first.items():
+        if op == "add" and last[rid] == "add" and rid in kinds:
+            added[kinds[rid]].append(rid)
+        elif op == "retire" and last[rid] == "retire":
+            retired.append(retired_path[rid])
     return {
         "from": a,
         "to": b,
-        "added": {k: v for k, v in sorted(net_added.items()) if v},
+        "added": {k: v for k, v in sorted(added.items()) if v},
         "superseded": superseded,
         "replaced": sorted(replaced),
         "retired": sorted(retired),
