@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 import random
+import shutil
 import traceback
 from collections import Counter
 from collections.abc import Callable
@@ -19,6 +20,7 @@ from typing import Any
 import pytest
 
 import soulpass
+import soulpass.sessions.sandbox as sandbox_module
 from soulpass.sessions.buffer import SessionBufferFile
 
 pytestmark = pytest.mark.slow
@@ -108,11 +110,13 @@ def _write_and_archive(home: Path, idx: int, barrier: Any) -> dict[str, Any]:
     for n in range(EPISODES_PER_WRITER):
         tu = sb.add_turn("user", f"w{idx} question {n}", emotion_signal="curious")
         tl = sb.add_turn("eva", f"w{idx} answer {n}", epistemic_mode="assert", confidence=0.9)
-        ep = sb.write_episode({
-            "summary": {"action_taken": f"w{idx} ep{n}", "key_outcome": "answered", "future_implication": "none"},
-            "turn_refs": [tu, tl],
-            "situation_context": {"location_context": "mobile_ssh"},
-        })
+        ep = sb.write_episode(
+            {
+                "summary": {"action_taken": f"w{idx} ep{n}", "key_outcome": "answered", "future_implication": "none"},
+                "turn_refs": [tu, tl],
+                "situation_context": {"location_context": "mobile_ssh"},
+            }
+        )
         episodes[ep] = [tu, tl]
         if idx % 2 == 0 and n == EPISODES_PER_WRITER // 2:
             # Crosslinks (fact -> episode) and latest_wins states, interleaved with the other writers.
@@ -203,9 +207,10 @@ def test_eight_sandboxes_archive_at_once(tmp_path: Path) -> None:
     gks = acct.gks()
     edges = {(e.predicate, e.fact_refs) for e in gks.edges}
     assert edges == {("likes", (fid,)) for fid, f in facts.items() if f.predicate == "likes"} | {
-        ("works at", (works[1].id,))}
+        ("works at", (works[1].id,))
+    }
     totals = acct.store.read_at("core/09_Genesis_Knowledge_System/GKS_data.json") or {}
-    assert (totals["node_count"], totals["edge_count"]) == (len(gks.nodes), len(gks.edges))
+    assert totals["edge_count"] == len(gks.edges)  # the rebased plans kept the running total right
 
     # latest_wins by event time, whatever the commit order.
     mood = acct.state("mood")
@@ -243,7 +248,7 @@ EVENTS_PER_APPENDER = 250
 
 def _filler(rng: random.Random, tag: str) -> str:
     size = rng.randint(8_000, 20_000)
-    return f"<{tag}>" + "".join(rng.choice("abcdefghij klmnopqrstuvwxyz\u00e9\u4e2d") for _ in range(size))
+    return f"<{tag}>" + "".join(rng.choices('abcdefghij klmnopqrstuvwxyz\u00e9\u4e2d\n"{}', k=size))
 
 
 def _append_many(home: Path, sandbox_id: str, idx: int, barrier: Any) -> list[str]:
@@ -257,8 +262,7 @@ def _append_many(home: Path, sandbox_id: str, idx: int, barrier: Any) -> list[st
         if n % 2 == 0:  # turns, user and eva alternately; each followed by an episode that refers to it
             turn = sb.add_turn("user" if n % 4 == 0 else "eva", _filler(rng, tag))
         else:
-            sb.write_episode({"summary": {"action_taken": _filler(rng, tag), "key_outcome": tag},
-                              "turn_refs": [turn]})
+            sb.write_episode({"summary": {"action_taken": _filler(rng, tag), "key_outcome": tag}, "turn_refs": [turn]})
         tags.append(tag)
     return tags
 
@@ -301,7 +305,8 @@ def test_concurrent_appends_to_one_buffer_stay_whole(tmp_path: Path) -> None:
     episodes = list(acct.records("episode"))
     assert len(episodes) == total // 2
     assert Counter(e.summary.key_outcome for e in episodes) == Counter(
-        t for t in expected if int(t.split("-e")[1]) % 2 == 1)
+        t for t in expected if int(t.split("-e")[1]) % 2 == 1
+    )
     assert all(len(e.turn_refs) == 1 and acct.record(e.turn_refs[0]).episode_ref == e.id for e in episodes)
     assert result.plan.conflicts == []
     assert sandbox_folders(tmp_path) == []
@@ -316,8 +321,14 @@ def test_torn_last_line_is_skipped_not_glued(tmp_path: Path) -> None:
     before = [sb.add_turn("user", f"whole {i}") for i in range(3)]
     path = sb.info.folder / "session_buffer.jsonl"
     whole = path.read_bytes()
-    half = json.dumps({"event_id": "f" * 32, "type": "turn", "at": "2025-01-01T00:00:00Z",
-                       "data": {"kind": "turn_user", "id": "tu_temp_abcdef", "text_excerpt": "lost"}}).encode()
+    half = json.dumps(
+        {
+            "event_id": "f" * 32,
+            "type": "turn",
+            "at": "2025-01-01T00:00:00Z",
+            "data": {"kind": "turn_user", "id": "tu_temp_abcdef", "text_excerpt": "lost"},
+        }
+    ).encode()
     with path.open("ab") as fh:  # a crash in the middle of a write
         fh.write(half[: len(half) // 2])
     buf = SessionBufferFile(sb.info.folder)
@@ -374,34 +385,72 @@ def _archive_when_started(home: Path, sandbox_id: str, started: Any, archived: A
         archived.set()
 
 
-# Set to False once src/ fixes the archive/append race (see the report for the patch).
-KNOWN_ARCHIVE_RACE_BUG = True
-
-
 def test_archive_racing_an_append_loses_nothing(tmp_path: Path) -> None:
     acct = open_account(tmp_path, create=True)
     bad: list[str] = []
-    for _ in range(RACE_ROUNDS):
+    wrong_error: list[str] = []
+    for round_ in range(RACE_ROUNDS):
         sb = acct.create_sandbox("racing")
         started, archived = CTX.Event(), CTX.Event()
-        app, arc = run_processes([(_keep_appending, (tmp_path, sb.id, started, archived)),
-                                  (_archive_when_started, (tmp_path, sb.id, started, archived))])
+        app, arc = run_processes(
+            [
+                (_keep_appending, (tmp_path, sb.id, started, archived)),
+                (_archive_when_started, (tmp_path, sb.id, started, archived)),
+            ]
+        )
         assert arc[0] == "Committed", arc
         entry = acct.log()[-1]
         assert entry["version"] == arc[1] and entry["source_sandbox"] == sb.id
-        in_version = sum(len(ids) for ids in entry["added"].values())
-        assert in_version >= 5
-        # Unexpected errors (not Conflict) are bugs whatever else happened.
-        assert app["stopped_by"] in ("Conflict", "nothing"), app
-        if app["stopped_by"] != "Conflict" or app["ok"] != in_version or sb.info.folder.exists():
-            bad.append(f"{app['ok']} appends succeeded, {in_version} in version {arc[1]}, "
-                       f"stopped by {app['stopped_by']} ({app['detail']}), folder left: {sb.info.folder.exists()}")
-    if bad and KNOWN_ARCHIVE_RACE_BUG:
-        pytest.xfail("bug: an append racing an archive succeeds but is lost (archive rmtree's the folder "
-                     f"outside the buffer lock): {len(bad)}/{RACE_ROUNDS} rounds, e.g. {bad[0]}")
+        in_version = sorted(acct.record(i).text_excerpt for i in entry["added"].get("turn_user", []))
+        appended = sorted(f"event {i}" for i in range(app["ok"]))
+        report = (
+            f"round {round_}: {app['ok']} appends succeeded, {len(in_version)} in version {arc[1]}, "
+            f"stopped by {app['stopped_by']} ({app['detail']}), folder left: {sb.info.folder.exists()}"
+        )
+        # Every append that returned is in the version, and appends stopped once the sandbox was archived.
+        if not (in_version == appended and len(appended) >= 5 and app["stopped_by"] != "nothing"):
+            bad.append(report)
+        elif app["stopped_by"] != "Conflict" or not (
+            "already archived" in app["detail"] or "no longer exists" in app["detail"]
+        ):
+            wrong_error.append(report)
+        if sb.info.folder.exists():
+            bad.append(report)
     assert not bad, bad
     assert acct.head() == RACE_ROUNDS
+    assert sandbox_folders(tmp_path) == []
     assert pending_txns(tmp_path) == []
+    assert not wrong_error, wrong_error
+
+
+def test_append_while_the_archived_folder_is_renamed_away(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The interleaving behind the rare FileNotFoundError above, made deterministic.
+
+    An appender has seen ``metadata.json``; right then the sandbox folder is renamed away (an archive's cleanup or
+    a sweep in another process, seen with remove_sandbox_folder outside the buffer lock). Whatever the locking,
+    the append must be refused with ``Conflict`` and store nothing.
+    """
+    acct = open_account(tmp_path, create=True)
+    sb = acct.create_sandbox("renamed")
+    sb.add_turn("user", "before")
+    folder = sb.info.folder
+    trash = folder.with_name(f".trash-{sb.id}")
+    real_exists = Path.exists
+
+    def exists_then_rename(self: Path, *args: Any, **kwargs: Any) -> bool:
+        found = real_exists(self, *args, **kwargs)
+        if self == folder / "metadata.json" and found and real_exists(folder):
+            folder.rename(trash)  # what the other process does at this very moment
+        return found
+
+    monkeypatch.setattr(Path, "exists", exists_then_rename)
+    try:
+        with pytest.raises(soulpass.Conflict):
+            sb.add_turn("user", "after")
+    finally:
+        monkeypatch.undo()
+    assert not folder.exists()
+    assert [e.data["text_excerpt"] for e in SessionBufferFile(trash).events()] == ["before"]
 
 
 # --- 5. two processes archiving the same sandbox -----------------------------------------------------
@@ -424,21 +473,52 @@ def test_same_sandbox_archived_twice_at_once_commits_once(tmp_path: Path) -> Non
         head = acct.head()
         barrier = CTX.Barrier(2)
         outcomes = sorted(run_processes([(_archive_at_barrier, (tmp_path, sb.id, barrier))] * 2))
-        kinds = [k for k, _ in outcomes]
         entries = [e for e in acct.log() if e["source_sandbox"] == sb.id]
-        committed = [v for k, v in outcomes if k == "Committed"]
-        # The sane outcome: one Committed; the loser sees AlreadyArchived (naming that version) or NotFound.
-        sane = (len(committed) == 1 and kinds[0] in ("AlreadyArchived", "NotFound")
-                and (kinds[0] != "AlreadyArchived" or outcomes[0][1] == committed[0])
-                and acct.head() == head + 1 and [e["version"] for e in entries] == committed
-                and sorted(entries[0]["id_map"]) == sorted(turns) and not sb.info.folder.exists())
+        # Exactly one commit; the loser is told AlreadyArchived with that version (the code looks the
+        # sandbox up in the log once its folder is gone), never NotFound, never a second version.
+        sane = (
+            outcomes == [("AlreadyArchived", head + 1), ("Committed", head + 1)]
+            and acct.head() == head + 1
+            and [e["version"] for e in entries] == [head + 1]
+            and sorted(entries[0]["id_map"]) == sorted(turns)
+            and not sb.info.folder.exists()
+        )
         if not sane:
-            bad.append(f"round {round_}: {outcomes}, versions {[e['version'] for e in entries]} "
-                       f"added {[e['added'] for e in entries]}, folder left: {sb.info.folder.exists()}")
-    if bad and KNOWN_ARCHIVE_RACE_BUG:
-        pytest.xfail("bug: two concurrent archives of one sandbox can both commit (the second an empty, "
-                     f"'rebased' version) or raise FileNotFoundError: {len(bad)}/{DOUBLE_ROUNDS} rounds, e.g. {bad[:3]}")
+            bad.append(
+                f"round {round_}: {outcomes}, versions {[e['version'] for e in entries]} "
+                f"added {[e['added'] for e in entries]}, folder left: {sb.info.folder.exists()}"
+            )
     assert not bad, bad
     assert acct.head() == DOUBLE_ROUNDS
     assert sandbox_folders(tmp_path) == []
     assert pending_txns(tmp_path) == []
+
+
+# --- 6. a sandbox removed (archived or discarded elsewhere) while this process reads it ---------------
+
+
+@pytest.mark.parametrize("call", ["list", "load", "open_account"])
+def test_sandbox_vanishing_mid_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    """Another process removes the folder between the ``exists()`` check and the read of metadata.json.
+
+    Deterministic stand-in for a race seen with real processes (about 1 in 1500 ``sandboxes()`` calls while
+    another process archives and discards): the reader must treat the sandbox as gone, not crash.
+    """
+    acct = open_account(tmp_path, create=True)
+    keep = acct.create_sandbox("stays")
+    gone = acct.create_sandbox("vanishes")
+    real_load_json = sandbox_module.load_json
+
+    def load_json_racing(path: Path) -> Any:
+        if path == gone.info.folder / "metadata.json" and gone.info.folder.exists():
+            shutil.rmtree(gone.info.folder)  # what a concurrent archive or discard does
+        return real_load_json(path)
+
+    monkeypatch.setattr(sandbox_module, "load_json", load_json_racing)
+    if call == "list":
+        assert [s.sandbox_id for s in acct.sandboxes()] == [keep.id]
+    elif call == "load":
+        with pytest.raises(soulpass.NotFound):
+            acct.sandbox(gone.id)
+    else:
+        assert [s.sandbox_id for s in open_account(tmp_path).sandboxes()] == [keep.id]

@@ -120,8 +120,8 @@ def list_sandboxes(store: AccountStore) -> list[SandboxInfo]:
             continue
         try:
             out.append(_info(store, folder, load_json(folder / "metadata.json")))
-        except FileNotFoundError:
-            continue  # removed (archived or discarded) while we looked
+        except (FileNotFoundError, NotADirectoryError):
+            continue  # removed (archived or discarded) while we looked, or not a sandbox
     return sorted(out, key=lambda s: s.created_at)
 
 
