@@ -17,7 +17,7 @@ from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.errors import Conflict, InvalidInput, NotFound
-from soulpass.ids import check_name, new_temp_id, utc_now
+from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
 from soulpass.records import (
     EPOCH,
     RECORD_MODELS,
@@ -303,6 +303,7 @@ class Sandbox:
 
     def add_turn(self, speaker: str, text: str, **fields: Any) -> str:
         """``speaker`` "user" makes a ``TurnUser``, anything else a ``TurnLLM`` by that agent."""
+        check_name(speaker, "speaker")
         if speaker == "user":
             return self.write_turn({"kind": "turn_user", "text_excerpt": text, **fields})
         return self.write_turn({"kind": "turn_llm", "text_excerpt": text, "agent": speaker, **fields})
@@ -368,6 +369,8 @@ class Sandbox:
 
 def _turn_model(turn: Any) -> TurnUser | TurnLLM:
     if isinstance(turn, TurnUser | TurnLLM):
+        if not is_temp_id(turn.id):
+            raise InvalidInput(f"a new turn needs a temporary id (tu_temp_…/tl_temp_…), not {turn.id!r}", field="id")
         return turn
     if not isinstance(turn, dict):
         raise InvalidInput(f"a turn must be a TurnUser, a TurnLLM or a dict, not {type(turn).__name__}",
@@ -378,11 +381,13 @@ def _turn_model(turn: Any) -> TurnUser | TurnLLM:
         raise InvalidInput(f"turn kind must be turn_user or turn_llm, got {kind!r}", field="kind")
     data.setdefault("id", new_temp_id(kind))
     model: TurnUser | TurnLLM = _validate(RECORD_MODELS[kind], data)
-    return model
+    return _turn_model(model)
 
 
 def _episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
     if isinstance(episode, Episode):
+        if not is_temp_id(episode.id):
+            raise InvalidInput(f"a new episode needs a temporary id (ep_temp_…), not {episode.id!r}", field="id")
         return episode, []
     if not isinstance(episode, dict):
         raise InvalidInput(f"an episode must be an Episode or a dict, not {type(episode).__name__}",
@@ -391,7 +396,7 @@ def _episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
         return episode_from_seed_dict(episode)
     data = dict(episode)
     data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
-    return _validate(Episode, data), []
+    return _episode_model(_validate(Episode, data))
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:

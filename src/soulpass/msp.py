@@ -12,8 +12,8 @@ from typing import Any
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rules import Rules
 from soulpass.engine import AlreadyArchived, Committed, Planned, Sandbox, Soulpass
-from soulpass.errors import Conflict, InvalidInput
-from soulpass.ids import utc_now
+from soulpass.errors import Conflict, InvalidInput, NotFound
+from soulpass.ids import check_name, utc_now
 from soulpass.records import Episode, MasterState, SessionBuffer
 from soulpass.sessions.buffer import Limits
 
@@ -58,7 +58,13 @@ class MSP:
 
     def load_master_state(self, user_id: str, at: int | None = None) -> MasterState:
         """The whole master state of ``user_id`` at HEAD (or at version ``at``)."""
-        acct = self.engine.account(user_id, create=True)
+        if user_id not in self.engine.accounts():  # reading never creates an account
+            check_name(user_id, "account name")
+            if at not in (None, 0):
+                raise NotFound(f"account {user_id!r} has no version {at}", account=user_id)
+            return MasterState(version=0, user_id=user_id, metadata={"total_episodes": 0, "total_facts": 0,
+                                                                     "total_sessions": 0, "last_consolidation": None})
+        acct = self.engine.account(user_id)
         version = acct.store.check_version(at)
         episodes = [e.model_dump(mode="json") for e in acct.records("episode", version)]
         facts = [f.model_dump(mode="json") for f in acct.records("fact", version)]
@@ -119,7 +125,11 @@ class MSP:
         return self.load_master_state(user_id)
 
     def get_master_version(self, user_id: str) -> int:
-        return self.engine.account(user_id, create=True).head()
+        """HEAD of ``user_id``; 0 for an account that has no version yet (nothing is created)."""
+        if user_id not in self.engine.accounts():
+            check_name(user_id, "account name")
+            return 0
+        return self.engine.account(user_id).head()
 
     # --- sandboxes ---------------------------------------------------------------------
 

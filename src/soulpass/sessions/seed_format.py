@@ -23,7 +23,9 @@ def _turn(raw: Any, key: str, when: datetime | None) -> TurnUser | TurnLLM:
     if not isinstance(raw, dict) or not isinstance(raw.get("text", raw.get("text_excerpt")), str):
         raise InvalidInput(f"{key} must be an object with a 'speaker' and a 'text'", field=key)
     text = raw.get("text", raw.get("text_excerpt"))
-    speaker = str(raw.get("speaker", "user"))
+    speaker = raw.get("speaker", "user")
+    if not isinstance(speaker, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", speaker):
+        raise InvalidInput(f"{key}.speaker {speaker!r} is not a valid agent name", field=f"{key}.speaker")
     extra = {k: v for k, v in raw.items() if k not in ("speaker", "text", "text_excerpt")}
     common: dict[str, Any] = {"text_excerpt": text}
     if when is not None:
@@ -31,8 +33,7 @@ def _turn(raw: Any, key: str, when: datetime | None) -> TurnUser | TurnLLM:
     try:
         if speaker.lower() in _USER_SPEAKERS:
             return TurnUser(id=new_temp_id("turn_user"), **common, **extra)
-        agent = speaker if re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", speaker) else None
-        return TurnLLM(id=new_temp_id("turn_llm"), agent=agent, **common, **extra)
+        return TurnLLM(id=new_temp_id("turn_llm"), agent=speaker, **common, **extra)
     except ValidationError as exc:
         raise InvalidInput(f"{key} does not match the turn schema: {exc}", field=key) from exc
 

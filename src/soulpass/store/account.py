@@ -92,7 +92,9 @@ class AccountStore:
         head = self.head()
         if at is None:
             return head
-        if not isinstance(at, int) or at < 0 or at > head:
+        if type(at) is not int:
+            raise InvalidInput(f"version must be an integer, not {at!r}", field="version")
+        if at < 0 or at > head:
             raise NotFound(f"version {at} does not exist (HEAD is {head})", account=self.name)
         return at
 

@@ -49,6 +49,9 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
         if entry.get("rebased"):
             rebases.append({"version": v, **entry["rebased"]})
         conflicts.extend({"version": v, **c} for c in entry.get("conflicts", []))
+    # A supersession counts only while its superseding fact is still there at B.
+    present = {rid for rid, op in last.items() if op == "add"}
+    superseded = [s for s in superseded if s["by"] in present]
     # Net effect: present at B but not at A is added; present at A but not at B is retired.
     added: dict[str, list[str]] = defaultdict(list)
     retired: list[str] = []
