@@ -235,7 +235,7 @@ class Account:
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
         with self.store.locked():
-            cs = plan_bulk_append(self.store, list(records), utc_now())
+            cs = plan_bulk_append(self.store, list(records), utc_now(), self.sp.rules.semantic)
             return self.store.commit(cs)
 
     # --- archive and discard ------------------------------------------------------------

@@ -12,16 +12,18 @@ from typing import Any
 
 from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.plan import IdAllocator, MasterReader
+from soulpass.consolidation.rules import SemanticRule
+from soulpass.consolidation.semantic import functional_base
 from soulpass.errors import InvalidInput
 from soulpass.records import Episode, Record, SemanticFact, TurnLLM, TurnUser
 from soulpass.store.commit import Changeset, FileWrite
 from soulpass.store.fsio import dump_json
-from soulpass.store.layout import GKS_DATA, gks_shard_path, record_path
+from soulpass.store.layout import GKS_DATA, record_path
 
 __all__ = ["plan_bulk_append"]
 
 
-def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime) -> Changeset:
+def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime, rule: SemanticRule) -> Changeset:
     head = master.head()
     version = head + 1
     ids = IdAllocator(master, version)
@@ -30,7 +32,7 @@ def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime)
         if rec.id in id_map:
             raise InvalidInput(f"record id {rec.id} appears twice in the bulk input", id=rec.id)
         id_map[rec.id] = ids.allocate(rec.kind, rec.created_at)
-    gks = GKSWorkingSet(read_shard=master.read_at)
+    gks = GKSWorkingSet(read_doc=master.read_at)
     writes: list[FileWrite] = []
     added: dict[str, list[str]] = defaultdict(list)
     episode_of: dict[str, str] = {}
@@ -50,12 +52,11 @@ def plan_bulk_append(master: MasterReader, records: list[Record], now: datetime)
         elif isinstance(rec, SemanticFact):
             update |= {"valid_from_version": version,
                        "source_refs": tuple(id_map.get(r, r) for r in rec.source_refs)}
-            gks.add_fact(new_id, rec.subject, rec.predicate, rec.object)
+            gks.add_fact(new_id, rec.subject, rec.predicate, rec.object, functional_base(rec.predicate, rule))
         writes.append(FileWrite(record_path(new_id), dump_json(rec.model_copy(update=update).model_dump(mode="json"))))
         added[rec.kind].append(new_id)
-    for key in sorted(gks.dirty):
-        shard = {"kind": "gks_shard", "version": version, **gks.shards[key]}
-        writes.append(FileWrite(gks_shard_path(key), dump_json(shard)))
+    for path, doc in gks.documents(version).items():
+        writes.append(FileWrite(path, dump_json(doc)))
     totals = master.read_at(GKS_DATA) or {}
     if gks.dirty:
         writes.append(FileWrite(GKS_DATA, dump_json({

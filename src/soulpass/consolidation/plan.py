@@ -44,7 +44,6 @@ from soulpass.store.layout import (
     CORE_MEMORY,
     GKS_DATA,
     USER_PROFILE,
-    gks_shard_path,
     record_path,
     sandbox_dir,
     state_path,
@@ -204,7 +203,7 @@ def plan_consolidation(
             final[new_id] = rec.model_copy(update=update)
 
     # validate_and_merge for facts, against the graph at HEAD.
-    gks = GKSWorkingSet(read_shard=master.read_at)
+    gks = GKSWorkingSet(read_doc=master.read_at)
 
     def read_fact(fid: str) -> SemanticFact | None:
         raw = master.read_at(record_path(fid))
@@ -248,8 +247,8 @@ def plan_consolidation(
 
     # GKS: only the shards the facts touched, plus the totals.
     if gks.dirty:
-        for key in sorted(gks.dirty):
-            put_document(gks_shard_path(key), _Shard(version, gks.shards[key]))
+        for path, doc in gks.documents(version).items():
+            put_document(path, _Shard(version, doc))
         totals = master.read_at(GKS_DATA) or {}
         put_document(GKS_DATA, _Shard(version, {
             "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat(),
@@ -339,7 +338,7 @@ class _Shard:
     """A GKS shard or totals document as written to disk."""
 
     def __init__(self, version: int, body: dict[str, Any], kind: str = "gks_shard") -> None:
-        self.body = {"kind": kind, "version": version, **body}
+        self.body = {"kind": kind, **body, "version": version}
 
     def model_dump(self, mode: str = "json") -> dict[str, Any]:
         return self.body

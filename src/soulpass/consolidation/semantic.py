@@ -11,7 +11,7 @@ from soulpass.consolidation.gks import GKSWorkingSet, node_id
 from soulpass.consolidation.rules import SemanticRule
 from soulpass.records import SemanticCandidate, SemanticFact, normalize_text, semantic_hash
 
-__all__ = ["FactOutcome", "SemanticMerge", "split_spo"]
+__all__ = ["FactOutcome", "SemanticMerge", "functional_base", "split_spo"]
 
 _COMMON_VERBS = (
     "likes", "dislikes", "loves", "hates", "is", "are", "was", "has", "have", "prefers", "wants",
@@ -49,6 +49,15 @@ def _canonical(predicate: str, rule: SemanticRule) -> tuple[str, bool]:
         if p.startswith(n + " "):
             return _stem(p[len(n) + 1:]), False
     return _stem(p), True
+
+
+def functional_base(predicate: str, rule: SemanticRule) -> str | None:
+    """The predicate's base if it is a positive functional one ("lives in" -> "live in")."""
+    base, positive = _canonical(predicate, rule)
+    if not positive:
+        return None
+    bases = {_canonical(f, rule)[0] for f in rule.functional_predicates}
+    return base if base in bases else None
 
 
 def _stem(p: str) -> str:
@@ -94,19 +103,22 @@ class SemanticMerge:
         else:
             s, p, o = split_spo(cand.content or "", self.rule)
         base, positive = _canonical(p, self.rule)
-        target = node_id(o)
         superseded: list[str] = []
-        for edge in self.gks.edges_from(s):
+        for edge in self.gks.edges_between(s, o):  # same subject and object: duplicate or opposite
             e_base, e_pos = _canonical(edge["predicate"], self.rule)
             if e_base != base:
                 continue
-            same_target = edge["target"] == target
-            if same_target and e_pos == positive:
+            if e_pos == positive:
                 return self._record(FactOutcome(ref, "duplicate", fact_id=edge["fact_refs"][0],
                                                 detail="same subject, predicate and object"))
-            functional = normalize_text(p) in {normalize_text(x) for x in self.rule.functional_predicates}
-            if (same_target and e_pos != positive) or (not same_target and functional and e_pos and positive):
-                superseded.extend(edge["fact_refs"])
+            superseded.extend(edge["fact_refs"])
+        fbase = functional_base(p, self.rule)
+        if fbase is not None:  # one object at a time: any other current object is replaced
+            target = node_id(o)
+            for entry in self.gks.functional(s, fbase):
+                old = self._fact(entry["fact"])
+                if old is not None and old.superseded_by is None and node_id(entry["object"]) != target:
+                    superseded.append(entry["fact"])
         fid = self.new_fact_id(cand)
         fact = SemanticFact(
             id=fid, subject=s, predicate=p, object=o, confidence=cand.confidence,
@@ -118,7 +130,7 @@ class SemanticMerge:
         for old_id in superseded:
             self._supersede(old_id, fid)
         self.new_facts[fid] = fact
-        self.gks.add_fact(fid, s, p, o)
+        self.gks.add_fact(fid, s, p, o, fbase)
         return self._record(FactOutcome(ref, "accepted", fact_id=fid, supersedes=tuple(superseded)))
 
     def _supersede(self, old_id: str, new_id: str) -> None:
@@ -131,7 +143,8 @@ class SemanticMerge:
             self.new_facts[old_id] = updated
         else:
             self.rewritten[old_id] = updated
-        self.gks.remove_fact(old_id, old.subject, old.predicate, old.object)
+        self.gks.remove_fact(old_id, old.subject, old.predicate, old.object,
+                             functional_base(old.predicate, self.rule))
 
     def _record(self, outcome: FactOutcome) -> FactOutcome:
         self.outcomes.append(outcome)

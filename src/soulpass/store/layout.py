@@ -11,6 +11,7 @@ __all__ = [
     "CORE",
     "CORE_MEMORY",
     "GKS_DATA",
+    "GKS_FUNCTIONAL",
     "GKS_SHARDS",
     "HISTORY",
     "KIND_BY_PREFIX",
@@ -34,6 +35,7 @@ CORE_MEMORY = "core/05_Core_Memory/Core_memory.json"
 USER_PROFILE = "core/07_User_block/User_profile.json"
 GKS_DATA = "core/09_Genesis_Knowledge_System/GKS_data.json"
 GKS_SHARDS = "core/09_Genesis_Knowledge_System/shards"
+GKS_FUNCTIONAL = "core/09_Genesis_Knowledge_System/functional"
 STATE_DIR = "core/10_state"
 
 RECORD_DIRS: dict[str, str] = {
