@@ -7,10 +7,12 @@ For each master size (default 1k, 100k and 1M records) the benchmark
    ``--chunk`` records, each chunk one version): conversations of one episode and two turns
    (user + LLM, the episode's ``turn_refs`` pointing at them) plus ~5 % semantic facts, with
    ``created_at`` spread over ``--years`` years so month folders hold a few thousand files at most;
-2. archives ``--repeats`` fresh sandboxes of 50 turns (25 user + 25 LLM), 25 episodes, 3 facts
-   (one of which contradicts the master's "User lives in ..." fact, so a supersede happens) and one
-   state delta, timing only the ``archive()`` call;
-3. records the build time, the disk usage of the account and the archive median and minimum.
+2. once every master is built, archives ``--repeats`` fresh sandboxes per master, round-robin over
+   the sizes after ``--warmup`` untimed ones: 50 turns (25 user + 25 LLM), 25 episodes, 3 facts (one
+   of which contradicts the master's "User lives in ..." fact, so a supersede happens) and one state
+   delta, timing only the ``archive()`` call;
+3. records the build time, the disk usage of the account and the archive median and minimum, and
+   with ``--profile`` a cProfile of one more archive per size.
 
 The figure of merit is ``median(largest) / median(smallest)``: the archive should cost what the
 session costs, not what the history costs (target <= 1.2).
@@ -191,6 +193,22 @@ def disk_usage_bytes(path: Path) -> int:
     return total
 
 
+def source_revision() -> str | None:
+    """``git describe``-style revision of the checkout the benchmark runs from (``+dirty`` if modified)."""
+    git = shutil.which("git")
+    if not git:
+        return None
+    repo = Path(__file__).resolve().parents[1]
+    try:
+        head = subprocess.run([git, "-C", str(repo), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run([git, "-C", str(repo), "status", "--porcelain", "--", "src"],
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return f"{head}+dirty" if dirty else head or None
+
+
 def version_counts(account_path: Path) -> dict[str, int]:
     doc = json.loads((account_path / "core" / "VERSION.json").read_text("utf-8"))
     return {k: int(v) for k, v in doc.get("counts", {}).items()}
@@ -247,26 +265,24 @@ def fill_session(sb: soulpass.Sandbox, repeat: int, rng: random.Random) -> str:
     return city
 
 
-def time_archives(acct: soulpass.Account, repeats: int, rng: random.Random, offset: int = 0) -> list[dict[str, Any]]:
-    out = []
-    for r in range(repeats):
-        sb = acct.create_sandbox(f"bench session {offset + r}")
-        fill_session(sb, offset + r, rng)
-        t0 = time.perf_counter()
-        result = sb.archive()
-        dt = time.perf_counter() - t0
-        if not isinstance(result, soulpass.Committed):
-            raise RuntimeError(f"archive returned {result!r}, expected Committed")
-        plan = result.plan
-        added = {k: len(v) for k, v in plan.added.items()}
-        expected = {"episode": SESSION_TURN_PAIRS, "turn_user": SESSION_TURN_PAIRS,
-                    "turn_llm": SESSION_TURN_PAIRS, "fact": SESSION_FACTS}
-        if added != expected or len(plan.superseded) != 1:
-            raise RuntimeError(f"unexpected archive outcome: added {added}, superseded {plan.superseded}, "
-                               f"rejected {plan.rejected}, duplicates {plan.duplicates}")
-        out.append({"seconds": dt, "version": result.version, "files_written": len(plan.changeset.writes),
-                    "superseded": len(plan.superseded)})
-    return out
+def archive_once(acct: soulpass.Account, n: int, rng: random.Random) -> dict[str, Any]:
+    """Fill a fresh sandbox with the benchmark session and time its ``archive()`` call alone."""
+    sb = acct.create_sandbox(f"bench session {n}")
+    fill_session(sb, n, rng)
+    t0 = time.perf_counter()
+    result = sb.archive()
+    dt = time.perf_counter() - t0
+    if not isinstance(result, soulpass.Committed):
+        raise RuntimeError(f"archive returned {result!r}, expected Committed")
+    plan = result.plan
+    added = {k: len(v) for k, v in plan.added.items()}
+    expected = {"episode": SESSION_TURN_PAIRS, "turn_user": SESSION_TURN_PAIRS,
+                "turn_llm": SESSION_TURN_PAIRS, "fact": SESSION_FACTS}
+    if added != expected or len(plan.superseded) != 1:
+        raise RuntimeError(f"unexpected archive outcome: added {added}, superseded {plan.superseded}, "
+                           f"rejected {plan.rejected}, duplicates {plan.duplicates}")
+    return {"seconds": dt, "version": result.version, "files_written": len(plan.changeset.writes),
+            "superseded": len(plan.superseded)}
 
 
 def profile_archive(acct: soulpass.Account, rng: random.Random, offset: int, path: Path, top: int = 40) -> float:
@@ -335,6 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "a 1M-record master needs ~5-8 GB")
     p.add_argument("--keep", action="store_true", help="keep the built accounts instead of deleting them")
     p.add_argument("--repeats", type=int, default=5, help="timed archives per size (default 5)")
+    p.add_argument("--warmup", type=int, default=1, help="untimed archives per size before timing (default 1)")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"result file (default {DEFAULT_JSON})")
     p.add_argument("--chunk", type=int, default=50_000, help="records per bulk_append call / version (default 50000)")
     p.add_argument("--years", type=float, default=20.0, help="history span the created_at dates cover (default 20)")
@@ -350,8 +367,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    if args.repeats < 1 or args.chunk < 1:
-        raise SystemExit("--repeats and --chunk must be at least 1")
+    if args.repeats < 1 or args.chunk < 1 or args.warmup < 0:
+        raise SystemExit("--repeats and --chunk must be at least 1, --warmup at least 0")
     if args.workdir is None:
         workdir = Path(tempfile.mkdtemp(prefix="soulpass-commit-scaling-"))
         own_workdir = True
@@ -364,24 +381,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     json_path.parent.mkdir(parents=True, exist_ok=True)
 
     started = datetime.now(UTC)
+    revision = source_revision()  # before the run: the code that was imported
     _out(f"Soulpass commit scaling: sizes {', '.join(f'{s:,}' for s in args.sizes)}, {args.repeats} repeats, "
          f"home {home}")
     sp = soulpass.open(home)
     results: list[dict[str, Any]] = []
     try:
+        # 1. Build every master first, so the timed archives below run under the same conditions.
+        accounts: list[soulpass.Account] = []
         for size in args.sizes:
-            _out(f"  master of {size:,} records (chunks of {args.chunk:,})")
+            _out(f"  building a master of {size:,} records (chunks of {args.chunk:,})")
             acct = sp.account(f"m{size}", create=True)
             gen = HistoryGenerator(args.seed + size, args.years, args.fact_share, args.user_fact_share)
             rss_before = peak_rss_mb()
             build = build_master(acct, size, args.chunk, gen)
             counts = version_counts(acct.store.path)
             disk = disk_usage_bytes(acct.store.path)
-            _out(f"    {record_total(counts):,} records, {disk / 1e6:,.1f} MB on disk; timing {args.repeats} archives")
-            rng = random.Random(args.seed * 7 + size)
-            runs = time_archives(acct, args.repeats, rng)
-            secs = [r["seconds"] for r in runs]
-            entry: dict[str, Any] = {
+            _out(f"    {record_total(counts):,} records, {disk / 1e6:,.1f} MB on disk")
+            accounts.append(acct)
+            results.append({
                 "size": size,
                 "account": acct.name,
                 "account_path": str(acct.store.path),
@@ -391,21 +409,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "disk_bytes": disk,
                 "peak_rss_mb_before_build": rss_before,
                 "peak_rss_mb_after_build": peak_rss_mb(),
+            })
+        # 2. Time the archives round-robin over the sizes (after untimed warm-ups), so drifts in
+        #    disk or cache state hit every size alike.
+        rngs = [random.Random(args.seed * 7 + size) for size in args.sizes]
+        runs: list[list[dict[str, Any]]] = [[] for _ in args.sizes]
+        n = 0
+        for _ in range(args.warmup):
+            for acct, rng in zip(accounts, rngs, strict=True):
+                archive_once(acct, n, rng)
+            n += 1
+        for r in range(args.repeats):
+            for i, (acct, rng) in enumerate(zip(accounts, rngs, strict=True)):
+                runs[i].append(archive_once(acct, n, rng))
+            n += 1
+            _out(f"  round {r + 1}/{args.repeats}: " + ", ".join(
+                f"{size:,}: {rs[-1]['seconds'] * 1000:.1f} ms" for size, rs in zip(args.sizes, runs, strict=True)))
+        for entry, rs in zip(results, runs, strict=True):
+            secs = [x["seconds"] for x in rs]
+            entry |= {
                 "archive_s": secs,
                 "archive_median_ms": statistics.median(secs) * 1000,
                 "archive_min_ms": min(secs) * 1000,
                 "archive_max_ms": max(secs) * 1000,
-                "archive_files_written": runs[0]["files_written"],
-                "superseded_per_archive": [r["superseded"] for r in runs],
+                "archive_files_written": rs[0]["files_written"],
+                "superseded_per_archive": [x["superseded"] for x in rs],
             }
-            if args.profile:
-                prof_path = json_path.with_name(f"{json_path.stem}_profile_{size}.txt")
-                entry["profile_archive_ms"] = profile_archive(acct, rng, args.repeats, prof_path) * 1000
+        # 3. Optionally one more archive per size under cProfile.
+        if args.profile:
+            for entry, acct, rng in zip(results, accounts, rngs, strict=True):
+                prof_path = json_path.with_name(f"{json_path.stem}_profile_{entry['size']}.txt")
+                entry["profile_archive_ms"] = profile_archive(acct, rng, n, prof_path) * 1000
                 entry["profile_file"] = str(prof_path)
-            results.append(entry)
-            _out(f"    archive median {entry['archive_median_ms']:.1f} ms, min {entry['archive_min_ms']:.1f} ms")
-            if not args.keep and len(args.sizes) > 1:
-                shutil.rmtree(acct.store.path, ignore_errors=True)  # free the disk before the next size
     finally:
         if not args.keep:
             shutil.rmtree(workdir if own_workdir else home, ignore_errors=True)
@@ -427,9 +462,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             "platform": platform.platform(),
             "machine": platform.machine(),
             "soulpass": soulpass.__version__,
+            "revision": revision,
         },
         "params": {
-            "sizes": args.sizes, "repeats": args.repeats, "chunk": args.chunk, "years": args.years,
+            "sizes": args.sizes, "repeats": args.repeats, "warmup": args.warmup, "chunk": args.chunk,
+            "years": args.years,
             "fact_share": args.fact_share, "user_fact_share": args.user_fact_share, "seed": args.seed,
             "session": {"turns": 2 * SESSION_TURN_PAIRS, "episodes": SESSION_TURN_PAIRS, "facts": SESSION_FACTS,
                         "superseding_facts": 1, "state_deltas": SESSION_STATE_DELTAS},

@@ -48,9 +48,9 @@ def imports_of(module: str, path: Path) -> list[tuple[int, str]]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "soulpass"]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            if node.module.split(".")[0] == "soulpass":
-                found.append((node.lineno, node.module))
+        elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
+              and node.module.split(".")[0] == "soulpass"):
+            found.append((node.lineno, node.module))
     return found
 
 

@@ -30,7 +30,7 @@ def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     bench = _load_benchmark()
     out = tmp_path / "results" / "commit_scaling.json"
     rc = bench.main([
-        "--sizes", "200,2000", "--repeats", "2", "--chunk", "1000",
+        "--sizes", "200,2000", "--repeats", "2", "--warmup", "1", "--chunk", "1000",
         "--workdir", str(tmp_path / "work"), "--json", str(out), "--keep",
     ])
     assert rc == 0
@@ -43,6 +43,7 @@ def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert key in report, key
     assert report["benchmark"] == "commit_scaling"
     assert report["machine"]["nproc"] >= 1
+    assert "revision" in report["machine"]
     assert report["machine"]["python"].count(".") == 2
     assert report["params"]["repeats"] == 2
     assert report["params"]["session"]["turns"] == 50
@@ -63,14 +64,16 @@ def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
         assert r["superseded_per_archive"] == [1, 1]
     assert report["ratio"] == pytest.approx(results[-1]["archive_median_ms"] / results[0]["archive_median_ms"])
 
-    # The 2000-record master really holds 2000 records (built in two bulk versions), plus the two
-    # archived sessions (25 episodes + 50 turns + 3 facts each).
+    # The 2000-record master really holds 2000 records (built in two bulk versions), plus the
+    # warm-up and the two timed sessions (25 episodes + 50 turns + 3 facts each).
     big = results[-1]
     assert big["versions"] == 2
+    assert big["counts"]["fact"] > 0
     version = json.loads((Path(big["account_path"]) / "core" / "VERSION.json").read_text("utf-8"))
-    assert version["version"] == 2 + 2
+    sessions = 1 + 2
+    assert version["version"] == 2 + sessions
     counts = version["counts"]
     assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) >= 2000
-    assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) == 2000 + 2 * (25 + 50 + 3)
+    assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) == 2000 + sessions * (25 + 50 + 3)
     assert counts["episode"] > 0 and counts["turn_user"] > 0 and counts["turn_llm"] > 0 and counts["fact"] > 0
-    assert counts["facts_superseded"] == 2
+    assert counts["facts_superseded"] == sessions

@@ -5,6 +5,7 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,6 +136,9 @@ class Account:
                         remove_sandbox_folder(info)
                 except Conflict:
                     continue  # somebody else removed it first
+        # ... and a crash during that removal leaves the renamed folder: finish deleting it.
+        for trash in (self.store.path / "sandboxes").glob(".trash-*"):
+            shutil.rmtree(trash, ignore_errors=True)
 
     # --- sandboxes -------------------------------------------------------------------
 

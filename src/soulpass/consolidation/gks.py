@@ -40,12 +40,15 @@ class GKSWorkingSet:
     read_doc: Callable[[str], dict[str, Any] | None]
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
+    existed: set[str] = field(default_factory=set)
     edge_delta: int = 0
 
     def _doc(self, relpath: str, key: str) -> dict[str, Any]:
         if relpath not in self.docs:
-            raw = self.read_doc(relpath) or {}
-            self.docs[relpath] = {key: dict(raw.get(key, {}))}
+            raw = self.read_doc(relpath)
+            if raw is not None:
+                self.existed.add(relpath)
+            self.docs[relpath] = {key: dict((raw or {}).get(key, {}))}
         return self.docs[relpath][key]  # type: ignore[no-any-return]
 
     def _edges(self, s: str, o: str) -> tuple[str, dict[str, Any]]:

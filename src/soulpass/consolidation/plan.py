@@ -239,16 +239,16 @@ def plan_consolidation(
         replaced.append(record_path(fid))
     superseded = [{"fact": old, "by": new.id} for new in merge.new_facts.values() for old in new.supersedes]
 
-    def put_document(relpath: str, doc: Any) -> None:
+    def put_document(relpath: str, doc: Any, existed: bool | None = None) -> None:
         writes.append(FileWrite(relpath, dump_json(doc.model_dump(mode="json"))))
         written.append(relpath)
-        if master.read_at(relpath) is not None:
+        if existed if existed is not None else master.read_at(relpath) is not None:
             replaced.append(relpath)
 
     # GKS: only the shards the facts touched, plus the totals.
     if gks.dirty:
         for path, doc in gks.documents(version).items():
-            put_document(path, _Shard(version, doc))
+            put_document(path, _Shard(version, doc), existed=path in gks.existed)
         totals = master.read_at(GKS_DATA) or {}
         put_document(GKS_DATA, _Shard(version, {
             "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat(),

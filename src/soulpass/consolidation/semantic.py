@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,11 +41,17 @@ def split_spo(content: str, rule: SemanticRule) -> tuple[str, str, str]:
 
 def _canonical(predicate: str, rule: SemanticRule) -> tuple[str, bool]:
     """Predicate -> (base, positive); "does not like" and "dislikes" are ("like", False)."""
+    return _canonical_cached(predicate, tuple(rule.antonyms.items()), rule.negation_prefixes)
+
+
+@functools.lru_cache(maxsize=8192)
+def _canonical_cached(predicate: str, antonyms: tuple[tuple[str, str], ...],
+                      negations: tuple[str, ...]) -> tuple[str, bool]:
     p = normalize_text(predicate)
-    reverse = {normalize_text(b): normalize_text(a) for a, b in rule.antonyms.items()}
+    reverse = {normalize_text(b): normalize_text(a) for a, b in antonyms}
     if p in reverse:
         return _stem(reverse[p]), False
-    for prefix in sorted(rule.negation_prefixes, key=len, reverse=True):
+    for prefix in sorted(negations, key=len, reverse=True):
         n = normalize_text(prefix)
         if p.startswith(n + " "):
             return _stem(p[len(n) + 1:]), False
@@ -56,8 +63,14 @@ def functional_base(predicate: str, rule: SemanticRule) -> str | None:
     base, positive = _canonical(predicate, rule)
     if not positive:
         return None
-    bases = {_canonical(f, rule)[0] for f in rule.functional_predicates}
-    return base if base in bases else None
+    return base if base in _functional_bases(rule.functional_predicates, tuple(rule.antonyms.items()),
+                                             rule.negation_prefixes) else None
+
+
+@functools.lru_cache(maxsize=64)
+def _functional_bases(functional: tuple[str, ...], antonyms: tuple[tuple[str, str], ...],
+                      negations: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_canonical_cached(f, antonyms, negations)[0] for f in functional)
 
 
 def _stem(p: str) -> str:

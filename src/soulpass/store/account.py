@@ -55,15 +55,22 @@ class AccountStore:
         self.recovered: list[str] = []
         txn = self.path / "txn"
         if txn.exists() and any(txn.iterdir()):
-            with self.locked():
-                self.recovered = recover(self.path)
+            with self.locked():  # recovers
+                pass
 
     # --- locking and committing --------------------------------------------------------
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Exclusive account lock: one commit (plan + write) at a time."""
+        """Exclusive account lock: one commit (plan + write) at a time.
+
+        A txn left by a process that died is finished (or discarded) first, under the lock, so
+        nobody plans on a HEAD that a committed txn is about to move.
+        """
         with file_lock(self.path / ".lock"):
+            txn = self.path / "txn"
+            if txn.exists() and any(txn.iterdir()):
+                self.recovered += recover(self.path)
             yield
 
     def commit(self, changeset: Changeset, hook: Hook | None = None) -> int:

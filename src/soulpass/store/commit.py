@@ -90,7 +90,9 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
     hook = hook or _noop
     version = cs.version
     txn = _txn_dir(account, version)
-    if txn.exists():  # a stale, uncommitted attempt (recovery normally removes it)
+    if txn.exists():  # a stale attempt: recovery (run under the lock) should have handled it
+        if (txn / "COMMITTED").exists():
+            raise Corrupted(f"txn {txn.name} is committed but was not recovered", path=str(txn))
         shutil.rmtree(txn)
     makedirs_durable(txn / "files")
     direct = [w for w in cs.writes if cs.bulk and not (account / w.relpath).exists()]
@@ -167,9 +169,20 @@ def apply_txn(account: Path, txn: Path, hook: Hook | None = None) -> None:
     hook("version_written")
     _append_log(account / LOG_FILE, manifest["log_entry"], version)
     hook("log_appended")
-    shutil.rmtree(txn)
-    fsync_dir(txn.parent)
+    _remove_finished(txn)
     hook("done")
+
+
+def _remove_finished(txn: Path) -> None:
+    """Rename, then delete: a kill mid-delete must never leave COMMITTED without its manifest
+    (unrecoverable) nor a bulk manifest without COMMITTED (recovery would delete the records)."""
+    trash = txn.with_name(f".done-{txn.name}")
+    if trash.exists():
+        shutil.rmtree(trash)
+    os.replace(txn, trash)
+    fsync_dir(txn.parent)
+    shutil.rmtree(trash)
+    fsync_dir(txn.parent)
 
 
 def _last_logged_version(log: Path) -> int:
@@ -210,6 +223,9 @@ def recover(account: Path, hook: Hook | None = None) -> list[str]:
     if not txn_root.exists():
         return done
     for txn in sorted(p for p in txn_root.iterdir() if p.is_dir()):
+        if txn.name.startswith(".done-"):  # finished; its removal was interrupted
+            shutil.rmtree(txn)
+            continue
         if (txn / "COMMITTED").exists():
             apply_txn(account, txn, hook)
             done.append(f"redone {txn.name}")
