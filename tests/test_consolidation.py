@@ -7,7 +7,6 @@ careful_merge for core memory, rebase when the master moved on, YAML rules, dry 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,7 @@ import soulpass
 from soulpass import Committed, ConfigError, Planned, Rules
 from soulpass.records import SemanticFact
 from soulpass.store.layout import record_path
+from treehash import digest
 
 
 @pytest.fixture(autouse=True)
@@ -52,19 +52,6 @@ def edges(acct: soulpass.Account, at: int | None = None) -> set[tuple[str, str, 
     return {(label[e.source], e.predicate, label[e.target]) for e in graph.edges}
 
 
-def digest(root: Path, parts: tuple[str, ...] = ("core", "log", "history", "sandboxes")) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        base = root / part
-        if not base.exists():
-            continue
-        for p in sorted(base.rglob("*")):
-            if p.name.endswith(".lock"):
-                continue
-            h.update(os.fsencode(p.relative_to(root).as_posix()) + b"\0")
-            if p.is_file():
-                h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 # --- validate_and_merge -----------------------------------------------------------------------

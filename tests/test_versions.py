@@ -8,7 +8,6 @@ one without destroying history.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ import pytest
 import soulpass
 from soulpass import MSP, Committed, Conflict, InvalidInput, NotFound
 from soulpass.records import MasterState, SemanticFact, SessionBuffer
+from treehash import digest
 
 USER = "User01"
 KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
@@ -29,22 +29,6 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
-def digest(root: Path, parts: tuple[str, ...]) -> str:
-    """Hash of the names and contents of everything under ``root/<part>`` (lock files aside)."""
-    h = hashlib.sha256()
-    for part in parts:
-        base = root / part
-        h.update(part.encode() + (b" present" if base.exists() else b" absent"))
-        if base.is_file():
-            h.update(base.read_bytes())
-        elif base.is_dir():
-            for p in sorted(base.rglob("*")):
-                if p.name.endswith(".lock"):
-                    continue
-                h.update(os.fsencode(p.relative_to(root).as_posix()) + b"\0")
-                if p.is_file():
-                    h.update(p.read_bytes() + b"\0")
-    return h.hexdigest()
 
 
 MASTER = ("core", "log", "history")
