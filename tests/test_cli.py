@@ -137,3 +137,10 @@ def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click
 def test_every_command_has_help_and_docs(path: str, cmd: click.Command) -> None:
     assert cmd.help, f"soulpass {path} has no help text"
     assert f"soulpass {path}" in DOCS.read_text(encoding="utf-8"), f"docs/cli.md does not mention soulpass {path}"
+
+
+def test_os_errors_are_one_line(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "x", "-a", "ann").strip()
+    out = run("write", "episode", sid, "-a", "ann", "--file", str(tmp_path / "missing.json"), code=1)
+    assert "FileNotFoundError" in out and "Traceback" not in out

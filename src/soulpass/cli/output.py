@@ -45,6 +45,9 @@ class ErrorHandlingGroup(click.Group):
             code = next((c for t, c in EXIT_CODES.items() if isinstance(exc, t)), 1)
             err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", soft_wrap=True)
             ctx.exit(code)
+        except OSError as exc:  # disk full, permissions: still one clear line
+            err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", soft_wrap=True)
+            ctx.exit(1)
 
 
 def emit_json(value: Any) -> None:
