@@ -350,7 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="folder for the Soulpass home (default: a new temp dir under $TMPDIR or /tmp); "
                         "a 1M-record master needs ~5-8 GB")
     p.add_argument("--keep", action="store_true", help="keep the built accounts instead of deleting them")
-    p.add_argument("--repeats", type=int, default=5, help="timed archives per size (default 5)")
+    p.add_argument("--repeats", type=int, default=15, help="timed archives per size (default 15)")
     p.add_argument("--warmup", type=int, default=1, help="untimed archives per size before timing (default 1)")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON, help=f"result file (default {DEFAULT_JSON})")
     p.add_argument("--chunk", type=int, default=50_000, help="records per bulk_append call / version (default 50000)")
