@@ -1,0 +1,21 @@
+"""The catalog: one SQLite row per stored copy of a record or document, with FTS5 over its text.
+
+Derived from the files and rebuildable from them; it follows the store version by version.
+"""
+
+from .catalog import CATALOG_FILE, Catalog, CatalogStatus, CatchUpReport, catalog_path, catch_up
+from .query import Filters, fts_query, query_terms
+from .rows import CatalogRow
+
+__all__ = [
+    "CATALOG_FILE",
+    "Catalog",
+    "CatalogRow",
+    "CatalogStatus",
+    "CatchUpReport",
+    "Filters",
+    "catalog_path",
+    "catch_up",
+    "fts_query",
+    "query_terms",
+]

@@ -1,0 +1,342 @@
+"""The catalog of one account: rows for every stored copy, full-text search, and catch-up."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from soulpass.errors import BackendUnavailable, InvalidInput
+from soulpass.store.account import AccountStore
+
+from .query import Filters, filter_sql, query_terms
+from .rows import COLUMNS, CatalogRow
+from .schema import configure, migrate, transaction
+from .sidecar import TantivySidecar, tantivy_module
+from .sync import Progress, SyncCounts, apply_version, rebuild_rows
+
+__all__ = ["CATALOG_FILE", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path", "catch_up"]
+
+CATALOG_FILE = "index/catalog.sqlite"
+_SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
+_WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
+_NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
+_FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
+FullText = Literal["auto", "fts5", "tantivy"]
+
+
+@dataclass(frozen=True)
+class CatchUpReport:
+    """From which store version to which the catalog moved, and what that took."""
+
+    from_version: int
+    to_version: int
+    versions: int
+    rows_added: int
+    rows_closed: int
+    rebuilt: bool = False
+    skipped: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CatalogStatus:
+    path: str
+    store_version: int
+    schema_version: int
+    generation: int
+    rows: int
+    in_force: dict[str, int]
+
+
+def catalog_path(store: AccountStore) -> Path:
+    return store.path / CATALOG_FILE
+
+
+def catch_up(store: AccountStore) -> CatchUpReport:
+    """Open the account's catalog, bring it up to the store's HEAD, close it."""
+    with Catalog.open(store) as catalog:
+        return catalog.catch_up(store)
+
+
+class Catalog:
+    """SQLite catalog at ``<account>/index/catalog.sqlite``; safe to share between threads."""
+
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText = "auto") -> None:
+        """``fulltext``: "auto" ranks with the tantivy sidecar when the package is installed, else
+        FTS5; "fts5" never uses the sidecar; "tantivy" requires it."""
+        self._tantivy = None if fulltext == "fts5" else tantivy_module()
+        if fulltext == "tantivy" and self._tantivy is None:
+            raise BackendUnavailable("full text with fulltext='tantivy' needs the tantivy package: pip install tantivy")
+        self._sidecar: TantivySidecar | None = None
+        self._sidecar_generation = self._sidecar_upto = -1
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._lock = threading.RLock()
+        self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+        try:
+            configure(self._conn, int(busy_timeout * 1000))
+            self.migrations_applied = migrate(self._conn)
+        except sqlite3.Error as exc:
+            self._conn.close()
+            raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+
+    @classmethod
+    def open(cls, store: AccountStore, *, busy_timeout: float = 30.0, fulltext: FullText = "auto") -> Catalog:
+        return cls(catalog_path(store), busy_timeout=busy_timeout, fulltext=fulltext)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> Catalog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- state ---------------------------------------------------------------------------
+
+    def _meta(self) -> dict[str, str]:
+        return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+
+    def version(self) -> int:
+        """The store version this catalog reflects."""
+        with self._lock:
+            return int(self._meta()["store_version"])
+
+    def status(self) -> CatalogStatus:
+        with self._lock:
+            meta = self._meta()
+            rows = self._conn.execute("SELECT count(*) FROM catalog").fetchone()[0]
+            by_kind = dict(self._conn.execute(
+                "SELECT kind, count(*) FROM catalog WHERE valid_to IS NULL GROUP BY kind ORDER BY kind").fetchall())
+        return CatalogStatus(path=str(self.path), store_version=int(meta["store_version"]),
+                             schema_version=int(meta["schema_version"]), generation=int(meta["generation"]),
+                             rows=rows, in_force=by_kind)
+
+    # --- following the store ---------------------------------------------------------------
+
+    def catch_up(self, store: AccountStore) -> CatchUpReport:
+        """Apply the versions newer than the catalog's, one transaction each (idempotent).
+
+        Only files the log names for those versions are read. A catalog that is ahead of the
+        store, or whose last version has another timestamp in the log (the account was replaced),
+        is rebuilt instead.
+        """
+        with self._lock:
+            try:
+                report = self._catch_up(store)
+                self._synced_sidecar()  # the search after a big catch-up should not pay for it
+                return report
+            except sqlite3.OperationalError as exc:
+                raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
+                                         path=str(self.path)) from exc
+
+    def _catch_up(self, store: AccountStore) -> CatchUpReport:
+        meta = self._meta()
+        start = int(meta["store_version"])
+        head = store.head()
+        log = {int(e["version"]): e for e in store.log(expand_after=start)}
+        if start > head or (start > 0 and str(log.get(start, {}).get("timestamp", "")) != meta["store_timestamp"]):
+            return self._rebuild(store, None)
+        counts = SyncCounts()
+        version, applied = start, 0
+        # VERSION.json is written before the log line: stop at the last logged version.
+        while version < head and version + 1 in log:
+            entry = log[version + 1]
+            with transaction(self._conn):
+                current = int(self._meta()["store_version"])
+                if current == version:  # else another process got here first
+                    apply_version(self._conn, store.path, entry, counts)
+                    self._set_version(version + 1, entry)
+                    applied += 1
+                    current = version + 1
+            if current < start:  # rebuilt by another process to an older snapshot meanwhile
+                return self._catch_up(store)
+            version = current
+        return CatchUpReport(from_version=start, to_version=version, versions=applied, rows_added=counts.added,
+                             rows_closed=counts.closed, skipped=tuple(counts.skipped))
+
+    def _set_version(self, version: int, entry: dict[str, Any] | None) -> None:
+        stamp = "" if entry is None else str(entry.get("timestamp", ""))
+        self._conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                               [(str(version), "store_version"), (stamp, "store_timestamp")])
+
+    def rebuild(self, store: AccountStore, progress: Progress | None = None) -> CatchUpReport:
+        """Recreate every row from the files, in one transaction: searches see the old catalog
+        until it commits. ``progress(done, total)`` is called every 1,000 files."""
+        with self._lock:
+            try:
+                report = self._rebuild(store, progress)
+                self._synced_sidecar()
+                return report
+            except sqlite3.OperationalError as exc:
+                raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
+                                         path=str(self.path)) from exc
+
+    def _rebuild(self, store: AccountStore, progress: Progress | None) -> CatchUpReport:
+        start = int(self._meta()["store_version"])
+        head = store.head()
+        log = {int(e["version"]): e for e in store.log()}
+        version = 0
+        while version < head and version + 1 in log:
+            version += 1
+        counts = SyncCounts()
+        with transaction(self._conn):
+            self._conn.execute("DELETE FROM catalog_tags")
+            self._conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
+            self._conn.execute("DELETE FROM catalog")
+            rebuild_rows(self._conn, store.path, version, progress, counts)
+            self._set_version(version, log.get(version))
+            self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+        return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
+                             rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
+
+    # --- queries -------------------------------------------------------------------------
+
+    def fts_search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best rows for free text by BM25, best first, as ``(id, score)``.
+
+        Higher scores are better; their scale depends on the engine (tantivy's BM25 when the
+        sidecar is in use, else FTS5's bm25 negated), so fuse by rank, not by score. Ties are
+        broken by id, so the order is reproducible and survives a rebuild.
+        """
+        if type(k) is not int or k < 0:
+            raise InvalidInput(f"k must be a non-negative integer, not {k!r}", field="k")
+        terms = query_terms(query)
+        if not terms or k == 0:
+            return []
+        filters = filters or Filters()
+        where, params = filter_sql(filters)
+        with self._lock:
+            sidecar = self._synced_sidecar()
+            if sidecar is not None:
+                return self._search_sidecar(sidecar, terms, k, filters, where, params)
+            return self._search_fts5(terms, k, where, params)
+
+    def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
+        """The hits whose rows pass the filters, as ``(-score, id)`` in result order."""
+        score = dict(hits)
+        # CROSS JOIN: look the hits up by row id; left to itself the planner may scan a whole
+        # kind through its index instead (190 ms instead of 0.2 at 1M rows).
+        return sorted((-score[row], rid) for row, rid in self._conn.execute(
+            f"SELECT c.row, c.id FROM json_each(?) AS hit CROSS JOIN catalog AS c ON c.row = hit.value WHERE {where}",
+            (json.dumps(list(score)), *params)))
+
+    @staticmethod
+    def _exact(hits: list[tuple[int, float]], kept: list[tuple[float, str]], k: int, limit: int) -> bool:
+        # Rows not fetched score at most the last hit: the top k is settled when it ends strictly
+        # above that score, or when nothing was left out.
+        return len(hits) < limit or (len(kept) >= k and -kept[k - 1][0] > hits[-1][1])
+
+    def _search_fts5(self, terms: list[str], k: int, where: str, params: list[Any]) -> list[tuple[str, float]]:
+        match = " OR ".join(f'"{t}"' for t in terms)
+        # Most searches ask for rows in force now, which nearly every hit is: rank the FTS matches
+        # alone, keep the best few, filter those. BM25 over all matches costs the same either
+        # way; only the join is saved.
+        limit = max(8 * k, 64)
+        hits = [(row, -s) for row, s in self._conn.execute(
+            "SELECT rowid, bm25(catalog_fts) AS s FROM catalog_fts WHERE catalog_fts MATCH ? ORDER BY s LIMIT ?",
+            (match, limit))]
+        kept = self._passing(hits, where, params)
+        if self._exact(hits, kept, k, limit):
+            return [(rid, -s) for s, rid in kept[:k]]
+        # Narrow filters: rank every match that passes them (CROSS JOIN keeps FTS5 outermost).
+        rows = self._conn.execute(
+            "SELECT c.id, bm25(catalog_fts) AS s FROM catalog_fts CROSS JOIN catalog AS c ON c.row = "
+            f"catalog_fts.rowid WHERE catalog_fts MATCH ? AND {where} ORDER BY s, c.id LIMIT ?",
+            (match, *params, k)).fetchall()
+        return [(rid, -s) for rid, s in rows]
+
+    def _search_sidecar(self, sidecar: TantivySidecar, terms: list[str], k: int, filters: Filters, where: str,
+                        params: list[Any]) -> list[tuple[str, float]]:
+        if filters.selective:  # a session, an event, a tag: search among its rows from the start
+            passing = self._passing_rows(where, params, _FEW)
+            if passing is not None:
+                return self._search_among(sidecar, terms, k, passing, where, params)
+        limit = max(8 * k, 64)
+        while limit <= _WIDEST:  # broad filters: over-fetch, check the filters here, widen if short
+            hits = sidecar.search(terms, limit)
+            kept = self._passing(hits, where, params)
+            if self._exact(hits, kept, k, limit):
+                return [(rid, -s) for s, rid in kept[:k]]
+            limit *= 16
+        passing = self._passing_rows(where, params, _NARROW)
+        if passing is None:
+            return self._search_fts5(terms, k, where, params)
+        return self._search_among(sidecar, terms, k, passing, where, params)
+
+    def _passing_rows(self, where: str, params: list[Any], most: int) -> list[int] | None:
+        """The row ids that pass the filters, or None when there are more than ``most``."""
+        rows = [row for (row,) in self._conn.execute(
+            f"SELECT c.row FROM catalog AS c WHERE {where} LIMIT {most + 1}", params)]
+        return None if len(rows) > most else rows
+
+    def _search_among(self, sidecar: TantivySidecar, terms: list[str], k: int, rows: list[int], where: str,
+                      params: list[Any]) -> list[tuple[str, float]]:
+        if not rows:
+            return []
+        limit = k + 1
+        while True:
+            hits = sidecar.search(terms, limit, rows=rows)
+            kept = self._passing(hits, where, params)
+            if self._exact(hits, kept, k, limit):
+                return [(rid, -s) for s, rid in kept[:k]]
+            limit *= 8
+
+    # --- the optional tantivy sidecar ------------------------------------------------------
+
+    def _synced_sidecar(self) -> TantivySidecar | None:
+        """The sidecar of the current generation, caught up with the catalog; None means FTS5."""
+        if self._tantivy is None:
+            return None
+        generation = int(self._meta()["generation"])
+        if self._sidecar is None or self._sidecar_generation != generation:
+            self._sidecar = TantivySidecar(self._tantivy, self.path, generation)
+            self._sidecar_generation, self._sidecar_upto = generation, -1
+        if self._sidecar_upto < 0:
+            self._sidecar_upto = self._sidecar.indexed_upto()
+        newer = self._conn.execute("SELECT max(row) FROM catalog WHERE row > ? AND text != ''",
+                                   (self._sidecar_upto,)).fetchone()[0]
+        if newer is None:
+            return self._sidecar
+        if not self._sidecar.sync(self._conn):
+            return None  # another process is writing it: answer from FTS5 this time
+        self._sidecar_upto = newer
+        return self._sidecar
+
+    def ids_matching(self, filters: Filters | None = None) -> list[str]:
+        """Ids of the rows that pass ``filters`` (in force now unless ``as_of_version``), sorted."""
+        where, params = filter_sql(filters or Filters())
+        with self._lock:
+            return [rid for (rid,) in self._conn.execute(
+                f"SELECT c.id FROM catalog AS c WHERE {where} ORDER BY c.id", params)]
+
+    def get(self, ids: Iterable[str], as_of_version: int | None = None) -> list[CatalogRow]:
+        """Rows for ``ids`` in the order given, unknown ids left out: the latest copy of each, or
+        the copy on disk at ``as_of_version`` (which may be superseded: see ``valid_to``)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return []
+        sql = f"SELECT {_SELECT} FROM catalog AS c WHERE c.id IN (SELECT value FROM json_each(?))"
+        params: list[Any] = [json.dumps(wanted)]
+        if as_of_version is not None:
+            sql += " AND c.version <= ? AND (c.replaced_at IS NULL OR c.replaced_at > ?)"
+            params += [as_of_version, as_of_version]
+        latest: dict[str, CatalogRow] = {}
+        with self._lock:
+            for values in self._conn.execute(sql + " ORDER BY c.id, c.version", params):
+                row = CatalogRow.from_sql(values)
+                latest[row.id] = row
+        return [latest[i] for i in wanted if i in latest]
+
+    def rows(self) -> Iterator[CatalogRow]:
+        """Every row, by id and version (audits, comparisons)."""
+        with self._lock:
+            fetched = self._conn.execute(f"SELECT {_SELECT} FROM catalog AS c ORDER BY c.id, c.version").fetchall()
+        for values in fetched:
+            yield CatalogRow.from_sql(values)

@@ -1,0 +1,646 @@
+"""The catalog (DESIGN §5, issue 3 item 1): rows per stored copy, FTS5, catch-up and rebuild.
+
+Everything runs on real stores (archives, supersessions, rollbacks, bulk appends) and a real
+SQLite file; "crashes" are an exception inside a catch-up transaction, a commit stopped after
+``version_written`` and a SIGKILLed catch-up process.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import soulpass
+from soulpass import Committed
+from soulpass.errors import BackendUnavailable, InvalidInput
+from soulpass.ids import new_temp_id
+from soulpass.index.catalog import (
+    Catalog,
+    CatalogRow,
+    Filters,
+    catch_up,
+    fts_query,
+    query_terms,
+)
+from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from soulpass.index.catalog.sync import apply_version
+from soulpass.records import SensoryRecord, TurnUser
+from soulpass.store.layout import record_path
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Durability of the files is tested by the crash tests; here fsync would only be slow."""
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+@pytest.fixture(autouse=True, params=["fts5", "tantivy"])
+def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Every test runs with FTS5 alone and with the tantivy sidecar (when it is installed)."""
+    if request.param == "tantivy":
+        pytest.importorskip("tantivy")
+    else:
+        monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
+    return str(request.param)
+
+
+@pytest.fixture
+def acct(tmp_path: Path) -> soulpass.Account:
+    return soulpass.open(tmp_path / "home").account("alice", create=True)
+
+
+@pytest.fixture
+def cat(acct: soulpass.Account) -> Iterator[Catalog]:
+    with Catalog.open(acct.store) as c:
+        yield c
+
+
+def archive(sb: soulpass.Sandbox) -> Committed:
+    res = sb.archive()
+    assert isinstance(res, Committed), res
+    return res
+
+
+def fact(acct: soulpass.Account, s: str, p: str, o: str) -> tuple[int, str]:
+    sb = acct.create_sandbox("facts")
+    temp = sb.add_fact(s, p, o, confidence=0.9)
+    res = archive(sb)
+    return res.version, res.plan.id_map[temp]
+
+
+def snapshot(c: Catalog) -> list[CatalogRow]:
+    return list(c.rows())
+
+
+def keys(rows: list[CatalogRow]) -> set[tuple[str, int]]:
+    return {(r.id, r.version) for r in rows}
+
+
+def build_history(acct: soulpass.Account, catalog: Catalog | None = None) -> dict[str, Any]:
+    """Several kinds of version: archives with every event type, a supersession, a rollback, a
+    restore (rollback forward again), a bulk append. ``catalog`` catches up after each one."""
+    out: dict[str, Any] = {}
+
+    def step() -> None:
+        if catalog is not None:
+            catalog.catch_up(acct.store)
+
+    sb = acct.create_sandbox("morning")
+    tu = sb.write_turn({"kind": "turn_user", "text_excerpt": "I adopted a grey cat named Pixel",
+                        "created_at": T0.isoformat(), "tags": ["pets", "home"]})
+    sb.write_turn({"kind": "turn_llm", "text_excerpt": "Pixel is a lovely name for a cat.", "agent": "eva",
+                   "created_at": (T0 + timedelta(minutes=1)).isoformat(), "reply_to": tu})
+    sb.write_episode({"summary": {"action_taken": "talked about the new cat", "key_outcome": "user has a cat",
+                                  "future_implication": "ask about Pixel"},
+                      "persona_id": "companion", "event_id": "adoption", "created_at": T0.isoformat()})
+    sb.add_fact("alice", "lives in", "Paris", confidence=0.9)
+    sb.update_state("ire", {"mood": "cheerful"})
+    sb.update_profile({"name": "Alice", "city": "Paris"})
+    sb.propose_core("identity", "Eva", key="name", confidence=0.95, reason="introduced herself")
+    sb.add_sensory("Recipe: croissants need butter, flour and patience.", source="http://example.org/r")
+    out["v1"] = archive(sb)
+    step()
+    sb = acct.create_sandbox("evening")
+    sb.write_turn({"kind": "turn_user", "text_excerpt": "We are moving to Berlin next month",
+                   "created_at": (T0 + timedelta(days=30)).isoformat(), "tags": ["travel"]})
+    sb.add_fact("alice", "lives in", "Berlin", confidence=0.9)  # supersedes Paris
+    sb.update_state("ire", {"mood": "excited"})
+    out["v2"] = archive(sb)
+    step()
+    out["v3"] = acct.rollback(1)  # Berlin retired, Paris back in force
+    step()
+    out["v4"] = acct.rollback(2)  # and forward again: Berlin restored
+    step()
+    out["v5"] = acct.bulk_append([
+        TurnUser(id=new_temp_id("turn_user"), text_excerpt=f"bulk note {i} about gardening tomatoes",
+                 created_at=T0 + timedelta(days=60, minutes=i))
+        for i in range(5)
+    ] + [SensoryRecord(id=new_temp_id("sensory"), content="A long article about sourdough starters")])
+    step()
+    sb = acct.create_sandbox("late")
+    sb.write_turn({"kind": "turn_user", "text_excerpt": "Pixel knocked the sourdough jar over",
+                   "created_at": (T0 + timedelta(days=61)).isoformat()})
+    out["v6"] = archive(sb)
+    step()
+    return out
+
+
+# --- schema ------------------------------------------------------------------------------
+
+
+def test_migrations_are_recorded_once(acct: soulpass.Account) -> None:
+    first = Catalog.open(acct.store)
+    assert first.migrations_applied == [name for name, _ in MIGRATIONS]
+    first.close()
+    second = Catalog.open(acct.store)
+    assert second.migrations_applied == []
+    second.close()
+    db = sqlite3.connect(acct.store.path / "index" / "catalog.sqlite")
+    names = [n for (n,) in db.execute("SELECT name FROM migrations")]
+    assert names == [name for name, _ in MIGRATIONS]
+    assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
+    assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    db.close()
+
+
+def test_new_catalog_reflects_version_zero(cat: Catalog) -> None:
+    assert cat.version() == 0
+    assert cat.fts_search("anything") == []
+    assert cat.ids_matching() == []
+    assert cat.status().rows == 0
+
+
+# --- catch-up ------------------------------------------------------------------------------
+
+
+def test_catch_up_after_each_archive_adds_exactly_the_new_rows(acct: soulpass.Account, cat: Catalog) -> None:
+    before: list[CatalogRow] = []
+    for n in range(3):
+        sb = acct.create_sandbox(f"s{n}")
+        sb.add_turn("user", f"message number {n} about kayaks")
+        sb.add_turn("eva", f"reply number {n}")
+        sb.update_state("ire", {"n": n})
+        res = archive(sb)
+        report = cat.catch_up(acct.store)
+        assert (report.from_version, report.to_version, report.versions) == (res.version - 1, res.version, 1)
+        after = snapshot(cat)
+        new = keys(after) - keys(before)
+        records = {rid for ids in res.plan.added.values() for rid in ids}
+        entry = acct.log()[-1]
+        documents = set(entry["written"])
+        assert new == {(rid, res.version) for rid in records | documents}
+        assert report.rows_added == len(new)
+        # Nothing old vanished; only the state document's previous copy was closed.
+        old = {(r.id, r.version): r for r in before}
+        for r in after:
+            if (r.id, r.version) in old and old[r.id, r.version] != r:
+                assert r.id in documents and r.replaced_at == res.version == r.valid_to
+        before = after
+    assert cat.catch_up(acct.store).versions == 0  # idempotent
+    assert snapshot(cat) == before
+
+
+def test_rows_carry_the_record_fields_and_file_hashes(acct: soulpass.Account, cat: Catalog) -> None:
+    out = build_history(acct)
+    cat.catch_up(acct.store)
+    v1 = out["v1"].plan
+    tu, tl = v1.added["turn_user"][0], v1.added["turn_llm"][0]
+    ep = v1.added["episode"][0]
+    rows = {r.id: r for r in cat.get([tu, tl, ep])}
+    assert rows[tu].kind == "turn_user" and rows[tu].agent == "user" and rows[tu].tags == ("pets", "home")
+    assert rows[tu].event_time == T0 and rows[tu].session_id == v1.sandbox_id
+    assert rows[tu].text == "I adopted a grey cat named Pixel" and rows[tu].version == 1
+    assert rows[tl].agent == "eva"
+    assert (rows[ep].persona_id, rows[ep].event_id) == ("companion", "adoption")
+    assert "talked about the new cat" in rows[ep].text
+    for r in cat.rows():
+        if r.replaced_at is None:
+            data = (acct.store.path / r.path).read_bytes()
+            assert r.content_hash == hashlib.sha256(data).hexdigest(), r.path
+    profile = cat.get(["core/07_User_block/User_profile.json"])[0]
+    assert profile.kind == "user_profile" and "city: Paris" in profile.text
+
+
+def test_superseded_fact_rows_close_and_as_of_search_finds_the_old_fact(acct: soulpass.Account,
+                                                                          cat: Catalog) -> None:
+    v1, paris = fact(acct, "alice", "lives in", "Paris")
+    v2, berlin = fact(acct, "alice", "lives in", "Berlin")
+    cat.catch_up(acct.store)
+    copies = [r for r in cat.rows() if r.id == paris]
+    assert [(r.version, r.valid_to, r.replaced_at, r.superseded_by) for r in copies] == [
+        (v1, v2, v2, None),  # the original copy, replaced by the supersession
+        (v2, v2, None, berlin),  # the copy on disk now: superseded, never in force
+    ]
+    assert cat.get([paris])[0].valid_to == v2
+    assert cat.get([paris], as_of_version=v1)[0].superseded_by is None
+    facts = Filters(kinds=("fact",))
+    assert [i for i, _ in cat.fts_search("where does alice live", filters=facts)] == [berlin]
+    old = Filters(kinds=("fact",), as_of_version=v1)
+    assert [i for i, _ in cat.fts_search("where does alice live", filters=old)] == [paris]
+    assert [i for i, _ in cat.fts_search("Paris", filters=Filters(as_of_version=v2))] == []
+    assert cat.ids_matching(facts) == [berlin]
+    assert cat.ids_matching(old) == [paris]
+
+
+def test_rollback_retires_rows(acct: soulpass.Account, cat: Catalog) -> None:
+    v1, paris = fact(acct, "alice", "lives in", "Paris")
+    v2, berlin = fact(acct, "alice", "lives in", "Berlin")
+    cat.catch_up(acct.store)
+    v3 = acct.rollback(v1)
+    report = cat.catch_up(acct.store)
+    assert report.to_version == v3 and report.rows_closed > 0
+    (b,) = [r for r in cat.rows() if r.id == berlin]
+    assert (b.version, b.valid_to, b.replaced_at) == (v2, v3, v3)
+    assert cat.get([paris])[0].version == v3 and cat.get([paris])[0].valid_to is None
+    facts = Filters(kinds=("fact",))
+    assert cat.ids_matching(facts) == [paris]
+    assert [i for i, _ in cat.fts_search("alice lives", filters=facts)] == [paris]
+    assert [i for i, _ in cat.fts_search("berlin")] == []
+    assert [i for i, _ in cat.fts_search("berlin", filters=Filters(as_of_version=v2))] == [berlin]
+    assert cat.get([berlin], as_of_version=v3) == []  # not on disk at v3
+    assert cat.get([berlin])[0].replaced_at == v3  # the latest copy says when it went
+
+
+def test_bulk_versions_are_read_from_their_added_file(acct: soulpass.Account, cat: Catalog) -> None:
+    records = [TurnUser(id=new_temp_id("turn_user"), text_excerpt=f"imported line {i} about llamas",
+                        created_at=T0 + timedelta(minutes=i)) for i in range(30)]
+    version = acct.bulk_append(records)
+    assert "added_file" in acct.log()[-1]
+    report = cat.catch_up(acct.store)
+    assert report.to_version == version
+    assert len(cat.ids_matching(Filters(kinds=("turn_user",)))) == 30
+    assert len(cat.fts_search("llamas", k=50)) == 30
+
+
+def test_rebuild_gives_the_rows_of_incremental_catch_up(acct: soulpass.Account, tmp_path: Path) -> None:
+    with Catalog(tmp_path / "incremental.sqlite") as inc:
+        build_history(acct, inc)
+        rows = snapshot(inc)
+        with Catalog(tmp_path / "rebuilt.sqlite") as fresh:
+            seen: list[tuple[int, int]] = []
+            report = fresh.rebuild(acct.store, progress=lambda done, total: seen.append((done, total)))
+            assert report.rebuilt and report.to_version == acct.head() == fresh.version() and not report.skipped
+            assert snapshot(fresh) == rows
+            assert seen and seen[-1][0] == seen[-1][1] > 0
+            for q in ("cat Pixel", "Berlin", "sourdough", "gardening tomatoes", "name", "cheerful excited"):
+                for f in (Filters(), Filters(as_of_version=2), Filters(as_of_version=3)):
+                    assert fresh.fts_search(q, filters=f) == inc.fts_search(q, filters=f), (q, f)
+        # A catalog that lags several versions catches up to the same rows too.
+        with Catalog(tmp_path / "late.sqlite") as late:
+            assert late.catch_up(acct.store).versions == acct.head()
+            assert snapshot(late) == rows
+        inc.rebuild(acct.store)  # in place, over existing rows
+        assert snapshot(inc) == rows
+        assert inc.status().generation == 1
+
+
+def test_rebuild_is_a_snapshot_of_the_head_it_started_from(acct: soulpass.Account, tmp_path: Path) -> None:
+    build_history(acct)
+    with Catalog(tmp_path / "ref.sqlite") as ref:
+        ref.catch_up(acct.store)
+        # The walk meets copies a later commit left (history of v7, new files of v7): it must
+        # ignore them as if it had run before v7.
+        head = acct.head()
+        sb = acct.create_sandbox("after")
+        sb.add_fact("alice", "lives in", "Rome", confidence=0.9)
+        sb.update_state("ire", {"mood": "calm"})
+        archive(sb)
+        real_head = acct.store.head
+        acct.store.head = lambda: head  # type: ignore[method-assign]
+        with Catalog(tmp_path / "snap.sqlite") as snap:
+            snap.rebuild(acct.store)
+            assert snap.version() == head
+            assert snapshot(snap) == snapshot(ref)
+            acct.store.head = real_head  # type: ignore[method-assign]
+            ref.catch_up(acct.store)
+            snap.catch_up(acct.store)
+            assert snapshot(snap) == snapshot(ref)
+
+
+def test_crash_inside_a_catch_up_leaves_the_previous_version(acct: soulpass.Account, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    build_history(acct)
+    with Catalog(tmp_path / "ref.sqlite") as ref:
+        ref.catch_up(acct.store)
+        expected = snapshot(ref)
+    real = apply_version
+    calls = 0
+
+    def dying(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        real(*args)  # rows written inside the transaction...
+        if calls == 3:
+            raise KeyboardInterrupt  # ...then the process "dies" before the commit
+
+    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_version", dying)
+    path = tmp_path / "crash.sqlite"
+    with Catalog(path) as c, pytest.raises(KeyboardInterrupt):
+        c.catch_up(acct.store)
+    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_version", real)
+    with Catalog(path) as c:
+        assert c.version() == 2  # versions 1 and 2 committed, 3 rolled back
+        assert c.catch_up(acct.store).from_version == 2
+        assert snapshot(c) == expected
+
+
+def test_commit_without_catch_up_then_reopen(tmp_path: Path) -> None:
+    """A commit stopped after VERSION.json, before its log line; the catalog must stop at the
+    last logged version, then catch up once reopening the account finishes the commit."""
+    home = tmp_path / "home"
+    acct = soulpass.open(home).account("alice", create=True)
+    build_history(acct)
+    follow = Catalog(tmp_path / "follow.sqlite")
+    follow.catch_up(acct.store)
+    head = acct.head()
+
+    class Crash(Exception):
+        pass
+
+    def crash(step: str) -> None:
+        if step == "version_written":
+            raise Crash
+
+    sb = acct.create_sandbox("interrupted")
+    sb.add_turn("user", "this message was committed by a process that died")
+    sb.add_fact("alice", "lives in", "Lisbon", confidence=0.9)
+    with pytest.raises(Crash):
+        sb.archive(hook=crash)
+    assert acct.store.head() == head + 1 and acct.store.log()[-1]["version"] == head  # half-applied
+    assert follow.catch_up(acct.store).to_version == head  # nothing half-read
+    follow.close()
+
+    reopened = soulpass.open(home).account("alice")  # recovery finishes the commit
+    assert reopened.store.log()[-1]["version"] == head + 1
+    with Catalog(tmp_path / "follow.sqlite") as again:
+        assert again.catch_up(reopened.store).to_version == head + 1
+        with Catalog(tmp_path / "fresh.sqlite") as fresh:
+            fresh.catch_up(reopened.store)
+            assert snapshot(again) == snapshot(fresh)
+        assert [i for i, _ in again.fts_search("Lisbon")]
+
+
+@pytest.mark.slow
+def test_sigkilled_catch_up_process(acct: soulpass.Account, tmp_path: Path, engine: str) -> None:
+    if engine != "fts5":
+        pytest.skip("the child process picks its engine itself; once is enough")
+    acct.bulk_append([TurnUser(id=new_temp_id("turn_user"), text_excerpt=f"line {i} of a long import",
+                               created_at=T0 + timedelta(seconds=i)) for i in range(3000)])
+    build_history(acct)
+    with Catalog(tmp_path / "ref.sqlite") as ref:
+        ref.catch_up(acct.store)
+        expected = snapshot(ref)
+    path = tmp_path / "killed.sqlite"
+    code = ("import sys; from pathlib import Path; import soulpass; from soulpass.index.catalog import Catalog;"
+            "a = soulpass.open(Path(sys.argv[1])).account('alice'); c = Catalog(Path(sys.argv[2]));"
+            "print('go', flush=True); c.catch_up(a.store)")
+    for delay in (0.05, 0.2, 0.5):
+        with subprocess.Popen([sys.executable, "-c", code, str(acct.store.home), str(path)],
+                              stdout=subprocess.PIPE) as proc:
+            assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
+            time.sleep(delay)
+            proc.send_signal(signal.SIGKILL)
+        with Catalog(path) as c:
+            assert c.version() in range(acct.head() + 1)
+    with Catalog(path) as c:
+        c.catch_up(acct.store)
+        assert snapshot(c) == expected
+
+
+def test_catalog_ahead_of_its_store_is_rebuilt(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    acct = soulpass.open(home).account("alice", create=True)
+    build_history(acct)
+    catch_up(acct.store)
+    # The account is deleted and made again with fewer versions; the old catalog file remains.
+    import shutil
+
+    index = acct.store.path / "index"
+    shutil.move(index, tmp_path / "index")
+    shutil.rmtree(acct.store.path)
+    acct = soulpass.open(home).account("alice", create=True)
+    shutil.move(tmp_path / "index", index)
+    sb = acct.create_sandbox("new life")
+    sb.add_turn("user", "a fresh start")
+    archive(sb)
+    with Catalog.open(acct.store) as c:
+        report = c.catch_up(acct.store)
+        assert report.rebuilt and c.version() == 1
+        assert [r.text for r in c.get(c.ids_matching())] == ["a fresh start"]
+
+
+def test_same_version_count_but_another_history_is_rebuilt(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    acct = soulpass.open(home).account("alice", create=True)
+    sb = acct.create_sandbox("one")
+    sb.add_turn("user", "first life")
+    archive(sb)
+    catch_up(acct.store)
+    import shutil
+
+    shutil.move(acct.store.path / "index", tmp_path / "index")
+    shutil.rmtree(acct.store.path)
+    acct = soulpass.open(home).account("alice", create=True)
+    shutil.move(tmp_path / "index", acct.store.path / "index")
+    sb = acct.create_sandbox("two")
+    sb.add_turn("user", "second life")
+    archive(sb)
+    assert catch_up(acct.store).rebuilt
+    with Catalog.open(acct.store) as c:
+        assert [r.text for r in c.get(c.ids_matching())] == ["second life"]
+
+
+def test_two_catalog_handles_on_one_file(acct: soulpass.Account, tmp_path: Path) -> None:
+    build_history(acct)
+    a, b = Catalog(tmp_path / "c.sqlite"), Catalog(tmp_path / "c.sqlite")
+    ra, rb = a.catch_up(acct.store), b.catch_up(acct.store)
+    assert ra.versions == acct.head() and rb.versions == 0
+    assert snapshot(a) == snapshot(b)
+    a.close()
+    b.close()
+
+
+# --- queries -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def searchable(acct: soulpass.Account, cat: Catalog) -> dict[str, Any]:
+    out = build_history(acct)
+    cat.catch_up(acct.store)
+    return out
+
+
+def ids(hits: list[tuple[str, float]]) -> list[str]:
+    return [i for i, _ in hits]
+
+
+def test_search_ranks_and_scores(searchable: dict[str, Any], cat: Catalog) -> None:
+    hits = cat.fts_search("Pixel the cat")
+    assert hits and all(isinstance(s, float) for _, s in hits)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    top = cat.get([hits[0][0]])[0]
+    assert "Pixel" in top.text or "cat" in top.text
+    assert len(cat.fts_search("Pixel the cat", k=1)) == 1
+    assert cat.fts_search("Pixel", k=0) == []
+    with pytest.raises(InvalidInput):
+        cat.fts_search("Pixel", k=-1)
+
+
+def test_filters(searchable: dict[str, Any], cat: Catalog) -> None:
+    v1 = searchable["v1"].plan
+    turns = Filters(kinds=("turn_user", "turn_llm"))
+    assert {cat.get([i])[0].kind for i in ids(cat.fts_search("cat Pixel", k=20, filters=turns))} <= set(turns.kinds)
+    one_kind = Filters(kinds="turn_llm")  # type: ignore[arg-type]  # a lone string is one kind
+    assert ids(cat.fts_search("Pixel", filters=one_kind)) == v1.added["turn_llm"]
+    assert ids(cat.fts_search("Pixel", filters=Filters(agent="eva"))) == v1.added["turn_llm"]
+    assert ids(cat.fts_search("Pixel cat", filters=Filters(tags=("pets", "nothing")))) == v1.added["turn_user"]
+    assert cat.fts_search("Pixel", filters=Filters(tags=("nothing",))) == []
+    assert ids(cat.fts_search("cat", filters=Filters(persona_id="companion"))) == v1.added["episode"]
+    assert ids(cat.fts_search("cat", filters=Filters(event_id="adoption"))) == v1.added["episode"]
+    in_session = ids(cat.fts_search("cat Pixel", k=20, filters=Filters(session_id=v1.sandbox_id)))
+    assert set(in_session) == {*v1.added["turn_user"], *v1.added["turn_llm"], *v1.added["episode"]}
+    # Event-time range: since inclusive, until exclusive; naive datetimes are UTC.
+    march = Filters(since=T0, until=T0 + timedelta(days=1))
+    assert set(cat.ids_matching(Filters(kinds=("turn_user", "turn_llm", "episode"), since=T0,
+                                        until=T0 + timedelta(minutes=1)))) == {
+        *v1.added["turn_user"], *v1.added["episode"]}
+    assert ids(cat.fts_search("Pixel sourdough", k=20, filters=Filters(since=T0 + timedelta(days=61),
+                                                                   until=T0 + timedelta(days=62)))) == \
+        searchable["v6"].plan.added["turn_user"]
+    assert set(ids(cat.fts_search("Pixel", k=20, filters=march))) <= set(cat.ids_matching(march))
+    naive = Filters(since=T0.replace(tzinfo=None), until=(T0 + timedelta(days=1)).replace(tzinfo=None))
+    assert cat.ids_matching(naive) == cat.ids_matching(march)
+    # ids_matching is the pre-filter for vector search: same rows as search would consider.
+    assert cat.ids_matching(Filters(kinds=("turn_llm",), agent="eva")) == v1.added["turn_llm"]
+    assert len(cat.ids_matching(Filters(kinds=("turn_user",)))) == 1 + 1 + 5 + 1
+    with pytest.raises(InvalidInput):
+        Filters(as_of_version=-1)
+    with pytest.raises(InvalidInput):
+        Filters(since="yesterday")  # type: ignore[arg-type]
+
+
+def test_narrow_filters_still_find_low_ranked_rows(acct: soulpass.Account, cat: Catalog) -> None:
+    # 300 rows rank above the one row that passes the filter: the over-fetch cannot hold it.
+    acct.bulk_append([TurnUser(id=new_temp_id("turn_user"), text_excerpt="lighthouse lighthouse lighthouse",
+                               created_at=T0 + timedelta(seconds=i)) for i in range(300)])
+    sb = acct.create_sandbox("rare")
+    sb.add_turn("user", "a long sentence that mentions the lighthouse only once among many other words")
+    res = archive(sb)
+    cat.catch_up(acct.store)
+    hits = cat.fts_search("lighthouse", k=3, filters=Filters(session_id=res.plan.sandbox_id))
+    assert ids(hits) == res.plan.added["turn_user"]
+
+
+def test_rare_kind_among_many_better_hits(acct: soulpass.Account, cat: Catalog,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    acct.bulk_append([TurnUser(id=new_temp_id("turn_user"), text_excerpt="lighthouse lighthouse lighthouse",
+                               created_at=T0 + timedelta(seconds=i)) for i in range(300)])
+    v, fid = fact(acct, "the old lighthouse keeper", "likes", "long walks along the windy cliffs at dusk")
+    cat.catch_up(acct.store)
+    facts = Filters(kinds=("fact",))
+    assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
+    assert ids(cat.fts_search("lighthouse", k=3, filters=Filters(kinds=("fact",), as_of_version=v - 1))) == []
+    # More passing rows than a restricted sidecar search takes: FTS5 ranks them, same answer.
+    monkeypatch.setattr("soulpass.index.catalog.catalog._NARROW", 0)
+    assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
+
+
+def test_ties_are_broken_by_id(acct: soulpass.Account, cat: Catalog) -> None:
+    acct.bulk_append([TurnUser(id=new_temp_id("turn_user"), text_excerpt="same words here",
+                               created_at=T0 + timedelta(seconds=i)) for i in range(200)])
+    cat.catch_up(acct.store)
+    hits = cat.fts_search("same words", k=10)
+    assert ids(hits) == sorted(cat.ids_matching())[:10]
+    assert len({s for _, s in hits}) == 1
+
+
+HOSTILE = [
+    "", " ", '"', '""', "'", "NEAR", "NEAR(a b)", "a NEAR b", "*", "a*", "*a", "-", "-a", "a -b", "(", ")", "((a)",
+    "a AND", "OR", "NOT a", "AND OR NOT", "a:b", "text:cat", "^cat", "{text agent}: cat", '"unterminated',
+    "cat\" OR \"dog", "a\x00b", "\u0301", "😀", "....", "__", "a_b", "NEAR/2", "c++", "@#$%^&*()", "e\u0301té",
+    "x" * 10_000, " ".join(["cat"] * 1000), " ".join(f"w{i}" for i in range(500)), "\ud800",
+]
+
+
+@pytest.mark.parametrize("text", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_queries_never_raise(searchable: dict[str, Any], cat: Catalog, text: str) -> None:
+    hits = cat.fts_search(text)
+    assert isinstance(hits, list)
+    q = fts_query(text)
+    assert q is None or all(part.startswith('"') and part.endswith('"') for part in q.split(" OR "))
+
+
+def test_query_terms_drop_stop_words_unless_nothing_is_left() -> None:
+    assert query_terms("When did Caroline go to the LGBTQ support group?") == [
+        "caroline", "go", "lgbtq", "support", "group"]
+    assert query_terms("What is it?") == ["what", "is", "it"]
+    assert query_terms("Café CAFÉ café") == ["café"]
+    assert fts_query("") is None and fts_query("?!") is None
+    assert len(query_terms(" ".join(f"w{i}" for i in range(100)))) == 32
+
+
+def test_diacritics_and_stems_match(acct: soulpass.Account, cat: Catalog) -> None:
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "We painted the café walls")
+    archive(sb)
+    cat.catch_up(acct.store)
+    assert cat.fts_search("cafe")
+    assert cat.fts_search("painting")
+
+
+def test_get_keeps_order_and_skips_unknown(searchable: dict[str, Any], cat: Catalog) -> None:
+    v1 = searchable["v1"].plan
+    tu, tl = v1.added["turn_user"][0], v1.added["turn_llm"][0]
+    assert [r.id for r in cat.get([tl, "TU_19990101_001", tu, tl])] == [tl, tu]
+    assert cat.get([]) == []
+    assert cat.get([tu], as_of_version=0) == []
+    row = cat.get([tu])[0]
+    assert row.in_force_at(1) and not row.in_force_at(0) and row.valid_from == 1
+    assert row.path == record_path(tu)
+
+
+def test_status(searchable: dict[str, Any], cat: Catalog, acct: soulpass.Account) -> None:
+    st = cat.status()
+    assert st.store_version == acct.head() and st.schema_version == SCHEMA_VERSION
+    assert st.in_force["turn_user"] == len(cat.ids_matching(Filters(kinds=("turn_user",))))
+    assert st.rows >= sum(st.in_force.values())
+
+
+# --- the tantivy sidecar -------------------------------------------------------------------
+
+
+def test_sidecar_follows_rows_added_by_another_handle(acct: soulpass.Account, tmp_path: Path, engine: str) -> None:
+    path = tmp_path / "c.sqlite"
+    reader, writer = Catalog(path), Catalog(path)
+    build_history(acct)
+    writer.catch_up(acct.store)
+    assert ids(reader.fts_search("sourdough"))
+    sb = acct.create_sandbox("more")
+    sb.add_turn("user", "the zeppelin flew over the harbour")
+    res = archive(sb)
+    writer.catch_up(acct.store)
+    assert ids(reader.fts_search("zeppelin")) == res.plan.added["turn_user"]
+    reader.close()
+    writer.close()
+    if engine == "tantivy":
+        assert [p.name for p in tmp_path.glob("c.fulltext-*")] == ["c.fulltext-0"]
+
+
+def test_sidecar_is_replaced_on_rebuild_and_when_damaged(acct: soulpass.Account, tmp_path: Path,
+                                                         engine: str) -> None:
+    if engine != "tantivy":
+        pytest.skip("sidecar only")
+    path = tmp_path / "c.sqlite"
+    build_history(acct)
+    with Catalog(path, fulltext="tantivy") as c:
+        c.catch_up(acct.store)
+        before = c.fts_search("Pixel cat sourdough", k=20)
+        c.rebuild(acct.store)
+        assert [p.name for p in tmp_path.glob("c.fulltext-*")] == ["c.fulltext-1"]
+        assert c.fts_search("Pixel cat sourdough", k=20) == before
+    for f in (tmp_path / "c.fulltext-1").iterdir():
+        if f.is_file():
+            f.write_bytes(b"garbage")
+    with Catalog(path, fulltext="tantivy") as c:
+        assert c.fts_search("Pixel cat sourdough", k=20) == before
+    with Catalog(path, fulltext="fts5") as c:
+        assert ids(c.fts_search("Pixel cat sourdough", k=20)) and not (tmp_path / "c.fulltext-2").exists()
+
+
+def test_tantivy_required_but_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
+    with pytest.raises(BackendUnavailable, match="tantivy"):
+        Catalog(tmp_path / "c.sqlite", fulltext="tantivy")
