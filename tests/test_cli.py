@@ -144,3 +144,20 @@ def test_os_errors_are_one_line(run, tmp_path: Path) -> None:  # type: ignore[no
     sid = run("sandbox", "create", "x", "-a", "ann").strip()
     out = run("write", "episode", sid, "-a", "ann", "--file", str(tmp_path / "missing.json"), code=1)
     assert "FileNotFoundError" in out and "Traceback" not in out
+
+
+def test_search_and_index_commands(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "x", "-a", "ann").strip()
+    run("write", "turn", sid, "-a", "ann", "--text", "My cat Miso loves tuna")
+    run("write", "turn", sid, "-a", "ann", "--speaker", "eva", "--text", "Tuna is a treat for cats")
+    run("archive", sid, "-a", "ann")
+    hits = json.loads(run("search", "Miso", "-a", "ann", "--json"))
+    assert hits[0]["text"] == "My cat Miso loves tuna" and hits[0]["version"] == 1
+    only_eva = json.loads(run("search", "tuna", "-a", "ann", "--kind", "turn_llm", "--json"))
+    assert [h["kind"] for h in only_eva] == ["turn_llm"]
+    status = json.loads(run("index", "status", "-a", "ann", "--json"))
+    assert status["catalog_version"] == 1 and status["vectors"] == 2 and status["pending_embeddings"] == 0
+    assert "rebuilt at version 1" in run("index", "rebuild", "-a", "ann")
+    assert json.loads(run("search", "Miso", "-a", "ann", "--json"))[0]["id"] == hits[0]["id"]

@@ -8,8 +8,9 @@ from __future__ import annotations
 import shutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -17,8 +18,12 @@ from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
-from soulpass.errors import Conflict, InvalidInput, NotFound
+from soulpass.embed.base import Embedder
+from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
+from soulpass.index.catalog import Filters
+from soulpass.index.search import AccountIndex, Hit
+from soulpass.index.vectors import Backend
 from soulpass.records import (
     EPOCH,
     RECORD_MODELS,
@@ -91,16 +96,42 @@ class Planned:
 ArchiveResult = Committed | AlreadyArchived | Planned
 
 
-def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None) -> Soulpass:
-    """Open (or start) a Soulpass home folder."""
-    return Soulpass(home, rules=rules, limits=limits)
+EmbedderChoice = Embedder | Literal["auto", "none"]
+
+
+def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
+         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw") -> Soulpass:
+    """Open (or start) a Soulpass home folder.
+
+    ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
+    only otherwise), "none" never embeds, or pass any :class:`soulpass.embed.Embedder`.
+    """
+    return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend)
 
 
 class Soulpass:
-    def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None) -> None:
+    def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
+                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw") -> None:
         self.home = Path(home).expanduser()
         self.rules = rules or Rules()
         self.limits = limits or Limits()
+        self.vector_backend = vector_backend
+        self._embedder_choice = embedder
+        self._embedder: Embedder | None = None
+
+    def embedder(self) -> Embedder | None:
+        """The embedder for search (loaded once, on first use)."""
+        if self._embedder is None and self._embedder_choice != "none":
+            if self._embedder_choice == "auto":
+                try:
+                    from soulpass.embed.minilm import MiniLM
+
+                    self._embedder = MiniLM()
+                except BackendUnavailable:
+                    self._embedder_choice = "none"  # full text only
+            else:
+                self._embedder = self._embedder_choice
+        return self._embedder
 
     def accounts(self) -> list[str]:
         return list_accounts(self.home)
@@ -125,6 +156,7 @@ class Account:
 
     def __init__(self, sp: Soulpass, store: AccountStore) -> None:
         self.sp, self.store, self.name = sp, store, store.name
+        self._index: AccountIndex | None = None
         self._sweep_archived()
 
     def _sweep_archived(self) -> None:
@@ -235,6 +267,31 @@ class Account:
             kind_of_id(ref)
             doc = self.record(ref, version)
         return doc.model_dump(mode="json")
+
+    # --- the derived index ---------------------------------------------------------------
+
+    def index(self) -> AccountIndex:
+        """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
+        if self._index is None:
+            self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend)
+        self._index.catch_up()
+        return self._index
+
+    def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
+               tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
+               session_id: str | None = None, persona_id: str | None = None, event_id: str | None = None,
+               at: int | None = None) -> list[Hit]:
+        """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``."""
+        if at is not None:
+            self.store.check_version(at)
+        filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
+                          session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
+        return self.index().search(query, k, filters)
+
+    def close(self) -> None:
+        if self._index is not None:
+            self._index.close()
+            self._index = None
 
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""

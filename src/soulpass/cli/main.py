@@ -29,7 +29,11 @@ class State:
         return Soulpass(self.home, rules=rules)
 
     def account(self, name: str, create: bool = False) -> Account:
-        return self.engine().account(name, create=create)
+        acct = self.engine().account(name, create=create)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(acct.close)  # release the index (its vector files are locked while open)
+        return acct
 
 
 account_option = click.option(
@@ -52,9 +56,9 @@ def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
 
 
 def _register() -> None:
-    from soulpass.cli import demo, sandbox_cmds, version_cmds
+    from soulpass.cli import demo, sandbox_cmds, search_cmds, version_cmds
 
-    for module in (sandbox_cmds, version_cmds, demo):
+    for module in (sandbox_cmds, version_cmds, search_cmds, demo):
         for command in module.COMMANDS:
             cli.add_command(command)
 

@@ -1,0 +1,93 @@
+"""``search`` and ``index status|rebuild``."""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from datetime import datetime
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from soulpass.cli.main import State, account_option
+from soulpass.cli.output import console, emit_json, table
+
+__all__ = ["COMMANDS"]
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+@click.command("search")
+@click.argument("query")
+@account_option
+@click.option("-k", "k", type=int, default=10, show_default=True, help="How many results.")
+@click.option("--kind", "kinds", multiple=True,
+              type=click.Choice(["episode", "turn_user", "turn_llm", "fact", "sensory"]), help="Only these kinds.")
+@click.option("--agent", help="Only what this agent or speaker wrote.")
+@click.option("--tag", "tags", multiple=True, help="Only records with any of these tags.")
+@click.option("--since", type=click.DateTime(), help="Event time from (inclusive, UTC).")
+@click.option("--until", type=click.DateTime(), help="Event time until (exclusive, UTC).")
+@click.option("--session", "session_id", help="Only this session (sandbox id).")
+@click.option("--persona", "persona_id", help="Only episodes of this persona.")
+@click.option("--event", "event_id", help="Only episodes of this event.")
+@click.option("--at", type=int, default=None, help="Search the memory as it was at this version.")
+@json_option
+@click.pass_obj
+def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...], agent: str | None,
+           tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
+           persona_id: str | None, event_id: str | None, at: int | None, as_json: bool) -> None:
+    """Hybrid search (full text + vectors) over an account's committed memory."""
+    hits = state.account(account).search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
+                                          session_id=session_id, persona_id=persona_id, event_id=event_id, at=at)
+    if as_json:
+        emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path, "score": h.score,
+                    "parts": h.parts, "text": h.text,
+                    "event_time": h.row.event_time.isoformat() if h.row and h.row.event_time else None,
+                    "agent": h.row.agent if h.row else None} for h in hits])
+        return
+    table(f"{len(hits)} results for {query!r}", ["#", "id", "kind", "when", "who", "text", "score"], [
+        (i, h.id, h.kind, h.row.event_time.date() if h.row and h.row.event_time else "",
+         h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""), f"{h.score:.4f}")
+        for i, h in enumerate(hits, 1)])
+
+
+@click.group("index")
+def index() -> None:
+    """The derived index: status and rebuild from the files."""
+
+
+@index.command("status")
+@account_option
+@json_option
+@click.pass_obj
+def index_status(state: State, account: str, as_json: bool) -> None:
+    """How far the index follows the store, and what it holds."""
+    st = state.account(account).index().status()
+    if as_json:
+        emit_json(asdict(st))
+        return
+    table(f"Index of {account}", ["what", "value"], [
+        ("store version", st.store_version), ("catalog version", st.catalog_version),
+        ("catalog rows", st.rows), ("vectors", st.vectors), ("embedder", st.embedder or "none (full text only)"),
+        ("pending embeddings", st.pending_embeddings),
+        *((f"in force: {kind}", n) for kind, n in st.in_force.items()),
+    ])
+
+
+@index.command("rebuild")
+@account_option
+@click.pass_obj
+def index_rebuild(state: State, account: str) -> None:
+    """Recreate the catalog from the files (identical to incremental indexing) and re-embed."""
+    idx = state.account(account).index()
+    with Progress(TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task("rebuild", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total or None)
+
+        report = idx.rebuild(progress)
+    console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
+
+
+COMMANDS = [search, index]

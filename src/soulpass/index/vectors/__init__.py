@@ -1,0 +1,42 @@
+"""Vector indexes: one ``VectorIndex`` protocol, one module per backend.
+
+* ``hnsw``   (default) exact numpy search while small, usearch HNSW above ``ann_threshold`` rows
+* ``exact``  numpy brute force over memory-mapped float32 rows (recall 1.0, no build)
+* ``chroma`` a real ChromaDB ``PersistentClient`` fed our embeddings
+
+Every index lives in a folder the caller names and records the embedder (``model_id``, ``dim``)
+that filled it; opening it for another embedder raises ``ConfigError``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from soulpass.index.vectors.base import IndexMeta, VectorIndex
+from soulpass.index.vectors.chroma import ChromaIndex
+from soulpass.index.vectors.exact import ExactIndex
+from soulpass.index.vectors.hnsw import HnswIndex
+
+__all__ = [
+    "Backend",
+    "ChromaIndex",
+    "ExactIndex",
+    "HnswIndex",
+    "IndexMeta",
+    "VectorIndex",
+    "open_vector_index",
+]
+
+Backend = Literal["hnsw", "exact", "chroma"]
+
+
+def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> VectorIndex:
+    """Open (or create) the vector index of ``backend`` in ``folder`` for embedder ``model_id``."""
+    match backend:
+        case "hnsw":
+            return HnswIndex(folder, model_id=model_id, dim=dim)
+        case "exact":
+            return ExactIndex(folder, model_id=model_id, dim=dim)
+        case "chroma":
+            return ChromaIndex(folder, model_id=model_id, dim=dim)

@@ -1,0 +1,121 @@
+"""Exact backend: brute-force cosine search with numpy over the memory-mapped rows.
+
+Recall is 1.0 by construction and there is no build step. Measured on this project's 2-core
+machine (384-d, top-10, one query at a time): ~0.5 ms at 10k rows, ~6.5 ms at 100k, ~76 ms at 1M,
+so it is the right tool for small accounts and the fallback for selective filters, and the HNSW
+backend (``hnsw.py``) builds on it for everything else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Collection, Sequence
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from soulpass.errors import InvalidInput
+from soulpass.index.vectors.base import (
+    IndexMeta,
+    as_id_set,
+    check_ids,
+    one_blas_thread,
+    open_meta,
+    unit_query,
+    unit_rows,
+)
+from soulpass.index.vectors.rows import RowStore
+
+__all__ = ["ExactIndex", "top_k"]
+
+Scores = npt.NDArray[np.float32]
+Rows = npt.NDArray[np.int64]
+
+
+def top_k(rows: Rows, scores: Scores, k: int) -> tuple[Rows, Scores]:
+    """The ``k`` best ``(rows, scores)`` pairs, best first (ties broken by row, so results repeat)."""
+    if len(rows) > k:
+        part = np.argpartition(-scores, k - 1)[:k]
+        rows, scores = rows[part], scores[part]
+    order = np.lexsort((rows, -scores))
+    return rows[order], scores[order]
+
+
+class ExactIndex:
+    """A ``VectorIndex`` answering every query by a full (or filtered) matrix-vector product."""
+
+    BACKEND = "exact"
+
+    def __init__(self, folder: str | Path, *, model_id: str, dim: int) -> None:
+        self.folder = Path(folder)
+        self._meta = open_meta(self.folder, IndexMeta(backend=self.BACKEND, model_id=model_id, dim=dim))
+        self._rows = RowStore(self.folder, dim)
+        self._lock = threading.RLock()  # one writer or searcher at a time (the server runs a threadpool)
+
+    @property
+    def meta(self) -> IndexMeta:
+        return self._meta
+
+    def upsert(self, ids: Sequence[str], vectors: npt.ArrayLike) -> None:
+        id_list = check_ids(ids)
+        rows = unit_rows(vectors, len(id_list), self._meta.dim)
+        with self._lock:
+            self._rows.append(id_list, rows)
+            self._after_write()
+
+    def delete(self, ids: Sequence[str]) -> None:
+        id_list = check_ids(ids)
+        with self._lock:
+            self._rows.forget(id_list)
+            self._after_write()
+
+    def search(self, vector: npt.ArrayLike, k: int, allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
+        if k <= 0:
+            raise InvalidInput(f"k must be positive, got {k}", k=k)
+        query = unit_query(vector, self._meta.dim)
+        if allowed is not None:
+            allowed = as_id_set(allowed)
+        with self._lock:
+            rows, scores = self._ranked(query, k, allowed)
+            ids = self._rows.ids
+            return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
+
+    def count(self) -> int:
+        return self._rows.live_count
+
+    def close(self) -> None:
+        with self._lock:
+            self._rows.close()
+
+    # -- for subclasses --------------------------------------------------------------------------
+
+    def _after_write(self) -> None:
+        if self._rows.needs_compaction():
+            self._rows.compact()
+
+    def _ranked(self, query: Scores, k: int, allowed: Collection[str] | None) -> tuple[Rows, Scores]:
+        if allowed is not None:
+            return self._exact_rows(query, k, self._rows_of(allowed))
+        return self._exact_rows(query, k, np.flatnonzero(self._rows.live_mask()))
+
+    def _rows_of(self, allowed: Collection[str]) -> Rows:
+        row_of = self._rows.row_of
+        if len(allowed) <= len(row_of):
+            found = [row_of[i] for i in allowed if i in row_of]
+        else:  # walk the (smaller) index instead of the filter
+            found = [r for i, r in row_of.items() if i in allowed]
+        return np.sort(np.asarray(found, dtype=np.int64))
+
+    def _exact_rows(self, query: Scores, k: int, rows: Rows) -> tuple[Rows, Scores]:
+        """Exact top ``k`` among ``rows`` (live, sorted): a gather then one product."""
+        if len(rows) == 0:
+            return rows, np.zeros(0, dtype=np.float32)
+        matrix = self._rows.matrix()
+        with one_blas_thread() if len(rows) > 16 else contextlib.nullcontext():
+            if 4 * len(rows) > len(matrix):  # most rows: one product over the whole map beats a gather
+                scores = np.asarray(matrix @ query, dtype=np.float32)[rows]
+            else:
+                scores = np.asarray(matrix[rows] @ query, dtype=np.float32)
+        return top_k(rows, scores, k)

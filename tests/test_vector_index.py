@@ -1,0 +1,340 @@
+"""Contract tests every ``VectorIndex`` backend must pass, plus crash-safety of the local ones.
+
+Backends: ``exact``; ``hnsw`` with its defaults (exact below 16k rows, so these small tests
+exercise its exact path and the 20k recall test its graph); ``hnsw-graph``, the same class with
+tiny thresholds so every test runs through the graph, the tail and the filtered over-fetch; and
+``chroma``, a real ChromaDB (skipped only where chromadb is not installed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+import pytest
+
+from soulpass.errors import ConfigError, Conflict, InvalidInput
+from soulpass.index.vectors import ChromaIndex, ExactIndex, HnswIndex, VectorIndex, open_vector_index
+
+DIM = 32
+MODEL = "test/model-a"
+HAS_CHROMA = importlib.util.find_spec("chromadb") is not None
+HAS_USEARCH = importlib.util.find_spec("usearch") is not None
+
+Opener = Callable[..., VectorIndex]
+
+
+def _open_hnsw_graph(folder: Path, model_id: str = MODEL, dim: int = DIM) -> VectorIndex:
+    return HnswIndex(folder, model_id=model_id, dim=dim, ann_threshold=64, seal_rows=48, exact_allowed=8,
+                     max_fetch=512, quantization="f16")
+
+
+def _open_hnsw_b1(folder: Path, model_id: str = MODEL, dim: int = DIM) -> VectorIndex:
+    return HnswIndex(folder, model_id=model_id, dim=dim, ann_threshold=64, seal_rows=48, exact_allowed=8,
+                     quantization="b1")
+
+
+OPENERS: dict[str, Opener] = {
+    "exact": lambda folder, model_id=MODEL, dim=DIM: ExactIndex(folder, model_id=model_id, dim=dim),
+    "hnsw": lambda folder, model_id=MODEL, dim=DIM: HnswIndex(folder, model_id=model_id, dim=dim),
+    "hnsw-graph": _open_hnsw_graph,
+    "hnsw-b1": _open_hnsw_b1,
+    "chroma": lambda folder, model_id=MODEL, dim=DIM: ChromaIndex(folder, model_id=model_id, dim=dim),
+}
+SKIPS = {
+    "chroma": pytest.mark.skipif(not HAS_CHROMA, reason="chromadb is not installed (pip install 'soulpass[chroma]')"),
+    "hnsw": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed (pip install 'soulpass[index]')"),
+    "hnsw-graph": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed"),
+    "hnsw-b1": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed"),
+}
+ALL = [pytest.param(name, marks=SKIPS.get(name, ())) for name in OPENERS]
+ANN = [pytest.param(name, marks=SKIPS[name]) for name in ("hnsw", "chroma")]
+EXACT = ("exact", "hnsw")  # hnsw stays exact below its 16k-row threshold
+LOCAL = ["exact", pytest.param("hnsw-graph", marks=SKIPS["hnsw-graph"]), pytest.param("hnsw-b1", marks=SKIPS["hnsw-b1"])]
+
+
+def clustered(n: int, dim: int = DIM, seed: int = 0, sample_seed: int = 1) -> npt.NDArray[np.float32]:
+    """Unit vectors near a low-dimensional mixture of clusters, like sentence embeddings."""
+    rng = np.random.default_rng(seed)
+    latent = min(dim, 24)
+    proj = rng.standard_normal((latent, dim)).astype(np.float32) / np.sqrt(latent)
+    centres = rng.standard_normal((64, latent)).astype(np.float32)
+    rng = np.random.default_rng(sample_seed)
+    z = centres[rng.integers(0, len(centres), n)] + 1.2 * rng.standard_normal((n, latent)).astype(np.float32)
+    x = z @ proj + 0.4 * rng.standard_normal((n, dim)).astype(np.float32)
+    unit: npt.NDArray[np.float32] = (x / np.linalg.norm(x, axis=1, keepdims=True)).astype(np.float32)
+    return unit
+
+
+def exact_top(data: npt.NDArray[np.float32], ids: list[str], query: npt.NDArray[np.float32], k: int,
+              among: set[str] | None = None) -> list[str]:
+    scores = data @ (query / np.linalg.norm(query))
+    order = np.argsort(-scores, kind="stable")
+    return [ids[i] for i in order if among is None or ids[i] in among][:k]
+
+
+@pytest.fixture(params=ALL)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def open_index(backend: str, tmp_path: Path) -> Iterator[Callable[..., VectorIndex]]:
+    opened: list[VectorIndex] = []
+
+    def _open(model_id: str = MODEL, dim: int = DIM, folder: Path | None = None) -> VectorIndex:
+        index = OPENERS[backend](folder or tmp_path / "vectors", model_id=model_id, dim=dim)
+        opened.append(index)
+        return index
+
+    yield _open
+    for index in opened:
+        index.close()
+
+
+def test_upsert_search_count(open_index: Callable[..., VectorIndex], backend: str) -> None:
+    index = open_index()
+    assert index.count() == 0
+    assert index.search(np.ones(DIM), 5) == []
+    data = clustered(300)
+    ids = [f"r{i}" for i in range(300)]
+    index.upsert(ids, data)
+    assert index.count() == 300
+    assert isinstance(index, VectorIndex)
+    hits = index.search(data[7] * 3.0, 10)  # scale does not matter: cosine
+    assert hits[0][0] == "r7" and hits[0][1] == pytest.approx(1.0, abs=1e-3)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    truth = exact_top(data, ids, data[7], 10)
+    if backend in EXACT:
+        assert [i for i, _ in hits] == truth
+    else:
+        assert len({i for i, _ in hits} & set(truth)) >= 8
+    assert len(index.search(data[0], 1000)) == 300
+    with pytest.raises(InvalidInput):
+        index.search(data[0], 0)
+
+
+def test_upsert_of_an_existing_id_replaces_it(open_index: Callable[..., VectorIndex]) -> None:
+    index = open_index()
+    data = clustered(200)
+    ids = [f"r{i}" for i in range(200)]
+    index.upsert(ids, data)
+    index.upsert(["r3", "r4"], data[[100, 101]] + 0.0)
+    assert index.count() == 200
+    hits = index.search(data[100], 2)
+    assert {h[0] for h in hits} == {"r3", "r100"}
+    assert all(s == pytest.approx(1.0, abs=1e-3) for _, s in hits)
+    assert "r3" not in [i for i, _ in index.search(data[3], 3)]
+
+
+def test_delete_and_missing_ids(open_index: Callable[..., VectorIndex]) -> None:
+    index = open_index()
+    data = clustered(200)
+    index.upsert([f"r{i}" for i in range(200)], data)
+    index.delete(["r5", "nope"])
+    index.delete(["r5"])
+    index.delete([])
+    assert index.count() == 199
+    assert "r5" not in [i for i, _ in index.search(data[5], 20)]
+    index.upsert(["r5"], data[5:6])
+    assert index.search(data[5], 1)[0][0] == "r5"
+
+
+def test_bad_input_is_refused(open_index: Callable[..., VectorIndex]) -> None:
+    index = open_index()
+    with pytest.raises(InvalidInput, match="dim 16"):
+        index.upsert(["a"], np.ones((1, 16)))
+    with pytest.raises(InvalidInput):
+        index.upsert(["a", "b"], np.ones((1, DIM)))
+    with pytest.raises(InvalidInput, match="repeat"):
+        index.upsert(["a", "a"], np.ones((2, DIM)))
+    with pytest.raises(InvalidInput, match="non-zero"):
+        index.upsert(["a"], np.zeros((1, DIM)))
+    with pytest.raises(InvalidInput):
+        index.search(np.ones(16), 3)
+    assert index.count() == 0
+
+
+def test_allowed_filter(open_index: Callable[..., VectorIndex], backend: str) -> None:
+    index = open_index()
+    data = clustered(3000)
+    ids = [f"r{i}" for i in range(3000)]
+    index.upsert(ids, data)
+    index.delete(["r10", "r11"])
+    ids_live = [i for i in ids if i not in {"r10", "r11"}]
+    data_live = data[[int(i[1:]) for i in ids_live]]
+    rng = np.random.default_rng(3)
+    small = {ids[i] for i in rng.choice(3000, 40, replace=False)} | {"r10", "missing"}
+    large = {ids[i] for i in range(0, 3000, 3)} | {"r11"}
+    for q in rng.choice(3000, 5, replace=False):
+        query = data[q]
+        # a small set: the true top-k within it, whatever the backend
+        got = [i for i, _ in index.search(query, 10, allowed=small)]
+        assert got == exact_top(data_live, ids_live, query, 10, among=small)
+        assert index.search(query, 10, allowed=list(small))[0][0] == got[0]  # any Collection works
+        # a large set: only allowed ids; exact backends exactly, ANN ones nearly
+        got = [i for i, _ in index.search(query, 10, allowed=large)]
+        truth = exact_top(data_live, ids_live, query, 10, among=large)
+        assert set(got) <= large and "r11" not in got
+        if backend in EXACT:
+            assert got == truth
+        else:
+            assert len(set(got) & set(truth)) >= 8
+    assert index.search(data[0], 5, allowed=set()) == []
+    assert index.search(data[0], 5, allowed={"missing"}) == []
+
+
+def test_reopen_gives_the_same_results(open_index: Callable[..., VectorIndex], tmp_path: Path) -> None:
+    index = open_index()
+    data = clustered(500)
+    index.upsert([f"r{i}" for i in range(400)], data[:400])
+    index.upsert([f"r{i}" for i in range(300, 500)], data[300:])
+    index.delete([f"r{i}" for i in range(0, 500, 7)])
+    queries = clustered(5, sample_seed=9)
+    before = [index.search(q, 10) for q in queries]
+    filtered = [index.search(q, 5, allowed={f"r{i}" for i in range(100)}) for q in queries]
+    count = index.count()
+    index.close()
+    index.close()  # idempotent
+    again = open_index()
+    assert again.count() == count
+    for q, b, f in zip(queries, before, filtered, strict=True):
+        assert [i for i, _ in again.search(q, 10)] == [i for i, _ in b]
+        assert [s for _, s in again.search(q, 10)] == pytest.approx([s for _, s in b], abs=1e-5)
+        got = again.search(q, 5, allowed={f"r{i}" for i in range(100)})
+        assert [i for i, _ in got] == [i for i, _ in f]
+
+
+def test_another_model_or_dim_is_refused(open_index: Callable[..., VectorIndex], backend: str, tmp_path: Path) -> None:
+    index = open_index()
+    index.upsert(["a"], np.ones((1, DIM)))
+    index.close()
+    with pytest.raises(ConfigError) as err:
+        open_index(model_id="test/model-b")
+    assert "test/model-a" in str(err.value) and "test/model-b" in str(err.value)
+    with pytest.raises(ConfigError, match="32-d"):
+        open_index(dim=DIM * 2)
+    other = "chroma" if backend != "chroma" else "exact"
+    with pytest.raises(ConfigError, match="index"):
+        OPENERS[other](tmp_path / "vectors", model_id=MODEL, dim=DIM)
+    assert open_index().count() == 1
+
+
+@pytest.mark.parametrize("name", ANN)
+def test_ann_recall_at_10_on_20k(name: str, tmp_path: Path) -> None:
+    dim = 64
+    data = clustered(20_000, dim=dim, seed=5)
+    queries = clustered(100, dim=dim, seed=5, sample_seed=77)
+    ids = [f"r{i}" for i in range(len(data))]
+    index = OPENERS[name](tmp_path / name, model_id=MODEL, dim=dim)
+    try:
+        index.upsert(ids, data)
+        if isinstance(index, HnswIndex):
+            assert index._graph is not None, "20k rows are above the default ANN threshold"
+        recall = np.mean([
+            len({i for i, _ in index.search(q, 10)} & set(exact_top(data, ids, q, 10))) / 10 for q in queries
+        ])
+    finally:
+        index.close()
+    assert recall >= 0.95, f"{name} recall@10 = {recall:.3f}"
+
+
+# -- local backends: crash safety, compaction, one owner ----------------------------------------
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_torn_writes_are_cut_off_on_open(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "v"
+    data = clustered(200)
+    index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
+    index.upsert([f"r{i}" for i in range(100)], data[:100])
+    index.close()
+    # a crash mid-upsert: vector bytes written, journal frame torn
+    with open(next(folder.glob("vectors-*.f32")), "ab") as fh:
+        fh.write(data[100:150].tobytes())
+    with open(next(folder.glob("journal-*.log")), "ab") as fh:
+        fh.write(b"\x40\x00\x00\x00\x01\x02\x03\x04{\"u\": [\"r1")
+    index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
+    assert index.count() == 100
+    assert index.search(data[120], 1)[0][0] != "r120"
+    index.upsert([f"r{i}" for i in range(100, 200)], data[100:])
+    assert index.search(data[120], 1)[0][0] == "r120"
+    index.close()
+    index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
+    assert index.count() == 200 and index.search(data[150], 1)[0][0] == "r150"
+    index.close()
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_compaction_keeps_results(name: str, tmp_path: Path) -> None:
+    folder = tmp_path / "v"
+    data = clustered(5000)
+    index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
+    index.upsert([f"r{i}" for i in range(5000)], data)
+    index.delete([f"r{i}" for i in range(4600)])
+    assert (folder / "vectors-1.f32").exists() and not (folder / "vectors-0.f32").exists()
+    assert index.count() == 400
+    hits = index.search(data[4700], 10)
+    assert hits[0][0] == "r4700"
+    index.close()
+    index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
+    assert [i for i, _ in index.search(data[4700], 10)] == [i for i, _ in hits]
+    index.close()
+
+
+@pytest.mark.parametrize("name", LOCAL)
+def test_one_owner_at_a_time(name: str, tmp_path: Path) -> None:
+    index = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    with pytest.raises(Conflict):
+        OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    index.close()
+    OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM).close()
+
+
+@pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
+def test_lost_graph_is_rebuilt(tmp_path: Path) -> None:
+    folder = tmp_path / "v"
+    data = clustered(500)
+    index = _open_hnsw_graph(folder)
+    index.upsert([f"r{i}" for i in range(500)], data)
+    hits = index.search(data[3], 10)
+    index.close()
+    for graph in folder.glob("graph-*.usearch"):
+        graph.write_bytes(b"not a graph")
+    index = _open_hnsw_graph(folder)
+    assert isinstance(index, HnswIndex) and index._graph is not None
+    assert [i for i, _ in index.search(data[3], 10)][:5] == [i for i, _ in hits][:5]
+    index.close()
+
+
+def test_open_vector_index_picks_the_backend(tmp_path: Path) -> None:
+    index = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
+    assert isinstance(index, ExactIndex) and index.meta.backend == "exact" and index.meta.model_id == MODEL
+    index.close()
+
+
+def test_search_scale_benchmark_smoke(tmp_path: Path) -> None:
+    """``benchmarks/search_scale.py`` end to end on a tiny size (children, rounds, filters, JSON)."""
+    spec = importlib.util.spec_from_file_location(
+        "soulpass_bench_search_scale", Path(__file__).resolve().parents[1] / "benchmarks" / "search_scale.py"
+    )
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = bench  # dataclasses look their module up
+    try:
+        spec.loader.exec_module(bench)
+    finally:
+        sys.modules.pop(spec.name, None)
+    out = tmp_path / "result.json"
+    backend = "hnsw" if HAS_USEARCH else "exact"  # hnsw is exact at this size
+    assert bench.main(["--sizes", "1500", "--queries", "12", "--rounds", "1", "--backends", backend,
+                       "--filtered", "0.1", "--workdir", str(tmp_path / "work"), "--json", str(out)]) == 0
+    vector = json.loads(out.read_text())["sizes"]["1500"]["vector"]
+    assert vector[backend]["recall"] == 1.0 and vector[backend]["p95_ms"] > 0
+    assert "filtered" in vector[backend] or backend == "exact"
+    assert not (tmp_path / "work").exists()
