@@ -1,9 +1,10 @@
 """Contract tests every ``VectorIndex`` backend must pass, plus crash-safety of the local ones.
 
 Backends: ``exact``; ``hnsw`` with its defaults (exact below 16k rows, so these small tests
-exercise its exact path and the 20k recall test its graph); ``hnsw-graph``, the same class with
-tiny thresholds so every test runs through the graph, the tail and the filtered over-fetch; and
-``chroma``, a real ChromaDB (skipped only where chromadb is not installed).
+exercise its exact path and the 20k recall test, at 384-d, its sign-bit graph); ``hnsw-graph``
+and ``hnsw-b1``, the same class with tiny thresholds and an f16 or a sign-bit graph, so every test
+runs through the graph, the tail and the filtered over-fetch; and ``chroma``, a real ChromaDB
+(skipped only where chromadb is not installed).
 """
 
 from __future__ import annotations
@@ -48,14 +49,14 @@ OPENERS: dict[str, Opener] = {
 }
 SKIPS = {
     "chroma": pytest.mark.skipif(not HAS_CHROMA, reason="chromadb is not installed (pip install 'soulpass[chroma]')"),
-    "hnsw": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed (pip install 'soulpass[index]')"),
+    "hnsw": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed (pip install 'soulpass[search]')"),
     "hnsw-graph": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed"),
     "hnsw-b1": pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed"),
 }
 ALL = [pytest.param(name, marks=SKIPS.get(name, ())) for name in OPENERS]
 ANN = [pytest.param(name, marks=SKIPS[name]) for name in ("hnsw", "chroma")]
 EXACT = ("exact", "hnsw")  # hnsw stays exact below its 16k-row threshold
-LOCAL = ["exact", pytest.param("hnsw-graph", marks=SKIPS["hnsw-graph"]), pytest.param("hnsw-b1", marks=SKIPS["hnsw-b1"])]
+LOCAL = ["exact", *(pytest.param(name, marks=SKIPS[name]) for name in ("hnsw-graph", "hnsw-b1"))]
 
 
 def clustered(n: int, dim: int = DIM, seed: int = 0, sample_seed: int = 1) -> npt.NDArray[np.float32]:
@@ -227,7 +228,7 @@ def test_another_model_or_dim_is_refused(open_index: Callable[..., VectorIndex],
 
 @pytest.mark.parametrize("name", ANN)
 def test_ann_recall_at_10_on_20k(name: str, tmp_path: Path) -> None:
-    dim = 64
+    dim = 384  # MiniLM's: the default index keeps sign bits (b1) in its graph from 256-d on
     data = clustered(20_000, dim=dim, seed=5)
     queries = clustered(100, dim=dim, seed=5, sample_seed=77)
     ids = [f"r{i}" for i in range(len(data))]
@@ -236,6 +237,7 @@ def test_ann_recall_at_10_on_20k(name: str, tmp_path: Path) -> None:
         index.upsert(ids, data)
         if isinstance(index, HnswIndex):
             assert index._graph is not None, "20k rows are above the default ANN threshold"
+            assert index.quantization == "b1"
         recall = np.mean([
             len({i for i, _ in index.search(q, 10)} & set(exact_top(data, ids, q, 10))) / 10 for q in queries
         ])

@@ -1,6 +1,7 @@
 """Vector indexes: one ``VectorIndex`` protocol, one module per backend.
 
-* ``hnsw``   (default) exact numpy search while small, usearch HNSW above ``ann_threshold`` rows
+* ``hnsw``   (default) exact numpy search while small, above ``ann_threshold`` rows a usearch HNSW
+             graph (over sign bits from 256-d on) whose candidates are re-scored exactly
 * ``exact``  numpy brute force over memory-mapped float32 rows (recall 1.0, no build)
 * ``chroma`` a real ChromaDB ``PersistentClient`` fed our embeddings
 

@@ -184,7 +184,7 @@ def one_blas_thread() -> Iterator[None]:
     rows into a p95 of ~17 ms (measured; at 20k rows 1.3 ms on one thread vs 8 ms on two)."""
     if not _BLAS:
         try:
-            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped]
+            from threadpoolctl import ThreadpoolController  # type: ignore[import-untyped,import-not-found,unused-ignore]
         except ImportError:  # pragma: no cover - depends on the install
             _BLAS.append(None)
         else:

@@ -1,9 +1,9 @@
 """Exact backend: brute-force cosine search with numpy over the memory-mapped rows.
 
 Recall is 1.0 by construction and there is no build step. Measured on this project's 2-core
-machine (384-d, top-10, one query at a time): ~0.5 ms at 10k rows, ~6.5 ms at 100k, ~76 ms at 1M,
-so it is the right tool for small accounts and the fallback for selective filters, and the HNSW
-backend (``hnsw.py``) builds on it for everything else.
+machine (384-d, top-10, one query at a time, BLAS on one thread): ~1-2 ms at 16k rows, 10-17 ms at
+100k, 115-165 ms at 1M (``benchmarks/search_scale.py --backends exact``). So it is the right tool
+for small accounts and for selective filters, and the HNSW backend (``hnsw.py``) builds on it.
 """
 
 from __future__ import annotations

@@ -1,28 +1,42 @@
 """Default backend: exact search while the index is small, a usearch HNSW graph above that.
 
-Why (measured on this project's 2-core machine, 384-d, top-10, 200 single queries from a fresh
-process, clustered synthetic vectors; see ``benchmarks/search_scale.py`` for the run and figures):
-numpy brute force costs ~65 ns a row (6.5 ms at 100k, ~76 ms at 1M), which already misses the
-goal "at most half of ChromaDB's p95" at 100k (ChromaDB ~2-3 ms), while usearch HNSW (f16
-vectors, M=16) answers in ~0.5-1.5 ms at 100k-1M with recall@10 ~0.95-0.99. So:
+Why, measured on this project's 2-core machine (384-d, top-10, 200 single queries from a fresh
+process, clustered synthetic vectors, ``benchmarks/search_scale.py``; figures in
+``benchmarks/results/search_scale.json``):
 
-* below ``ann_threshold`` live rows (16,384: under ~1 ms exact) there is no graph: exact,
-  recall 1.0, nothing to build;
-* above it the rows ``[0, g)`` are covered by a graph keyed by row number (``rows.py`` never
-  renumbers rows within a generation, so deletes and updates just mark rows dead) and the tail
+* numpy brute force (one BLAS thread, see ``base.one_blas_thread``) costs 0.1-0.16 us a row:
+  ~1-2 ms at 16k rows, 10-17 ms at 100k, 115-165 ms at 1M, recall 1.0. ChromaDB answers in
+  1.3-1.9 ms p50 / 1.7-2.4 ms p95 at both 100k and 1M (its per-query overhead dominates), so
+  exact search cannot be "at most half of ChromaDB's p95" beyond a few thousand rows;
+* a usearch graph over f16 vectors (M=16, expansion_add=64) is 0.45 / 0.63 ms at 100k (recall
+  0.97), but at 1M it needs expansion_search ~200 for recall 0.965 and then costs 0.95-1.1 /
+  1.6-1.8 ms: no faster than ChromaDB (hnswlib, f32) at equal recall; i8 was no better;
+* a graph over the vectors' *sign bits* (``b1``: 48 bytes for 384-d, Hamming distance, one cache
+  line a node) asked for 250 candidates that are then re-scored with the exact float32 rows
+  (150 at 100k) reaches the same recall for less: at 1M 0.75-1.05 ms p50 / 1.1-1.7 ms p95
+  (recall 0.96), and it builds 5-8x faster (1M in ~2 min instead of ~15). Sign bits keep
+  cosine order well for sentence embeddings: on 5.9k real MiniLM vectors (LoCoMo turns,
+  questions as queries) the exact top-10 lies within the Hamming top-100 for 98.7% and the
+  top-200 for 99.6% (synthetic: 93% / 98%). Below 256-d too few bits are left: f16 there.
+
+How:
+
+* below ``ann_threshold`` live rows (16,384) there is no graph: exact, recall 1.0, no build;
+* above it the rows ``[0, g)`` are in a graph keyed by row number (``rows.py`` never renumbers
+  rows within a generation, so deletes and updates just mark rows dead) and the tail
   ``[g, rows)`` is searched exactly; when the tail reaches ``seal_rows`` it is added to the graph.
   The graph is saved as ``graph-G-<g>.usearch`` (temp + fsync + rename: the file name states the
   rows it covers) when it has grown by a quarter since the last save, and on ``close``, so saves
   cost O(rows) in total however the rows arrive. After a crash the rows the saved graph lacks are
-  the tail again (added on open if they reach ``seal_rows``); a lost or unreadable graph is rebuilt
-  from the rows on open;
+  the tail again (added on open if they reach ``seal_rows``); a lost, unreadable or other-kind
+  graph is rebuilt from the rows on open;
 * graph candidates are re-scored with the exact float32 rows, so scores are true cosines and
-  the f16 quantisation only affects which candidates are seen;
+  quantisation only decides which candidates are seen;
 * with ``allowed``: a small set (<= ``exact_allowed`` ids) is searched exactly; otherwise the
-  graph is asked for enough candidates to expect ``k`` allowed live ones (over-fetch by the
-  inverse of the allowed fraction), widening 4x while short, and falling back to exact over the
-  allowed rows when the graph would have to return more than ``max_fetch`` candidates (or, with
-  or without a filter, more than half of what it holds).
+  graph is asked for enough candidates to expect the usual number of allowed live ones
+  (over-fetch by the inverse of the allowed fraction), widening 4x while short, and falling back
+  to exact over the allowed rows when the graph would have to return more than ``max_fetch``
+  candidates (or, with or without a filter, more than half of what it holds).
 """
 
 from __future__ import annotations
@@ -47,14 +61,23 @@ def _usearch_index_class() -> Any:
         from usearch.index import Index
     except ImportError as exc:  # pragma: no cover - depends on the install
         raise BackendUnavailable(
-            "the default vector index needs usearch above a few thousand rows: pip install 'soulpass[index]'",
+            "the default vector index needs usearch above a few thousand rows: pip install 'soulpass[search]'",
             package="usearch",
         ) from exc
     return Index
 
 
+def _b1_candidates(k: int, graph_rows: int) -> int:
+    """How many sign-bit neighbours to re-score for a top ``k``: 15k at 100k graph rows, rising with
+    log(rows) to 25k at 1M (measured recall@10 0.966 and 0.961; 150 rather than 250 at 100k saves
+    a third of the query)."""
+    growth = min(1.0, max(0.0, math.log10(max(1, graph_rows) / 100_000)))
+    return math.ceil(max(k, 10) * (15 + 10 * growth))
+
+
 class HnswIndex(ExactIndex):
-    """A ``VectorIndex``: exact below ``ann_threshold`` rows, usearch HNSW (cosine, f16) above."""
+    """A ``VectorIndex``: exact below ``ann_threshold`` rows, a usearch HNSW graph (sign bits from
+    256-d on, else f16) with exact re-scoring above."""
 
     BACKEND = "hnsw"
 
@@ -158,7 +181,7 @@ class HnswIndex(ExactIndex):
         if self._expansion_search is not None:
             return self._expansion_search
         if self.quantization == "b1":
-            return 256  # b1 asks for >= 250 candidates: the search widens to that anyway
+            return _b1_candidates(10, size)  # measured: as good as a wider search, and faster
         return int(min(256, max(64, round(64 * math.sqrt(size / 100_000)))))
 
     def _graph_files(self) -> list[tuple[int, Path]]:
@@ -210,7 +233,7 @@ class HnswIndex(ExactIndex):
         fraction = min(1.0, graph_live / max(1, len(self._graph)))
         if allowed is not None:
             fraction *= min(1.0, len(allowed) / graph_live)
-        wanted = max(25 * k, 250) if self.quantization == "b1" else math.ceil(1.25 * k) + 8
+        wanted = _b1_candidates(k, len(self._graph)) if self.quantization == "b1" else math.ceil(1.25 * k) + 8
         fetch = math.ceil(wanted / max(fraction, 1e-9))
         live = self._rows.live_mask()
         while True:

@@ -234,7 +234,8 @@ class RowStore:
         if self.rows == 0:
             self._matrix: Matrix = np.zeros((0, self.dim), dtype=np.float32)
         else:
-            self._matrix = np.memmap(self.vectors_path, dtype=np.float32, mode="r", shape=(self.rows, self.dim))
+            mapped = np.memmap(self.vectors_path, dtype=np.float32, mode="r", shape=(self.rows, self.dim))
+            self._matrix = mapped.view(np.ndarray)  # same pages; fancy indexing without memmap's overhead
 
     def _close_files(self) -> None:
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
