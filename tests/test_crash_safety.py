@@ -588,8 +588,10 @@ def test_archive_killed_at_every_step_and_at_random_instants(scenario: Scenario,
     for i in itertools.count():
         if stages.total() >= wanted:
             break
-        assert i < 3 * wanted, "most children finished before their kill"
-        if i and i % 40 == 0:
+        # Timer kills depend on the machine's load; only a runaway loop is a failure (every step is
+        # already covered deterministically by the hook kills above).
+        assert i < 10 * wanted, "most children finished before their kill"
+        if i and i % 20 == 0:
             timing = probe()  # follow the machine's load
         delay = _delay(rng, timing, i)
         home = _copy(case.start, tmp_path / f"timer{i}")
