@@ -9,6 +9,7 @@ the text changed (the embedder's ``model_id`` is recorded, so vectors are never 
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +107,10 @@ class AccountIndex:
         latest: dict[str, CatalogRow] = {}
         for r in rows:
             latest[r.id] = r
-        known = dict(self._state.execute("SELECT id, text_hash FROM embedded").fetchall()) if latest else {}
+        # Only the ids these versions touched: reading the whole table would grow with the history.
+        known = dict(self._state.execute(
+            "SELECT id, text_hash FROM embedded WHERE id IN (SELECT value FROM json_each(?))",
+            (json.dumps(list(latest)),)).fetchall()) if latest else {}
         todo = [(r.id, r.text) for r in latest.values() if known.get(r.id) != _text_hash(r.text)]
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i:i + EMBED_BATCH]
