@@ -15,7 +15,7 @@ LAYERS: list[tuple[int, tuple[str, ...]]] = [
     (1, ("soulpass.store",)),
     (2, ("soulpass.index", "soulpass.embed")),
     (3, ("soulpass.sessions", "soulpass.consolidation")),
-    (4, ("soulpass.engine", "soulpass.msp", "soulpass")),
+    (4, ("soulpass.engine", "soulpass.msp", "soulpass.skynet", "soulpass.bench", "soulpass")),
     (5, ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")),
 ]
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")

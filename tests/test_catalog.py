@@ -47,14 +47,10 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(os, "fsync", lambda fd: None)
 
 
-@pytest.fixture(autouse=True, params=["fts5", "tantivy"])
-def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Every test runs with FTS5 alone and with the tantivy sidecar (when it is installed)."""
-    if request.param == "tantivy":
-        pytest.importorskip("tantivy")
-    else:
-        monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
-    return str(request.param)
+@pytest.fixture(autouse=True)
+def _every_engine(engine: str) -> str:
+    """Every test runs with FTS5 alone and with the tantivy sidecar (``engine`` in conftest)."""
+    return engine
 
 
 @pytest.fixture

@@ -26,6 +26,7 @@ from soulpass.records import (
     UserProfile,
 )
 from soulpass.sessions.buffer import Limits
+from soulpass.skynet import MemoryManager
 
 __version__ = "0.1.0"
 
@@ -46,6 +47,7 @@ __all__ = [
     "InvalidInput",
     "Limits",
     "MasterState",
+    "MemoryManager",
     "NotFound",
     "Planned",
     "Rules",

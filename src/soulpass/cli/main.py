@@ -56,9 +56,9 @@ def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
 
 
 def _register() -> None:
-    from soulpass.cli import demo, sandbox_cmds, search_cmds, version_cmds
+    from soulpass.cli import bench_cmds, demo, sandbox_cmds, search_cmds, version_cmds
 
-    for module in (sandbox_cmds, version_cmds, search_cmds, demo):
+    for module in (sandbox_cmds, version_cmds, search_cmds, bench_cmds, demo):
         for command in module.COMMANDS:
             cli.add_command(command)
 

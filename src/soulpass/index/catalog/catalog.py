@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -27,6 +27,9 @@ _WIDEST = 4096  # the most sidecar hits checked against broad filters before sea
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
 _FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
 FullText = Literal["auto", "fts5", "tantivy"]
+# Lookups of given ids go through the (id, version) key: left to itself the planner may walk a
+# whole kind through its index instead and test each row against the id list.
+_BY_ID = "catalog AS c INDEXED BY sqlite_autoindex_catalog_1"
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,63 @@ class Catalog:
             if sidecar is not None:
                 return self._search_sidecar(sidecar, terms, k, filters, where, params)
             return self._search_fts5(terms, k, where, params)
+
+    def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
+        """BM25 scores of the given rows for ``query``, on the same scale as ``fts_search`` (rows
+        that pass the filters and match at least one term; the others are left out)."""
+        terms = query_terms(query)
+        wanted = list(dict.fromkeys(ids))
+        if not terms or not wanted:
+            return {}
+        where, params = filter_sql(filters or Filters())
+        with self._lock:
+            rows = dict(self._conn.execute(
+                f"SELECT c.row, c.id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {where}",
+                (json.dumps(wanted), *params)).fetchall())
+            if not rows:
+                return {}
+            sidecar = self._synced_sidecar()
+            if sidecar is not None:
+                hits = sidecar.search(terms, len(rows), rows=list(rows))
+            else:
+                hits = [(row, -s) for row, s in self._conn.execute(
+                    "SELECT rowid, bm25(catalog_fts) FROM catalog_fts WHERE catalog_fts MATCH ? AND rowid IN "
+                    "(SELECT value FROM json_each(?))", (" OR ".join(f'"{t}"' for t in terms), json.dumps(list(rows))))]
+        return {rows[row]: score for row, score in hits if row in rows}
+
+    def passing(self, ids: Iterable[str], filters: Filters | None = None) -> set[str]:
+        """The given ids whose rows pass the filters (in force now unless ``as_of_version``)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return set()
+        where, params = filter_sql(filters or Filters())
+        with self._lock:
+            return {rid for (rid,) in self._conn.execute(
+                f"SELECT c.id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {where}",
+                (json.dumps(wanted), *params))}
+
+    def neighbours(self, ids: Iterable[str], kinds: Sequence[str], filters: Filters | None = None,
+                   ) -> dict[str, tuple[str | None, str | None]]:
+        """For each given row of one of ``kinds`` that has a session: the rows just before and after
+        it in that session by event time (then id), among the rows of ``kinds`` passing the filters."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted or not kinds:
+            return {}
+        filters = Filters(**{**filters.__dict__, "kinds": tuple(kinds)}) if filters else Filters(kinds=tuple(kinds))
+        where, params = filter_sql(filters, alias="n")
+        own, own_params = filter_sql(filters, alias="c")
+
+        def side(cmp: str, order: str) -> str:
+            # A row-value comparison walks the (session_id, event_us, id) index from the row outwards.
+            return (f"(SELECT n.id FROM catalog AS n WHERE n.session_id = c.session_id"
+                    f" AND (n.event_us, n.id) {cmp} (c.event_us, c.id) AND {where}"
+                    f" ORDER BY n.event_us {order}, n.id {order} LIMIT 1)")
+
+        sql = (f"SELECT c.id, {side('<', 'DESC')}, {side('>', 'ASC')} FROM json_each(?) AS w CROSS JOIN {_BY_ID}"
+               f" ON c.id = w.value WHERE c.session_id IS NOT NULL AND c.event_us IS NOT NULL AND {own}")
+        with self._lock:
+            found = self._conn.execute(sql, (*params, *params, json.dumps(wanted), *own_params)).fetchall()
+        return {rid: (before, after) for rid, before, after in found}
 
     def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
         """The hits whose rows pass the filters, as ``(-score, id)`` in result order."""

@@ -86,8 +86,14 @@ def _m001_catalog(conn: sqlite3.Connection) -> None:
                  " ('generation', '0')")
 
 
+def _m002_session_order(conn: sqlite3.Connection) -> None:
+    # The turns before and after a hit in its conversation (hybrid search's neighbouring-turn context).
+    conn.execute("CREATE INDEX catalog_session_time ON catalog (session_id, event_us, id) WHERE session_id IS NOT NULL")
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite3.Connection], None]], ...] = (
     ("001_catalog", _m001_catalog),
+    ("002_session_order", _m002_session_order),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -1,0 +1,1 @@
+"""Benchmarks that run through the public engine (``soulpass bench …``)."""

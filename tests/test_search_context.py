@@ -1,0 +1,140 @@
+"""Hybrid search reads a turn in its conversation: the catalog's neighbour and exact-score lookups,
+the score fusion, and the effect end to end with the real embedder."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import soulpass
+from soulpass import Committed
+from soulpass.index import search as search_mod
+from soulpass.index.catalog import Catalog, CatalogRow, Filters
+from soulpass.index.search import _Scores
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+def chat(acct: soulpass.Account, name: str, turns: list[tuple[str, str]], start: datetime) -> None:
+    sb = acct.create_sandbox(name)
+    for i, (speaker, text) in enumerate(turns):
+        sb.write_turn({"kind": "turn_user", "text_excerpt": text, "agent": speaker,
+                       "created_at": start + timedelta(minutes=i)})
+    assert isinstance(sb.archive(), Committed)
+
+
+@pytest.fixture
+def two_chats(tmp_path: Path, engine: str) -> Iterator[tuple[soulpass.Account, Catalog]]:
+    acct = soulpass.open(tmp_path, embedder="none").account("ann", create=True)
+    chat(acct, "one", [("ann", "the garden needs water"), ("bob", "tomatoes ripen in August"),
+                       ("ann", "the roses are red")], T0)
+    chat(acct, "two", [("ann", "my bike has a flat tyre"), ("bob", "patch the garden hose too")],
+         T0 + timedelta(days=1))
+    cat = Catalog.open(acct.store)
+    cat.catch_up(acct.store)
+    yield acct, cat
+    cat.close()
+    acct.close()
+
+
+def by_text(cat: Catalog) -> dict[str, str]:
+    return {r.text: r.id for r in cat.rows()}
+
+
+def test_neighbours_are_the_turns_around_in_the_same_session(two_chats: tuple[soulpass.Account, Catalog]) -> None:
+    _, cat = two_chats
+    ids = by_text(cat)
+    water, tomatoes, roses = ids["the garden needs water"], ids["tomatoes ripen in August"], ids["the roses are red"]
+    bike, hose = ids["my bike has a flat tyre"], ids["patch the garden hose too"]
+    links = cat.neighbours([water, tomatoes, roses, bike, hose], ["turn_user"])
+    assert links == {water: (None, tomatoes), tomatoes: (water, roses), roses: (tomatoes, None),
+                     bike: (None, hose), hose: (bike, None)}
+    # Only rows of the asked kinds and passing the filters are neighbours.
+    assert cat.neighbours([tomatoes], ["turn_llm"]) == {}
+    assert cat.neighbours([tomatoes], ["turn_user"], Filters(agent="bob")) == {tomatoes: (None, None)}
+    assert cat.neighbours([tomatoes], ["turn_user"], Filters(agent="ann")) == {}  # tomatoes itself is bob's
+    assert cat.neighbours([water], ["turn_user"], Filters(agent="ann")) == {water: (None, roses)}
+    # As of version 1 the second chat did not exist.
+    assert cat.neighbours([bike], ["turn_user"], Filters(as_of_version=1)) == {}
+    assert cat.neighbours([roses], ["turn_user"], Filters(as_of_version=1)) == {roses: (tomatoes, None)}
+
+
+def test_fts_scores_match_the_ranking_scores(two_chats: tuple[soulpass.Account, Catalog]) -> None:
+    _, cat = two_chats
+    ranked = dict(cat.fts_search("garden water", 10))
+    ids = by_text(cat)
+    assert set(ranked) == {ids["the garden needs water"], ids["patch the garden hose too"]}
+    exact = cat.fts_scores("garden water", list(ids.values()))
+    assert exact.keys() == ranked.keys()  # rows that match no term are left out
+    for rid, score in ranked.items():
+        assert exact[rid] == pytest.approx(score)
+    assert cat.fts_scores("garden water", [ids["the garden needs water"]], Filters(agent="bob")) == {}
+    assert cat.passing(list(ids.values()), Filters(agent="bob")) == {ids["tomatoes ripen in August"],
+                                                                    ids["patch the garden hose too"]}
+
+
+def _row(rid: str, session: str | None) -> CatalogRow:
+    return CatalogRow(id=rid, kind="turn_user", version=1, valid_to=None, replaced_at=None, event_time=T0, agent="a",
+                      session_id=session, persona_id=None, event_id=None, tags=(), superseded_by=None, path=rid,
+                      text=rid, semantic_hash="", content_hash="")
+
+
+def test_fusion_standardises_and_reads_context() -> None:
+    # a matches by text, b (a's neighbour) only a little by meaning, c and d elsewhere.
+    scores = _Scores({"a": 4.0, "c": 3.0}, {"a": 0.5, "b": 0.3, "c": 0.25, "d": 0.1})
+    scores.known.update("abcd")
+    fused = scores.fused(dense_weight=1.0)
+    assert max(fused, key=fused.__getitem__) == "a"
+    assert sum(fused.values()) == pytest.approx(0.0, abs=1e-9)  # two z-scores: mean 0
+    rows = {i: _row(i, "s1" if i in "ab" else None) for i in "abcd"}
+    ranked = dict(scores.rank(rows, {"b": ("a", None), "a": (None, "b")}, dense_weight=1.0))
+    low = min(fused.values())
+    assert ranked["b"]["context"] == pytest.approx(search_mod.NEIGHBOUR_WEIGHT * (fused["a"] - low))
+    # b shares a's session: it gains half of the best score there; c is alone in its "session".
+    best_s1 = max(fused["a"] + ranked["a"]["context"], fused["b"] + ranked["b"]["context"])
+    assert ranked["b"]["session"] == pytest.approx(search_mod.SESSION_WEIGHT * (best_s1 - low))
+    assert ranked["c"]["session"] == pytest.approx(search_mod.SESSION_WEIGHT * (fused["c"] - low))
+    order = [i for i, _ in scores.rank(rows, {"b": ("a", None), "a": (None, "b")}, dense_weight=1.0)]
+    assert order.index("b") < order.index("c")  # without context c (3.0 BM25) beats b
+    plain = scores.fused(dense_weight=1.0)
+    assert plain["c"] > plain["b"]
+    assert ranked["a"]["fts_rank"] == 1 and ranked["c"]["fts_rank"] == 2 and "fts_rank" not in ranked["b"]
+
+
+DISTRACTORS = [
+    "I cooked pasta with garlic for dinner", "The train to Porto was delayed again",
+    "We watched a documentary about whales",
+    "My laptop battery barely lasts two hours", "The neighbours painted their fence blue", "I need new running shoes",
+    "Grandma sent a postcard from Vienna", "The printer at the office jammed twice", "I planted basil on the balcony",
+    "Our team lost the football match on Sunday", "I'm reading a novel about a lighthouse keeper",
+    "The cat knocked a glass off the table",
+]
+
+
+@pytest.mark.skipif(pytest.importorskip("onnxruntime") is None, reason="needs the embed extra")
+def test_an_answer_is_found_through_the_question_before_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reply names nothing the query asks for; the turn before it does."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    acct = soulpass.open(tmp_path).account("ann", create=True)
+    for n in range(4):
+        chat(acct, f"other-{n}", [("ann", t) for t in DISTRACTORS[3 * n:3 * n + 3]], T0 + timedelta(days=n))
+    chat(acct, "music", [("bob", "Which instrument did you pick at the community music school?"),
+                         ("ann", "The cello! Lessons are on Tuesdays."), ("bob", "Nice, enjoy it")],
+         T0 + timedelta(days=9))
+    query = "what did Ann choose at the community music school"
+    answer = next(r.id for r in acct.records("turn_user") if r.text.startswith("The cello"))
+    hits = acct.search(query, k=5)
+    assert [h.id for h in hits].index(answer) <= 1
+    hit = next(h for h in hits if h.id == answer)
+    assert hit.parts["context"] > 0 and hit.parts["session"] > 0
+    assert {h.row.session_id for h in hits[:3] if h.row} == {hit.row.session_id if hit.row else None}
+    acct.close()
