@@ -138,3 +138,33 @@ def test_an_answer_is_found_through_the_question_before_it(tmp_path: Path, monke
     assert hit.parts["context"] > 0 and hit.parts["session"] > 0
     assert {h.row.session_id for h in hits[:3] if h.row} == {hit.row.session_id if hit.row else None}
     acct.close()
+
+
+@pytest.mark.skipif(pytest.importorskip("onnxruntime") is None, reason="needs the embed extra")
+def test_a_sandbox_sees_master_at_its_parent_plus_its_own_buffer(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    acct = soulpass.open(tmp_path).account("ann", create=True)
+    chat(acct, "first", [("ann", "I adopted a golden retriever called Biscuit"), ("bob", "What a lovely dog")], T0)
+    mine = acct.create_sandbox("mine")  # parent: version 1
+    chat(acct, "later", [("ann", "My sister is getting married in Lisbon")], T0 + timedelta(days=1))  # version 2
+    own = mine.write_turn({"kind": "turn_user", "text_excerpt": "I started cello lessons in Lisbon", "agent": "ann",
+                           "created_at": T0 + timedelta(days=2)})
+    mine.add_fact(content="Ann plays the cello", confidence=0.9)
+    lisbon = mine.search("Lisbon", k=5)
+    assert lisbon[0].id == own
+    # Version 2's Lisbon turn is not in this sandbox's world.
+    assert "My sister is getting married in Lisbon" not in {h.text for h in lisbon}
+    assert lisbon[0].version == 0 and lisbon[0].path.endswith("session_buffer.jsonl")
+    assert lisbon[0].parts["fts"] > 0 and "dense" in lisbon[0].parts
+    assert acct.search("Lisbon", k=5)[0].text == "My sister is getting married in Lisbon"
+    dog = mine.search("golden retriever dog", k=3)
+    assert "Biscuit" in dog[0].text and dog[0].version == 1  # the master as of the parent is there
+    assert [h.kind for h in mine.search("cello", k=5, kinds=["fact"])] == ["fact"]
+    # Filters apply to the buffer's rows too: bob said nothing in this sandbox.
+    assert {h.row.agent for h in mine.search("cello", k=5, agent="bob") if h.row} == {"bob"}
+    assert all(h.version == 1 for h in mine.search("cello", k=5, agent="bob"))
+    assert isinstance(mine.archive(), Committed)
+    after = acct.search("cello lessons", k=1)
+    assert after[0].text == "I started cello lessons in Lisbon" and after[0].id.startswith("TU_")
+    acct.close()

@@ -21,7 +21,8 @@ from soulpass.consolidation.rules import Rules
 from soulpass.embed.base import Embedder
 from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
-from soulpass.index.catalog import Filters
+from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog.rows import buffer_row
 from soulpass.index.search import AccountIndex, Hit
 from soulpass.index.vectors import Backend
 from soulpass.records import (
@@ -416,6 +417,36 @@ class Sandbox:
 
     def buffer(self) -> SessionBuffer:
         return session_buffer_view(self.info, self._buffer.events())
+
+    def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
+               tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
+               session_id: str | None = None, persona_id: str | None = None,
+               event_id: str | None = None) -> list[Hit]:
+        """Hybrid search over what this sandbox sees: the master as of its parent version plus its
+        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary)."""
+        acct = self.account
+        head = acct.store.head()
+        at = self.info.parent_version
+        filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
+                          session_id=session_id, persona_id=persona_id, event_id=event_id,
+                          as_of_version=None if at == head else at)
+        return acct.index().search(query, k, filters, extra=self._buffer_rows())
+
+    def _buffer_rows(self) -> list[CatalogRow]:
+        path = f"sandboxes/{self.id}/session_buffer.jsonl"
+        rows = []
+        for event in self._buffer.events():
+            data = event.data
+            if event.type in ("turn", "episode", "sensory") and data.get("kind") in RECORD_MODELS:
+                rows.append(buffer_row(RECORD_MODELS[data["kind"]].model_validate(data), path, self.id))
+            elif event.type == "semantic_candidate" and data.get("id"):
+                fact = SemanticCandidate.model_validate(data)
+                text = fact.content or " ".join(p for p in (fact.subject, fact.predicate, fact.object) if p)
+                rows.append(CatalogRow(
+                    id=fact.id, kind="fact", version=0, valid_to=None, replaced_at=None, event_time=event.at,
+                    agent=event.agent, session_id=self.id, persona_id=None, event_id=None, tags=(),
+                    superseded_by=None, path=path, text=text, semantic_hash="", content_hash=""))
+        return rows
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
         return self.account.archive(self.id, dry_run=dry_run, hook=hook)

@@ -12,19 +12,26 @@ import hashlib
 import json
 import math
 import sqlite3
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from soulpass.embed.base import Embedder
 from soulpass.errors import InvalidInput
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters
+from soulpass.index.catalog.query import fts_query
+from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.vectors import Backend, VectorIndex, open_vector_index
+from soulpass.index.vectors.base import unit_query
+from soulpass.records import EPOCH
 from soulpass.store.account import AccountStore
 
-__all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Hit", "IndexStatus", "embed_text"]
+__all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Hit", "IndexStatus", "embed_text", "passes"]
 
 SEARCHABLE_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
 TURN_KINDS = ("turn_user", "turn_llm")
@@ -39,6 +46,7 @@ NEIGHBOUR_WEIGHT = 0.5
 SESSION_WEIGHT = 0.5
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
 EMBED_BATCH = 256
+BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
 EMBED_RECIPE = "turns-with-speaker"  # what ``embed_text`` makes of a row; change it when that changes
 
 
@@ -75,6 +83,7 @@ class AccountIndex:
         self.catalog = Catalog.open(store)
         self.embedder = embedder
         self.vectors: VectorIndex | None = None
+        self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
         self._state: sqlite3.Connection | None = None
         if embedder is not None:
             # One folder per backend and embedder: another model means other vectors, never mixed.
@@ -146,8 +155,10 @@ class AccountIndex:
 
     # --- search --------------------------------------------------------------------------
 
-    def search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[Hit]:
-        """The ``k`` best records for ``query``.
+    def search(self, query: str, k: int = 10, filters: Filters | None = None,
+               extra: Sequence[CatalogRow] = ()) -> list[Hit]:
+        """The ``k`` best records for ``query``; ``extra`` rows (a sandbox's buffer, not in the
+        catalog) compete with the catalog's on equal terms.
 
         1. candidates: the best ``CANDIDATES`` by BM25 and by cosine, and the turns next to the
            best ``NEIGHBOUR_SEEDS`` of them in their conversations; every candidate gets both its
@@ -171,9 +182,18 @@ class AccountIndex:
         scores = _Scores(fts, dense)
         self._complete(query, qvec, scores, [*fts, *dense], filters)
         turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
+        own = [r for r in extra if passes(r, filters)]
+        if own:
+            scores.fts.update(_buffer_fts(query, own))
+            if qvec is not None:
+                scores.dense.update(self._buffer_dense(qvec, own))
+            scores.known.update(r.id for r in own)
+            scores.fts_checked.update(r.id for r in own)
         links: dict[str, tuple[str | None, str | None]] = {}
         if turn_kinds and scores.ids:
-            links = self.catalog.neighbours(scores.ids, turn_kinds, filters)
+            links = self.catalog.neighbours([i for i in scores.ids if i not in {r.id for r in own}], turn_kinds,
+                                            filters)
+            links.update(_buffer_links([r for r in own if r.kind in turn_kinds]))
             seeds = scores.best(NEIGHBOUR_SEEDS, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)
             added = [n for seed in seeds for n in links.get(seed, ()) if n and n not in scores.known]
             self._complete(query, qvec, scores, added, filters)
@@ -184,6 +204,7 @@ class AccountIndex:
                 if after in added:
                     links[after] = (rid, links.get(after, (None, None))[1])
         rows = {r.id: r for r in self.catalog.get(scores.ids, as_of_version=filters.as_of_version)}
+        rows.update((r.id, r) for r in own)
         ranked = scores.rank(rows, links, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)[:k]
         return [Hit(id=rid, kind=rows[rid].kind, version=rows[rid].version, path=rows[rid].path,
                     text=rows[rid].text, score=parts["score"], parts=parts, row=rows[rid]) for rid, parts in ranked]
@@ -210,6 +231,21 @@ class AccountIndex:
         if not allowed:
             return []
         return self.vectors.search(vector, depth, allowed=allowed)
+
+    def _buffer_dense(self, qvec: Any, rows: Sequence[CatalogRow]) -> dict[str, float]:
+        """Cosines of rows not in the vector index (embedded once per text, kept in memory)."""
+        assert self.embedder is not None
+        texts = {r.id: embed_text(r) for r in rows}
+        todo = list(dict.fromkeys(t for t in texts.values() if _text_hash(t) not in self._buffer_vectors))
+        for i in range(0, len(todo), EMBED_BATCH):
+            chunk = todo[i:i + EMBED_BATCH]
+            for text, vec in zip(chunk, self.embedder.embed_batch(chunk), strict=True):
+                self._buffer_vectors[_text_hash(text)] = vec
+        while len(self._buffer_vectors) > BUFFER_VECTOR_CACHE:
+            self._buffer_vectors.pop(next(iter(self._buffer_vectors)))
+        query = unit_query(qvec, self.embedder.dim)
+        return {rid: float(np.dot(unit_query(self._buffer_vectors[_text_hash(t)], self.embedder.dim), query))
+                for rid, t in texts.items()}
 
     def _complete(self, query: str, qvec: Any, scores: _Scores, ids: Iterable[str], filters: Filters) -> None:
         """Give every id in ``ids`` both scores, exactly (BM25 0 when no term matches)."""
@@ -296,6 +332,53 @@ def _standardised(values: list[float]) -> list[float]:
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
+
+
+def passes(row: CatalogRow, filters: Filters) -> bool:
+    """``filter_sql`` for a row that is not in the catalog (a sandbox's buffer)."""
+    if filters.kinds and row.kind not in filters.kinds:
+        return False
+    if filters.tags and not set(filters.tags) & set(row.tags):
+        return False
+    for name in ("agent", "session_id", "persona_id", "event_id"):
+        wanted = getattr(filters, name)
+        if wanted is not None and getattr(row, name) != wanted:
+            return False
+    when = row.event_time
+    if filters.since is not None and (when is None or when < _aware(filters.since)):
+        return False
+    return not (filters.until is not None and (when is None or when >= _aware(filters.until)))
+
+
+def _aware(when: datetime) -> datetime:
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+
+
+def _buffer_fts(query: str, rows: Sequence[CatalogRow]) -> dict[str, float]:
+    """BM25 of rows that are not in the catalog, from a throw-away in-memory FTS5 table with the
+    catalog's tokenizer (statistics of the buffer alone: scores are standardised before fusion)."""
+    match = fts_query(query)
+    if match is None:
+        return {}
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5 (text, agent, rid UNINDEXED, tokenize = '{TOKENIZER}')")
+        conn.executemany("INSERT INTO t (text, agent, rid) VALUES (?, ?, ?)",
+                         [(r.text, r.agent or "", r.id) for r in rows])
+        return {rid: -score for rid, score in conn.execute("SELECT rid, bm25(t) FROM t WHERE t MATCH ?", (match,))}
+    finally:
+        conn.close()
+
+
+def _buffer_links(turns: Sequence[CatalogRow]) -> dict[str, tuple[str | None, str | None]]:
+    """Neighbours among a buffer's turns: by session, then event time and id, like the catalog's."""
+    ordered = sorted(turns, key=lambda r: (r.session_id or "", r.event_time or EPOCH, r.id))
+    links: dict[str, tuple[str | None, str | None]] = {}
+    for i, row in enumerate(ordered):
+        before = ordered[i - 1] if i > 0 and ordered[i - 1].session_id == row.session_id else None
+        after = ordered[i + 1] if i + 1 < len(ordered) and ordered[i + 1].session_id == row.session_id else None
+        links[row.id] = (before.id if before else None, after.id if after else None)
+    return links
 
 
 def embed_text(row: CatalogRow) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,7 +19,8 @@ from soulpass.errors import Corrupted, InvalidInput
 from soulpass.records import RECORD_MODELS, Episode, Record, SemanticFact, semantic_hash
 from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE
 
-__all__ = ["COLUMNS", "CatalogRow", "from_us", "is_catalogued", "make_row", "row_id", "to_us"]
+__all__ = ["COLUMNS", "CatalogRow", "buffer_row", "from_us", "is_catalogued", "make_row", "record_row", "row_id",
+           "to_us"]
 
 # Documents whose values are worth finding by text; the knowledge-graph files only repeat facts.
 TEXT_DOCUMENT_KINDS = frozenset({"core_memory", "user_profile", "state"})
@@ -132,6 +133,19 @@ def _record_row(rid: str, relpath: str, raw: dict[str, Any], version: int, repla
         rec: Record = RECORD_MODELS[kind].model_validate(raw)
     except (ValidationError, InvalidInput) as exc:
         raise Corrupted(f"{relpath} does not match the {kind} schema: {exc}", path=relpath) from exc
+    return record_row(rec, relpath, version, replaced_at, content_hash)
+
+
+def buffer_row(rec: Record, relpath: str, session_id: str) -> CatalogRow:
+    """A row for a record still in a sandbox's buffer (temporary id, version 0, not in the catalog)."""
+    data = json.dumps(rec.model_dump(mode="json"), sort_keys=True).encode("utf-8")
+    row = record_row(rec, relpath, 0, None, hashlib.sha256(data).hexdigest())
+    return replace(row, session_id=row.session_id or session_id)
+
+
+def record_row(rec: Record, relpath: str, version: int, replaced_at: int | None, content_hash: str) -> CatalogRow:
+    """The row of one validated record copy."""
+    rid, kind = rec.id, rec.kind
     valid_to = replaced_at
     superseded_by = rec.superseded_by if isinstance(rec, SemanticFact) else None
     if isinstance(rec, SemanticFact) and rec.valid_to_version is not None:
