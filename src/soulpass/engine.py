@@ -19,6 +19,7 @@ from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.embed.base import Embedder
+from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
 from soulpass.index.catalog import CatalogRow, Filters
@@ -98,27 +99,47 @@ ArchiveResult = Committed | AlreadyArchived | Planned
 
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
+RerankerChoice = Reranker | Literal["auto", "none"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw") -> Soulpass:
+         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
+         reranker: RerankerChoice = "none") -> Soulpass:
     """Open (or start) a Soulpass home folder.
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
     only otherwise), "none" never embeds, or pass any :class:`soulpass.embed.Embedder`.
+    ``reranker``: "none" (default), "auto" (the cross-encoder of the ``rerank`` extra re-orders the
+    best 30 hits; ~0.3 s a search on 2 cores; an error when the extra is missing), or a
+    :class:`soulpass.embed.rerank.Reranker`.
     """
-    return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend)
+    return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend,
+                    reranker=reranker)
 
 
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw") -> None:
+                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
+                 reranker: RerankerChoice = "none") -> None:
         self.home = Path(home).expanduser()
         self.rules = rules or Rules()
         self.limits = limits or Limits()
         self.vector_backend = vector_backend
         self._embedder_choice = embedder
         self._embedder: Embedder | None = None
+        self._reranker_choice = reranker
+        self._reranker: Reranker | None = None
+
+    def reranker(self) -> Reranker | None:
+        """The cross-encoder that re-orders search hits, if one was asked for (loaded once)."""
+        if self._reranker is None and self._reranker_choice != "none":
+            if self._reranker_choice == "auto":
+                from soulpass.embed.rerank import MsMarcoReranker
+
+                self._reranker = MsMarcoReranker()
+            else:
+                self._reranker = self._reranker_choice
+        return self._reranker
 
     def embedder(self) -> Embedder | None:
         """The embedder for search (loaded once, on first use)."""
@@ -274,7 +295,8 @@ class Account:
     def index(self) -> AccountIndex:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         if self._index is None:
-            self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend)
+            self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
+                                       reranker=self.sp.reranker())
         self._index.catch_up()
         return self._index
 

@@ -30,18 +30,19 @@ def bench() -> None:
 @click.option("--reuse", is_flag=True, help="Query accounts already ingested in this home instead of failing.")
 @click.option("--check-rebuild", is_flag=True,
               help="Also delete each index, rebuild it from the files and compare every query's top 10.")
+@click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
 @click.option("--rows", "rows_out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Also write every question's ranked dialog ids (JSON lines).")
 @click.pass_obj
 def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: bool, check_rebuild: bool,
-                 rows_out: Path | None) -> None:
+                 rerank: bool, rows_out: Path | None) -> None:
     """Each conversation its own account (sessions as sandboxes); every QA item a query.
 
     Prints and saves Recall@1/5/10/20 and NDCG@10 overall and per category, ingest throughput and
     search latency p50/p95.
     """
     conversations = locomo.load(data)[:limit]
-    sp = state.engine()
+    sp = state.engine(rerank=rerank)
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task("conversations", total=len(conversations))

@@ -19,17 +19,17 @@ class State:
     home: Path
     rules_file: Path | None
 
-    def engine(self) -> Soulpass:
+    def engine(self, *, rerank: bool = False) -> Soulpass:
         rules = None
         path = self.rules_file or (self.home / "rules.yaml")
         if path.exists():
             rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
         elif self.rules_file is not None:
             raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
-        return Soulpass(self.home, rules=rules)
+        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none")
 
-    def account(self, name: str, create: bool = False) -> Account:
-        acct = self.engine().account(name, create=create)
+    def account(self, name: str, create: bool = False, *, rerank: bool = False) -> Account:
+        acct = self.engine(rerank=rerank).account(name, create=create)
         ctx = click.get_current_context(silent=True)
         if ctx is not None:
             ctx.call_on_close(acct.close)  # release the index (its vector files are locked while open)

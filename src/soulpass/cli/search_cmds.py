@@ -30,14 +30,16 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.option("--persona", "persona_id", help="Only episodes of this persona.")
 @click.option("--event", "event_id", help="Only episodes of this event.")
 @click.option("--at", type=int, default=None, help="Search the memory as it was at this version.")
+@click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
 @json_option
 @click.pass_obj
 def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...], agent: str | None,
            tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
-           persona_id: str | None, event_id: str | None, at: int | None, as_json: bool) -> None:
+           persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, as_json: bool) -> None:
     """Hybrid search (full text + vectors) over an account's committed memory."""
-    hits = state.account(account).search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
-                                          session_id=session_id, persona_id=persona_id, event_id=event_id, at=at)
+    acct = state.account(account, rerank=rerank)
+    hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
+                       session_id=session_id, persona_id=persona_id, event_id=event_id, at=at)
     if as_json:
         emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path, "score": h.score,
                     "parts": h.parts, "text": h.text,

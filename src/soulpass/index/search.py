@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from soulpass.embed.base import Embedder
+from soulpass.embed.rerank import Reranker
 from soulpass.errors import InvalidInput
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters
 from soulpass.index.catalog.query import fts_query
@@ -44,6 +45,11 @@ CANDIDATES = 50  # per retriever, before fusion
 DENSE_WEIGHT = 1.0
 NEIGHBOUR_WEIGHT = 0.5
 SESSION_WEIGHT = 0.5
+# The optional cross-encoder re-orders the best RERANK_DEPTH: its standardised logit is added to
+# the standardised hybrid score (LoCoMo, first 3 conversations: R@10 0.788 -> 0.813, NDCG@10
+# 0.564 -> 0.629; the cross-encoder alone: 0.783 / 0.641).
+RERANK_DEPTH = 30
+RERANK_WEIGHT = 1.0
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
@@ -78,8 +84,10 @@ class IndexStatus:
 class AccountIndex:
     """The derived index of one account under ``<account>/index/``."""
 
-    def __init__(self, store: AccountStore, embedder: Embedder | None = None, *, backend: Backend = "hnsw") -> None:
+    def __init__(self, store: AccountStore, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
+                 reranker: Reranker | None = None) -> None:
         self.store = store
+        self.reranker = reranker
         self.catalog = Catalog.open(store)
         self.embedder = embedder
         self.vectors: VectorIndex | None = None
@@ -205,9 +213,24 @@ class AccountIndex:
                     links[after] = (rid, links.get(after, (None, None))[1])
         rows = {r.id: r for r in self.catalog.get(scores.ids, as_of_version=filters.as_of_version)}
         rows.update((r.id, r) for r in own)
-        ranked = scores.rank(rows, links, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)[:k]
+        ranked = scores.rank(rows, links, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)
+        if self.reranker is not None and query.strip():
+            ranked = self._rerank(query, ranked[:max(RERANK_DEPTH, k)], rows)
+        ranked = ranked[:k]
         return [Hit(id=rid, kind=rows[rid].kind, version=rows[rid].version, path=rows[rid].path,
                     text=rows[rid].text, score=parts["score"], parts=parts, row=rows[rid]) for rid, parts in ranked]
+
+    def _rerank(self, query: str, ranked: list[tuple[str, dict[str, float]]],
+                rows: dict[str, CatalogRow]) -> list[tuple[str, dict[str, float]]]:
+        """The cross-encoder's logits and the hybrid scores, both standardised, added."""
+        assert self.reranker is not None
+        logits = self.reranker.score(query, [embed_text(rows[rid]) for rid, _ in ranked])
+        hybrid = _standardised([parts["score"] for _, parts in ranked])
+        out = []
+        for (rid, parts), h, z, logit in zip(ranked, hybrid, _standardised(logits), logits, strict=True):
+            out.append((rid, {**parts, "hybrid": parts["score"], "rerank": logit, "score": h + RERANK_WEIGHT * z}))
+        out.sort(key=lambda item: (-item[1]["score"], item[0]))
+        return out
 
     def _query_vector(self, query: str) -> Any:
         if self.vectors is None or self.embedder is None or not query.strip():
