@@ -1,4 +1,5 @@
-"""Smoke test for ``benchmarks/commit_scaling.py``: a tiny run (200 and 2000 records, 2 repeats)."""
+"""Smoke tests for the benchmarks: ``commit_scaling.py`` (200 and 2000 records, 2 repeats) and the
+hybrid section of ``search_scale.py`` (2000 turns, 8 queries)."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "commit_scaling.py"
 RECORD_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
 
 
-def _load_benchmark() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("soulpass_bench_commit_scaling", BENCH)
+def _load_benchmark(path: Path = BENCH) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(f"soulpass_bench_{path.stem}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -77,3 +78,29 @@ def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert sum(int(counts.get(k, 0)) for k in RECORD_KINDS) == 2000 + sessions * (25 + 50 + 3)
     assert counts["episode"] > 0 and counts["turn_user"] > 0 and counts["turn_llm"] > 0 and counts["fact"] > 0
     assert counts["facts_superseded"] == sessions
+
+
+SEARCH_BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "search_scale.py"
+
+
+def test_search_scale_hybrid_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load_benchmark(SEARCH_BENCH)
+    out = tmp_path / "search_scale.json"
+    # An earlier run's other section is kept: results merge per size and section.
+    out.write_text(json.dumps({"benchmark": "search_scale", "sizes": {"2000": {"vector": {"kept": True}}}}), "utf-8")
+    rc = bench.main(["--sizes", "2000", "--queries", "8", "--rounds", "1", "--sections", "hybrid",
+                     "--hybrid-chunk", "1000", "--workdir", str(tmp_path / "work"), "--json", str(out)])
+    assert rc == 0
+    assert "hybrid all" in capsys.readouterr().out
+
+    section = json.loads(out.read_text("utf-8"))["sizes"]["2000"]
+    assert section["vector"] == {"kept": True}
+    hybrid = section["hybrid"]
+    assert hybrid["build"]["catalog_rows"] == hybrid["build"]["vectors"] == 2000
+    assert hybrid["build"]["versions"] == 2
+    assert set(hybrid["variants"]) == {"all", "agent=alice", "account.search"}
+    for variant in hybrid["variants"].values():
+        assert 0 < variant["p50_ms"] <= variant["p95_ms"]
+        assert variant["mean_hits"] == 10
+    assert {"fts_search", "neighbours", "vectors"} <= set(hybrid["variants"]["all"]["breakdown_ms"])
+    assert hybrid["pass"] == (hybrid["variants"]["all"]["p95_ms"] <= hybrid["target_p95_ms"])

@@ -13,7 +13,7 @@ import pytest
 import soulpass
 from soulpass import Committed
 from soulpass.index import search as search_mod
-from soulpass.index.catalog import Catalog, CatalogRow, Filters
+from soulpass.index.catalog import Catalog, Filters
 from soulpass.index.search import _Scores
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -82,12 +82,6 @@ def test_fts_scores_match_the_ranking_scores(two_chats: tuple[soulpass.Account, 
                                                                     ids["patch the garden hose too"]}
 
 
-def _row(rid: str, session: str | None) -> CatalogRow:
-    return CatalogRow(id=rid, kind="turn_user", version=1, valid_to=None, replaced_at=None, event_time=T0, agent="a",
-                      session_id=session, persona_id=None, event_id=None, tags=(), superseded_by=None, path=rid,
-                      text=rid, semantic_hash="", content_hash="")
-
-
 def test_fusion_standardises_and_reads_context() -> None:
     # a matches by text, b (a's neighbour) only a little by meaning, c and d elsewhere.
     scores = _Scores({"a": 4.0, "c": 3.0}, {"a": 0.5, "b": 0.3, "c": 0.25, "d": 0.1})
@@ -95,7 +89,7 @@ def test_fusion_standardises_and_reads_context() -> None:
     fused = scores.fused(dense_weight=1.0)
     assert max(fused, key=fused.__getitem__) == "a"
     assert sum(fused.values()) == pytest.approx(0.0, abs=1e-9)  # two z-scores: mean 0
-    rows = {i: _row(i, "s1" if i in "ab" else None) for i in "abcd"}
+    rows = {i: "s1" if i in "ab" else None for i in "abcd"}
     ranked = dict(scores.rank(rows, {"b": ("a", None), "a": (None, "b")}, dense_weight=1.0))
     low = min(fused.values())
     assert ranked["b"]["context"] == pytest.approx(search_mod.NEIGHBOUR_WEIGHT * (fused["a"] - low))

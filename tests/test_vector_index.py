@@ -340,3 +340,24 @@ def test_search_scale_benchmark_smoke(tmp_path: Path) -> None:
     assert vector[backend]["recall"] == 1.0 and vector[backend]["p95_ms"] > 0
     assert "filtered" in vector[backend] or backend == "exact"
     assert not (tmp_path / "work").exists()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("usearch") is None or importlib.util.find_spec("onnxruntime") is None,
+                    reason="needs the 'search' and 'embed' extras")
+def test_a_graph_opened_before_the_embedder_does_not_crash_the_process(tmp_path: Path) -> None:
+    """`import usearch.index; import onnxruntime` segfaults with the pinned builds: the index must
+    load ONNX Runtime first, so a process may open a big index and then embed a query."""
+    import subprocess
+
+    script = (
+        "import numpy as np\n"
+        "from soulpass.index.vectors import HnswIndex\n"
+        f"idx = HnswIndex({str(tmp_path / 'v')!r}, model_id='m', dim=8, ann_threshold=64, seal_rows=32)\n"
+        "rng = np.random.default_rng(1)\n"
+        "idx.upsert([f'r{i}' for i in range(200)], rng.normal(size=(200, 8)))\n"
+        "import onnxruntime\n"
+        "print(len(idx.search(rng.normal(size=8), 3)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
+    assert done.stdout.strip() == "3"

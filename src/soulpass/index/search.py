@@ -130,7 +130,9 @@ class AccountIndex:
         if self.vectors is None or self._state is None or self.embedder is None:
             return
         done = int(self._state.execute("SELECT value FROM embed_meta WHERE key = 'version'").fetchone()[0])
-        target = self.catalog.status().store_version
+        target = self.catalog.version()
+        if done == target:
+            return
         rows = [r for r in self.catalog.rows_since(done) if r.kind in SEARCHABLE_KINDS and r.text.strip()]
         latest: dict[str, CatalogRow] = {}
         for r in rows:
@@ -211,12 +213,16 @@ class AccountIndex:
                     links[before] = (links.get(before, (None, None))[0], rid)
                 if after in added:
                     links[after] = (rid, links.get(after, (None, None))[1])
-        rows = {r.id: r for r in self.catalog.get(scores.ids, as_of_version=filters.as_of_version)}
+        sessions = self.catalog.sessions(scores.ids, as_of_version=filters.as_of_version)
+        sessions.update((r.id, r.session_id) for r in own)
+        ranked = scores.rank(sessions, links, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)
+        reranking = self.reranker is not None and bool(query.strip())
+        ranked = ranked[:max(RERANK_DEPTH, k) if reranking else k]
+        # Whole rows (their text) only for what is returned or re-ranked.
+        rows = {r.id: r for r in self.catalog.get([rid for rid, _ in ranked], as_of_version=filters.as_of_version)}
         rows.update((r.id, r) for r in own)
-        ranked = scores.rank(rows, links, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)
-        if self.reranker is not None and query.strip():
-            ranked = self._rerank(query, ranked[:max(RERANK_DEPTH, k)], rows)
-        ranked = ranked[:k]
+        if reranking:
+            ranked = self._rerank(query, ranked, rows)[:k]
         return [Hit(id=rid, kind=rows[rid].kind, version=rows[rid].version, path=rows[rid].path,
                     text=rows[rid].text, score=parts["score"], parts=parts, row=rows[rid]) for rid, parts in ranked]
 
@@ -239,11 +245,11 @@ class AccountIndex:
 
     def _dense(self, vector: Any, depth: int, filters: Filters) -> list[tuple[str, float]]:
         assert self.vectors is not None
-        if not filters.selective and filters.as_of_version is None:
-            # Most rows pass: ask the vector index for more than needed and check them here,
-            # instead of handing it every passing id (a million at scale).
-            fetch = 2 * depth
-            while fetch <= 64 * depth:
+        if filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id):
+            # Many rows pass: ask the vector index for more than needed and check them here,
+            # instead of handing it every passing id (a million at scale); widen while short.
+            fetch = depth + depth // 2
+            while fetch <= 16 * depth:
                 hits = self.vectors.search(vector, fetch)
                 ok = self.catalog.passing([i for i, _ in hits], filters)
                 kept = [(i, s) for i, s in hits if i in ok]
@@ -310,9 +316,10 @@ class _Scores:
         fused = self.fused(dense_weight)
         return sorted(fused, key=lambda i: (-fused[i], i))[:n]
 
-    def rank(self, rows: dict[str, CatalogRow], links: dict[str, tuple[str | None, str | None]],
+    def rank(self, sessions: dict[str, str | None], links: dict[str, tuple[str | None, str | None]],
              dense_weight: float) -> list[tuple[str, dict[str, float]]]:
-        fused = {i: s for i, s in self.fused(dense_weight).items() if i in rows}
+        """Candidates (those in ``sessions``: id -> session id) by fused score read in context."""
+        fused = {i: s for i, s in self.fused(dense_weight).items() if i in sessions}
         if not fused:
             return []
         low = min(fused.values())  # what a turn outside the candidates is taken to score
@@ -322,14 +329,14 @@ class _Scores:
             context[i] = s + NEIGHBOUR_WEIGHT * (max(around, default=low) - low)
         best_in_session: dict[str, float] = {}
         for i, s in context.items():
-            session = rows[i].session_id
+            session = sessions[i]
             if session is not None:
                 best_in_session[session] = max(best_in_session.get(session, low), s)
         fts_rank = _ranks(self.fts, fused)
         dense_rank = _ranks(self.dense, fused)
         out = []
         for i, s in context.items():
-            session = rows[i].session_id
+            session = sessions[i]
             top = best_in_session[session] if session is not None else s
             parts = {"fused": fused[i], "context": s - fused[i], "session": SESSION_WEIGHT * (top - low)}
             if i in self.fts:

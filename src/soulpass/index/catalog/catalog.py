@@ -142,7 +142,12 @@ class Catalog:
     def _catch_up(self, store: AccountStore) -> CatchUpReport:
         meta = self._meta()
         start = int(meta["store_version"])
-        head = store.head()
+        doc = store.version_doc()
+        head = int(doc["version"])
+        if start == head and start > 0 and str(doc.get("timestamp", "")) == meta["store_timestamp"]:
+            # Up to date (the same version of the same account): no need to read the version log,
+            # which grows with the history; every search starts with this check.
+            return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
         log = {int(e["version"]): e for e in store.log(expand_after=start)}
         if start > head or (start > 0 and str(log.get(start, {}).get("timestamp", "")) != meta["store_timestamp"]):
             return self._rebuild(store, None)
@@ -393,6 +398,20 @@ class Catalog:
                 row = CatalogRow.from_sql(values)
                 latest[row.id] = row
         return [latest[i] for i in wanted if i in latest]
+
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
+        """Session id of each known id (the latest copy, or the one on disk at ``as_of_version``)."""
+        wanted = list(dict.fromkeys(ids))
+        if not wanted:
+            return {}
+        sql = f"SELECT c.id, c.session_id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value"
+        params: list[Any] = [json.dumps(wanted)]
+        if as_of_version is not None:
+            sql += " WHERE c.version <= ? AND (c.replaced_at IS NULL OR c.replaced_at > ?)"
+            params += [as_of_version, as_of_version]
+        with self._lock:
+            # Later copies come later in the key order: the last one wins.
+            return dict(self._conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall())
 
     def rows_since(self, version: int) -> list[CatalogRow]:
         """Rows written by versions after ``version`` (what an incremental embedder must look at)."""
