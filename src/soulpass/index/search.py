@@ -14,7 +14,6 @@ import math
 import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import InvalidInput
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters
-from soulpass.index.catalog.query import fts_query
+from soulpass.index.catalog.query import as_utc, fts_query
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.vectors import Backend, VectorIndex, open_vector_index
@@ -193,16 +192,16 @@ class AccountIndex:
         self._complete(query, qvec, scores, [*fts, *dense], filters)
         turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
         own = [r for r in extra if passes(r, filters)]
+        own_ids = {r.id for r in own}
         if own:
             scores.fts.update(_buffer_fts(query, own))
             if qvec is not None:
                 scores.dense.update(self._buffer_dense(qvec, own))
-            scores.known.update(r.id for r in own)
-            scores.fts_checked.update(r.id for r in own)
+            scores.known.update(own_ids)
+            scores.fts_checked.update(own_ids)
         links: dict[str, tuple[str | None, str | None]] = {}
         if turn_kinds and scores.ids:
-            links = self.catalog.neighbours([i for i in scores.ids if i not in {r.id for r in own}], turn_kinds,
-                                            filters)
+            links = self.catalog.neighbours([i for i in scores.ids if i not in own_ids], turn_kinds, filters)
             links.update(_buffer_links([r for r in own if r.kind in turn_kinds]))
             seeds = scores.best(NEIGHBOUR_SEEDS, dense_weight=DENSE_WEIGHT if qvec is not None else 0.0)
             added = [n for seed in seeds for n in links.get(seed, ()) if n and n not in scores.known]
@@ -375,13 +374,9 @@ def passes(row: CatalogRow, filters: Filters) -> bool:
         if wanted is not None and getattr(row, name) != wanted:
             return False
     when = row.event_time
-    if filters.since is not None and (when is None or when < _aware(filters.since)):
+    if filters.since is not None and (when is None or when < as_utc(filters.since)):
         return False
-    return not (filters.until is not None and (when is None or when >= _aware(filters.until)))
-
-
-def _aware(when: datetime) -> datetime:
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when
+    return not (filters.until is not None and (when is None or when >= as_utc(filters.until)))
 
 
 def _buffer_fts(query: str, rows: Sequence[CatalogRow]) -> dict[str, float]:

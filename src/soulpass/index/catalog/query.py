@@ -17,7 +17,7 @@ from soulpass.errors import InvalidInput
 
 from .rows import to_us
 
-__all__ = ["MAX_TERMS", "STOP_WORDS", "Filters", "filter_sql", "fts_query", "query_terms"]
+__all__ = ["MAX_TERMS", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "query_terms"]
 
 # English function words. Dropping them raised LoCoMo R@10 from 0.555 to 0.610 and cut OR-query
 # time at 1M rows by ~8x (their doclists cover most rows).
@@ -88,7 +88,8 @@ class Filters:
                     or self.event_id)
 
 
-def _utc(when: datetime) -> datetime:
+def as_utc(when: datetime) -> datetime:
+    """A naive datetime is taken as UTC."""
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
@@ -119,8 +120,8 @@ def filter_sql(filters: Filters, alias: str = "c") -> tuple[str, list[Any]]:
             params.append(value)
     if filters.since is not None:
         where.append(f"{c}.event_us >= ?")
-        params.append(to_us(_utc(filters.since)))
+        params.append(to_us(as_utc(filters.since)))
     if filters.until is not None:
         where.append(f"{c}.event_us < ?")
-        params.append(to_us(_utc(filters.until)))
+        params.append(to_us(as_utc(filters.until)))
     return " AND ".join(where), params
