@@ -155,19 +155,26 @@ def turn_record(turn: Turn) -> Any:
 
 def worker_hybrid_build(home: Path, data_path: Path, n: int, seed: int, chunk: int) -> dict[str, Any]:
     import soulpass
+    from soulpass.index import passages
     from soulpass.index.search import AccountIndex
 
     vocab = Vocabulary.make(HYBRID_VOCAB, seed)
     data = np.load(data_path, mmap_mode="r")
     acct = soulpass.open(home, embedder="none").account(HYBRID_ACCOUNT, create=True)
     rows: dict[str, int] = {}
+    made = 0
     t0 = time.perf_counter()
     generate_s = 0.0
     for turns in conversation(n, vocab, seed, chunk):
         tg = time.perf_counter()
         records = [turn_record(t) for t in turns]
         for t in turns:
-            rows[f"{t.speaker}: {t.text}"] = len(rows)  # what search.embed_text makes of the row
+            rows[f"{t.speaker}: {t.text}"] = made  # what search.embed_text makes of the row
+            # A turn of several sentences has passages (search.embed_passages): here they take the
+            # turn's vector, so the index holds their vectors without changing any score.
+            for p in passages.sentences(t.text):
+                rows[f"{t.speaker}: {p}"] = made
+            made += 1
         generate_s += time.perf_counter() - tg
         acct.bulk_append(records)
         print(f"  appended {len(rows):,}/{n:,} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)

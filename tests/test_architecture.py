@@ -11,11 +11,11 @@ import pytest
 SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 
 LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("soulpass.errors", "soulpass.ids", "soulpass.records")),
+    (0, ("soulpass.errors", "soulpass.ids", "soulpass.records", "soulpass.prose")),
     (1, ("soulpass.store",)),
     (2, ("soulpass.index", "soulpass.embed")),
     (3, ("soulpass.sessions", "soulpass.consolidation")),
-    (4, ("soulpass.engine", "soulpass.msp", "soulpass.skynet", "soulpass.bench", "soulpass")),
+    (4, ("soulpass.engine", "soulpass.msp", "soulpass.skynet", "soulpass.bench", "soulpass.agent", "soulpass")),
     (5, ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")),
 ]
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")

@@ -3,6 +3,7 @@ the score fusion, and the effect end to end with the real embedder."""
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ import pytest
 import soulpass
 from soulpass import Committed
 from soulpass.index import search as search_mod
-from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.catalog import Catalog, Filters, Traits
 from soulpass.index.search import _Scores
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -86,22 +87,63 @@ def test_fusion_standardises_and_reads_context() -> None:
     # a matches by text, b (a's neighbour) only a little by meaning, c and d elsewhere.
     scores = _Scores({"a": 4.0, "c": 3.0}, {"a": 0.5, "b": 0.3, "c": 0.25, "d": 0.1})
     scores.known.update("abcd")
-    fused = scores.fused(dense_weight=1.0)
+    fused = scores.fused(dense=True)
     assert max(fused, key=fused.__getitem__) == "a"
     assert sum(fused.values()) == pytest.approx(0.0, abs=1e-9)  # two z-scores: mean 0
-    rows = {i: "s1" if i in "ab" else None for i in "abcd"}
-    ranked = dict(scores.rank(rows, {"b": ("a", None), "a": (None, "b")}, dense_weight=1.0))
+    traits = {i: Traits("turn_user", "s1" if i in "ab" else None, "ann", 20, False) for i in "abcd"}
+    links = {"b": ("a", None), "a": (None, "b")}
+    ranked = dict(scores.rank(traits, links, named=(), dense=True))
     low = min(fused.values())
-    assert ranked["b"]["context"] == pytest.approx(search_mod.NEIGHBOUR_WEIGHT * (fused["a"] - low))
-    # b shares a's session: it gains half of the best score there; c is alone in its "session".
-    best_s1 = max(fused["a"] + ranked["a"]["context"], fused["b"] + ranked["b"]["context"])
-    assert ranked["b"]["session"] == pytest.approx(search_mod.SESSION_WEIGHT * (best_s1 - low))
-    assert ranked["c"]["session"] == pytest.approx(search_mod.SESSION_WEIGHT * (fused["c"] - low))
-    order = [i for i, _ in scores.rank(rows, {"b": ("a", None), "a": (None, "b")}, dense_weight=1.0)]
+    assert ranked["b"]["context"] == pytest.approx(search_mod.W_CONTEXT * (fused["a"] - low))
+    assert ranked["c"]["context"] == 0.0  # no neighbour among the candidates
+    # b shares a's session: it gains from the best (fused + context) score there; c is alone.
+    in_context = {i: fused[i] + search_mod.CONTEXT_IN_SESSION * ranked[i]["context"] / search_mod.W_CONTEXT
+                  for i in "abcd"}
+    floor = min(in_context.values())
+    best_s1 = max(in_context["a"], in_context["b"])
+    assert ranked["b"]["session"] == pytest.approx(search_mod.W_SESSION * (best_s1 - floor))
+    assert ranked["c"]["session"] == pytest.approx(search_mod.W_SESSION * (in_context["c"] - floor))
+    for parts in ranked.values():
+        assert parts["score"] == pytest.approx(parts["fused"] + parts["context"] + parts["session"] + parts["speaker"]
+                                               + parts["asks"] + parts["length"])
+    order = [i for i, _ in scores.rank(traits, links, named=(), dense=True)]
     assert order.index("b") < order.index("c")  # without context c (3.0 BM25) beats b
-    plain = scores.fused(dense_weight=1.0)
-    assert plain["c"] > plain["b"]
+    assert fused["c"] > fused["b"]
     assert ranked["a"]["fts_rank"] == 1 and ranked["c"]["fts_rank"] == 2 and "fts_rank" not in ranked["b"]
+
+
+def test_turn_traits_speaker_question_and_length() -> None:
+    """Equal scores; what differs is who spoke, whether it only asks, and how long it is."""
+    scores = _Scores({}, {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4})
+    scores.known.update("abcde")
+    traits = {"a": Traits("turn_user", None, "bob", 40, False),
+              "b": Traits("turn_user", None, "ann_lee", 40, False),
+              "c": Traits("turn_user", None, "bob", 40, True),
+              "d": Traits("turn_user", None, "bob", 400, False),
+              "e": Traits("fact", None, "ann_lee", 40, True)}  # traits of turns only
+    ranked = dict(scores.rank(traits, {}, named={"ann", "lee", "eat"}, dense=True))
+    assert ranked["b"]["speaker"] == search_mod.W_SPEAKER and ranked["a"]["speaker"] == 0.0
+    assert ranked["c"]["asks"] == search_mod.W_ASKS < 0
+    assert ranked["d"]["length"] > 0 > ranked["a"]["length"]
+    assert ranked["d"]["length"] - ranked["a"]["length"] == pytest.approx(search_mod.W_LENGTH * (math.log1p(400)
+                                                                                                 - math.log1p(40)))
+    assert "speaker" not in ranked["e"] and "asks" not in ranked["e"]
+    order = [i for i, _ in scores.rank(traits, {}, named={"ann", "lee"}, dense=True)]
+    assert order.index("b") < order.index("a") and order.index("d") < order.index("a") < order.index("c")
+    # "ann" alone does not name ann_lee
+    assert dict(scores.rank(traits, {}, named={"ann"}, dense=True))["b"]["speaker"] == 0.0
+
+
+def test_a_record_without_a_vector_is_average_by_meaning() -> None:
+    """Still in the embedding backlog: its full-text score decides, it is not buried."""
+    scores = _Scores({"a": 2.0, "b": 2.0}, {"a": 0.9, "c": 0.1, "d": 0.5})
+    scores.known.update("abcd")
+    zf, zd = scores.standardised(dense=True)
+    assert zd["b"] == 0.0 and zd["a"] > 0 > zd["c"]
+    assert zf["a"] == zf["b"] > 0
+    traits = {i: Traits("turn_user", None, "ann", 20, False) for i in "abcd"}
+    order = [i for i, _ in scores.rank(traits, {}, named=(), dense=True)]
+    assert order == ["a", "b", "d", "c"]
 
 
 DISTRACTORS = [

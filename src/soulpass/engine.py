@@ -24,8 +24,12 @@ from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.catalog.rows import buffer_row
-from soulpass.index.search import AccountIndex, Hit
+from soulpass.index.indexer import BackgroundIndexer
+from soulpass.index.results import SearchResults, search_results
+from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
+from soulpass.journal import CatalogHashLookup, Journal
+from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,
     RECORD_MODELS,
@@ -100,11 +104,12 @@ ArchiveResult = Committed | AlreadyArchived | Planned
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
 RerankerChoice = Reranker | Literal["auto", "none"]
+Indexing = Literal["inline", "background", "deferred"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
          embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
-         reranker: RerankerChoice = "none") -> Soulpass:
+         reranker: RerankerChoice = "none", indexing: Indexing = "inline") -> Soulpass:
     """Open (or start) a Soulpass home folder.
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
@@ -112,15 +117,23 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
     ``reranker``: "none" (default), "auto" (the cross-encoder of the ``rerank`` extra re-orders the
     best 30 hits; ~0.3 s a search on 2 cores; an error when the extra is missing), or a
     :class:`soulpass.embed.rerank.Reranker`.
+    ``indexing``: "inline" embeds new records when the index catches up (before a search); "background"
+    leaves them to a thread (``soulpass.index.indexer``): archives and searches never wait for embedding,
+    and searches say when records are not embedded yet; "deferred" only queues them (another process,
+    e.g. ``soulpass index drain``, embeds them). Pass a
+    :class:`soulpass.embed.remote.RemoteEmbedder` as ``embedder`` to embed on Redis workers.
     """
     return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend,
-                    reranker=reranker)
+                    reranker=reranker, indexing=indexing)
 
 
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
                  embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
-                 reranker: RerankerChoice = "none") -> None:
+                 reranker: RerankerChoice = "none", indexing: Indexing = "inline") -> None:
+        if indexing not in ("inline", "background", "deferred"):
+            raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
+        self.indexing = indexing
         self.home = Path(home).expanduser()
         self.rules = rules or Rules()
         self.limits = limits or Limits()
@@ -179,6 +192,7 @@ class Account:
     def __init__(self, sp: Soulpass, store: AccountStore) -> None:
         self.sp, self.store, self.name = sp, store, store.name
         self._index: AccountIndex | None = None
+        self._indexer: BackgroundIndexer | None = None
         self._sweep_archived()
 
     def _sweep_archived(self) -> None:
@@ -285,6 +299,8 @@ class Account:
             doc = self.state(ref.split(":", 1)[1], version)
             if doc is None:
                 raise NotFound(f"state {ref[6:]!r} does not exist at version {version}", ref=ref)
+        elif ref.startswith("JE_"):
+            return self.journal().get(ref, at=version)[0].model_dump(mode="json")
         else:
             kind_of_id(ref)
             doc = self.record(ref, version)
@@ -296,22 +312,39 @@ class Account:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         if self._index is None:
             self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
-                                       reranker=self.sp.reranker())
-        self._index.catch_up()
+                                       reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline")
+            if self.sp.indexing == "background" and self._index.embedder is not None:
+                self._indexer = BackgroundIndexer(self._index).start()
+        self._index.catch_up()  # the catalog (full text) always; vectors inline or by the indexer
+        if self._indexer is not None:
+            self._indexer.wake()
         return self._index
+
+    def indexer(self) -> BackgroundIndexer | None:
+        """The background indexer (``indexing="background"``, once the index is open), else None."""
+        return self._indexer
 
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None, event_id: str | None = None,
-               at: int | None = None) -> list[Hit]:
-        """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``."""
+               at: int | None = None) -> SearchResults:
+        """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``.
+        ``.incomplete`` on the result says records not embedded yet may be missing from it."""
         if at is not None:
             self.store.check_version(at)
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
-        return self.index().search(query, k, filters)
+        index = self.index()
+        return search_results(index, index.search(query, k, filters))
+
+    def journal(self) -> Journal:
+        """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
+        return Journal(self)
 
     def close(self) -> None:
+        if self._indexer is not None:
+            self._indexer.stop()
+            self._indexer = None
         if self._index is not None:
             self._index.close()
             self._index = None
@@ -339,11 +372,18 @@ class Account:
             buffer = info.buffer(self.sp.limits)
             with buffer.locked():
                 info = load_sandbox(self.store, sandbox_id)  # a discard may have won the buffer lock
-                plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now())
+                lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
+                try:
+                    plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now(),
+                                              journal_lookup=lookup)
+                finally:
+                    lookup.close()
                 if dry_run:
                     return Planned(plan)
                 self.store.commit(plan.changeset, hook)
                 remove_sandbox_folder(info)
+        if self._indexer is not None:
+            self._indexer.wake()  # committed: the indexer catches up behind this call
         return Committed(plan.version, plan)
 
     def _archived_as(self, sandbox_id: str) -> int | None:
@@ -437,13 +477,27 @@ class Sandbox:
         self._append(("sensory", rec))
         return str(rec.id)
 
+    def add_journal(self, text: str, *, type: str = "journal", title: str = "", tags: Iterable[str] = (),
+                    core_insight: str = "", brief_summary: str = "", timestamp: datetime | None = None,
+                    agent: str | None = None) -> str:
+        """Append a prose record (journal, experiment, reflection or conversation entry), stored
+        verbatim as Markdown on archive; returns its temporary id."""
+        data: dict[str, Any] = {"id": new_temp_id("journal"), "text": text, "type": type, "title": title,
+                                "tags": tuple(tags), "core_insight": core_insight, "brief_summary": brief_summary,
+                                "agent": agent}
+        if timestamp is not None:
+            data["created_at"] = timestamp
+        entry = _validate(JournalEntry, data)
+        self._append(("journal", entry))
+        return str(entry.id)
+
     def buffer(self) -> SessionBuffer:
         return session_buffer_view(self.info, self._buffer.events())
 
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None,
-               event_id: str | None = None) -> list[Hit]:
+               event_id: str | None = None) -> SearchResults:
         """Hybrid search over what this sandbox sees: the master as of its parent version plus its
         own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary)."""
         acct = self.account
@@ -452,7 +506,8 @@ class Sandbox:
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
-        return acct.index().search(query, k, filters, extra=self._buffer_rows())
+        index = acct.index()
+        return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
 
     def _buffer_rows(self) -> list[CatalogRow]:
         path = f"sandboxes/{self.id}/session_buffer.jsonl"
@@ -461,6 +516,8 @@ class Sandbox:
             data = event.data
             if event.type in ("turn", "episode", "sensory") and data.get("kind") in RECORD_MODELS:
                 rows.append(buffer_row(RECORD_MODELS[data["kind"]].model_validate(data), path, self.id))
+            elif event.type == "journal":
+                rows.append(buffer_row(JournalEntry.model_validate(data), path, self.id))
             elif event.type == "semantic_candidate" and data.get("id"):
                 fact = SemanticCandidate.model_validate(data)
                 text = fact.content or " ".join(p for p in (fact.subject, fact.predicate, fact.object) if p)

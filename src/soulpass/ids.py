@@ -1,8 +1,9 @@
 """Identifiers: validation of every name that becomes a path, and the id formats of the spec.
 
 Permanent record ids follow the MSP spec: ``EP_YYYYMMDD_NNN`` (episode), ``TU_…`` (user turn),
-``TL_…`` (LLM turn), ``SF_…`` (semantic fact), ``SR_…`` (sensory record). Records in a session
-buffer carry temporary ids (``ep_temp_<hex>`` …) until consolidation assigns permanent ones.
+``TL_…`` (LLM turn), ``SF_…`` (semantic fact), ``SR_…`` (sensory record); ``JE_…`` names a journal
+entry (prose record). Records in a session buffer carry temporary ids (``ep_temp_<hex>`` …) until
+consolidation assigns permanent ones.
 """
 
 from __future__ import annotations
@@ -37,12 +38,13 @@ PERMANENT_PREFIXES: dict[str, str] = {
     "turn_llm": "TL",
     "fact": "SF",
     "sensory": "SR",
+    "journal": "JE",  # prose records (journal, experiment, reflection, conversation entries)
 }
 TEMP_PREFIXES: dict[str, str] = {kind: f"{p.lower()}_temp_" for kind, p in PERMANENT_PREFIXES.items()}
 
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-_PERMANENT_RE = re.compile(r"^(EP|TU|TL|SF|SR)_(\d{8})_(\d{3,9})$")
-_TEMP_RE = re.compile(r"^(ep|tu|tl|sf|sr)_temp_[0-9a-f]{6,32}$")
+_PERMANENT_RE = re.compile(r"^(EP|TU|TL|SF|SR|JE)_(\d{8})_(\d{3,9})$")
+_TEMP_RE = re.compile(r"^(ep|tu|tl|sf|sr|je)_temp_[0-9a-f]{6,32}$")
 
 
 def utc_now() -> datetime:

@@ -56,7 +56,9 @@ _SPACE = re.compile(r"\s+")
 
 Confidence = Annotated[float, Field(ge=0.0, le=1.0)]
 EventType = Literal[
-    "turn", "episode", "semantic_candidate", "state_delta", "core_proposal", "profile_update", "sensory"
+    "turn", "episode", "semantic_candidate", "state_delta", "core_proposal", "profile_update", "sensory",
+    "clipboard_op", "wake", "inbox",  # agent tiers (soulpass.agent): only clipboard ops reach the master
+    "journal",  # a prose record (soulpass.prose.JournalEntry)
 ]
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -19,17 +20,18 @@ class State:
     home: Path
     rules_file: Path | None
 
-    def engine(self, *, rerank: bool = False) -> Soulpass:
+    def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
+        """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
         rules = None
         path = self.rules_file or (self.home / "rules.yaml")
         if path.exists():
             rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
         elif self.rules_file is not None:
             raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
-        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none")
+        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", **options)
 
-    def account(self, name: str, create: bool = False, *, rerank: bool = False) -> Account:
-        acct = self.engine(rerank=rerank).account(name, create=create)
+    def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
+        acct = self.engine(rerank=rerank, **options).account(name, create=create)
         ctx = click.get_current_context(silent=True)
         if ctx is not None:
             ctx.call_on_close(acct.close)  # release the index (its vector files are locked while open)
@@ -56,11 +58,21 @@ def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
 
 
 def _register() -> None:
-    from soulpass.cli import bench_cmds, demo, sandbox_cmds, search_cmds, version_cmds
+    import soulpass.cli.backlog_cmds  # noqa: F401  (adds `index drain` to the index group)
+    from soulpass.cli import bench_cmds, demo, sandbox_cmds, search_cmds, server_cmds, version_cmds, worker_cmds
 
-    for module in (sandbox_cmds, version_cmds, search_cmds, bench_cmds, demo):
+    for module in (sandbox_cmds, version_cmds, search_cmds, bench_cmds, demo, server_cmds, worker_cmds):
         for command in module.COMMANDS:
             cli.add_command(command)
+    from soulpass.cli import integrity_cmds, journal_cmds
+
+    for journal_module in (journal_cmds, integrity_cmds):  # journal, patterns, import, audit, backup
+        for command in journal_module.COMMANDS:
+            cli.add_command(command)
+    from soulpass.cli import agent_cmds  # clipboard, context, ingest, chat
+
+    for command in agent_cmds.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

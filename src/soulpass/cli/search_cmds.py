@@ -10,6 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
+from soulpass.integrity import reset_index
 
 __all__ = ["COMMANDS"]
 
@@ -21,7 +22,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @account_option
 @click.option("-k", "k", type=int, default=10, show_default=True, help="How many results.")
 @click.option("--kind", "kinds", multiple=True,
-              type=click.Choice(["episode", "turn_user", "turn_llm", "fact", "sensory"]), help="Only these kinds.")
+              type=click.Choice(["episode", "turn_user", "turn_llm", "fact", "sensory", "journal"]),
+              help="Only these kinds.")
 @click.option("--agent", help="Only what this agent or speaker wrote.")
 @click.option("--tag", "tags", multiple=True, help="Only records with any of these tags.")
 @click.option("--since", type=click.DateTime(), help="Event time from (inclusive, UTC).")
@@ -50,6 +52,8 @@ def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...
         (i, h.id, h.kind, h.row.event_time.date() if h.row and h.row.event_time else "",
          h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""), f"{h.score:.4f}")
         for i, h in enumerate(hits, 1)])
+    if hits.note:  # background indexing is behind: say so (full text still found those records)
+        console.print(f"note: {hits.note}")
 
 
 @click.group("index")
@@ -62,15 +66,15 @@ def index() -> None:
 @json_option
 @click.pass_obj
 def index_status(state: State, account: str, as_json: bool) -> None:
-    """How far the index follows the store, and what it holds."""
-    st = state.account(account).index().status()
+    """How far the index follows the store, what it holds, and the embedding backlog."""
+    st = state.account(account, indexing="deferred").index().status()  # report the backlog, don't drain it
     if as_json:
         emit_json(asdict(st))
         return
     table(f"Index of {account}", ["what", "value"], [
         ("store version", st.store_version), ("catalog version", st.catalog_version),
         ("catalog rows", st.rows), ("vectors", st.vectors), ("embedder", st.embedder or "none (full text only)"),
-        ("pending embeddings", st.pending_embeddings),
+        ("embedding backlog (not embedded yet)", st.pending_embeddings),
         *((f"in force: {kind}", n) for kind, n in st.in_force.items()),
     ])
 
@@ -80,7 +84,10 @@ def index_status(state: State, account: str, as_json: bool) -> None:
 @click.pass_obj
 def index_rebuild(state: State, account: str) -> None:
     """Recreate the catalog from the files (identical to incremental indexing) and re-embed."""
-    idx = state.account(account).index()
+    acct = state.account(account)
+    if reset_index(acct):
+        console.print("the catalog could not be opened: deleted it (it is derived from the files)")
+    idx = acct.index()
     with Progress(TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task("rebuild", total=None)

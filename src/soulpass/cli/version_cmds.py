@@ -12,6 +12,7 @@ from rich.json import JSON
 from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
 from soulpass.consolidation.rules import Rules
+from soulpass.prose import JournalEntry
 from soulpass.records import (
     DOCUMENT_MODELS,
     RECORD_MODELS,
@@ -122,6 +123,7 @@ def schema() -> None:
 
 SCHEMA_MODELS: dict[str, Any] = {
     **{f"record.{k}": m for k, m in RECORD_MODELS.items()},
+    "record.journal": JournalEntry,  # front matter + text of a prose record (Markdown on disk)
     **{f"document.{k}": m for k, m in DOCUMENT_MODELS.items()},
     "buffer.event": BufferEvent,
     "buffer.semantic_candidate": SemanticCandidate,

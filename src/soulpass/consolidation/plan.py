@@ -14,12 +14,15 @@ from typing import Any, Protocol
 
 from pydantic import ValidationError
 
+from soulpass.consolidation.clipboard import ClipboardOp, plan_clipboards
 from soulpass.consolidation.documents import CoreMerge, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
+from soulpass.consolidation.journal import HashLookup, empty_lookup, plan_journal
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import SemanticMerge
 from soulpass.errors import Corrupted
 from soulpass.ids import PERMANENT_PREFIXES, is_temp_id, permanent_id
+from soulpass.prose import JournalEntry
 from soulpass.records import (
     RECORD_MODELS,
     BufferEvent,
@@ -78,6 +81,8 @@ class ConsolidationPlan:
     core_changes: list[dict[str, Any]]
     state_changes: list[dict[str, Any]]
     changeset: Changeset = field(repr=False)
+    journal: list[dict[str, str]] = field(default_factory=list)  # prose records added: id, path
+    journal_repeats: list[dict[str, Any]] = field(default_factory=list)  # stored, same hash as an earlier one
 
     @property
     def rebased(self) -> bool:
@@ -98,6 +103,8 @@ class ConsolidationPlan:
             "conflicts": self.conflicts,
             "core_changes": self.core_changes,
             "state_changes": self.state_changes,
+            "journal": self.journal,
+            "journal_repeats": self.journal_repeats,
             "id_map": self.id_map,
         }
 
@@ -139,6 +146,12 @@ def _parse(event: BufferEvent) -> Any:
                 return CoreProposal.model_validate(event.data)
             case "profile_update":
                 return ProfileUpdate.model_validate(event.data)
+            case "journal":
+                return JournalEntry.model_validate(event.data)
+            case "clipboard_op":
+                return ClipboardOp.model_validate(event.data)
+            case "wake" | "inbox":
+                return None  # the agent's own bookkeeping: not part of the master
     except (ValidationError, KeyError) as exc:
         raise Corrupted(f"buffer event {event.event_id} ({event.type}) does not parse: {exc}") from exc
     raise Corrupted(f"unknown buffer event type {event.type!r}")
@@ -150,8 +163,11 @@ def plan_consolidation(
     events: list[BufferEvent],
     rules: Rules,
     now: datetime,
+    journal_lookup: HashLookup = empty_lookup,
 ) -> ConsolidationPlan:
-    """Plan version HEAD+1 from a sandbox's events; reads the master, writes nothing."""
+    """Plan version HEAD+1 from a sandbox's events; reads the master, writes nothing.
+
+    ``journal_lookup`` finds the entries already in the master with a given semantic hash."""
     head = master.head()
     version = head + 1
     ids = IdAllocator(master, version)
@@ -230,6 +246,12 @@ def plan_consolidation(
             id_map[cand.id] = out.fact_id
     final.update(merge.new_facts)
 
+    # Prose records: permanent ids, their Markdown files, and the semantic-hash check.
+    journal = plan_journal(master, [e for _ev, e in by_type["journal"]], version=version, ids=ids,
+                           rule=rules.journal, lookup=journal_lookup, session_id=sandbox.sandbox_id)
+    id_map.update(journal.id_map)
+    duplicates.extend(journal.duplicates)
+
     writes: list[FileWrite] = [FileWrite(record_path(rid), dump_json(r.model_dump(mode="json")))
                                for rid, r in sorted(final.items())]
     replaced: list[str] = []
@@ -298,6 +320,15 @@ def plan_consolidation(
         if cm.changes:
             put_document(CORE_MEMORY, CoreMemory(**cm.result(), version=version, updated_at=now))
 
+    # Clipboards: the buffered ops replayed on each agent's clipboard at HEAD.
+    for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], version, now):
+        writes.append(FileWrite(cw.relpath, cw.data))
+        written.append(cw.relpath)
+        if cw.existed:
+            replaced.append(cw.relpath)
+
+    writes.extend(journal.writes)
+    written.extend(journal.paths)
     writes.extend(ids.writes())
     writes.append(FileWrite(f"{sandbox_dir(sandbox.sandbox_id)}/{ARCHIVED_MARKER}",
                             dump_json({"version": version, "archived_at": now.isoformat()})))
@@ -310,6 +341,8 @@ def plan_consolidation(
     for kind, new_ids in added.items():
         counts[kind] = int(counts.get(kind, 0)) + len(new_ids)
     counts["facts_superseded"] = int(counts.get("facts_superseded", 0)) + len(superseded)
+    if journal.added:
+        counts["journal"] = int(counts.get("journal", 0)) + len(journal.added)
     version_doc = {"version": version, "parent": head, "timestamp": now.isoformat(),
                    "source_sandbox": sandbox.sandbox_id, "counts": counts}
     log_entry = {
@@ -321,7 +354,8 @@ def plan_consolidation(
         "added": dict(added), "superseded": superseded, "replaced": replaced,
         "written": written, "retired": [], "duplicates": duplicates, "rejected": rejected, "conflicts": conflicts,
         "core_changes": core_changes, "state_changes": state_changes, "id_map": id_map,
-        "counts": counts,
+        "counts": counts, "journal": [{"id": a["id"], "path": a["path"]} for a in journal.added],
+        "journal_repeats": journal.repeats,
     }
     changeset = Changeset(base_version=head, writes=tuple(writes), log_entry=log_entry,
                           version_doc=version_doc)
@@ -330,7 +364,7 @@ def plan_consolidation(
         parent_version=sandbox.parent_version, id_map=id_map, added=dict(added),
         superseded=superseded, replaced=replaced, duplicates=duplicates, rejected=rejected,
         conflicts=conflicts, core_changes=core_changes, state_changes=state_changes,
-        changeset=changeset,
+        changeset=changeset, journal=journal.added, journal_repeats=journal.repeats,
     )
 
 

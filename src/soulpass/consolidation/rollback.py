@@ -9,7 +9,7 @@ from typing import Any
 from soulpass.consolidation.plan import MasterReader
 from soulpass.errors import NotFound
 from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
+from soulpass.store.copies import encode_copy
 from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS
 from soulpass.store.versions import touched_paths
 
@@ -41,7 +41,7 @@ def plan_rollback(master: MasterReader, log: list[dict[str, Any]], target: int, 
         if then is None and current is not None:
             retired.append(rel)
         elif then is not None and (current is None or not _same(then, current)):
-            writes.append(FileWrite(rel, dump_json({**then, "version": version})))
+            writes.append(FileWrite(rel, encode_copy(rel, {**then, "version": version})))
             kind = _record_kind(rel)
             if current is None and kind:
                 restored[kind].append(rel.rsplit("/", 1)[-1].removesuffix(".json"))

@@ -11,6 +11,7 @@ semantic:
 states: {rule: latest_wins}
 profile: {rule: latest_wins}
 core: {rule: careful_merge, min_confidence: 0.9, allow_overwrite: false}
+journal: {on_repeat: skip_exact}   # or skip_hash, keep
 ```
 """
 
@@ -23,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulpass.errors import ConfigError
 
-__all__ = ["CoreRule", "EpisodeRule", "LatestWinsRule", "Rules", "SemanticRule"]
+__all__ = ["CoreRule", "EpisodeRule", "JournalRule", "LatestWinsRule", "Rules", "SemanticRule"]
 
 
 class _Rule(BaseModel):
@@ -57,12 +58,25 @@ class CoreRule(_Rule):
     allow_overwrite: bool = False
 
 
+class JournalRule(_Rule):
+    """Prose records: what an entry whose semantic hash is already in the master does.
+
+    ``skip_exact`` (default): same hash and same verbatim text is a repeat, reported and linked,
+    not stored; same hash with other text is stored with ``repeats`` naming the earlier entry
+    (a recurring insight). ``skip_hash``: any same hash is a repeat (the seed's strict reading).
+    ``keep``: always stored, linked by ``repeats``.
+    """
+
+    on_repeat: Literal["skip_exact", "skip_hash", "keep"] = "skip_exact"
+
+
 class Rules(_Rule):
     episodes: EpisodeRule = EpisodeRule()
     semantic: SemanticRule = SemanticRule()
     states: LatestWinsRule = LatestWinsRule()
     profile: LatestWinsRule = LatestWinsRule()
     core: CoreRule = CoreRule()
+    journal: JournalRule = JournalRule()
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<rules>") -> Rules:

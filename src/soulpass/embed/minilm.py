@@ -44,7 +44,9 @@ class MiniLM:
     model_id = "all-MiniLM-L6-v2/onnx-int8"
     dim = 384
 
-    def __init__(self, *, threads: int = 2) -> None:
+    def __init__(self, *, threads: int = 2, providers: Sequence[str] = ("CPUExecutionProvider",)) -> None:
+        """``providers``: ONNX Runtime execution providers in order of preference (a worker on a GPU
+        host passes ``("CUDAExecutionProvider", "CPUExecutionProvider")`` with onnxruntime-gpu)."""
         if threads < 1:
             raise InvalidInput(f"threads must be at least 1, not {threads}")
         self.threads = threads
@@ -68,7 +70,7 @@ class MiniLM:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.log_severity_level = 3
         self._session: Any = ort.InferenceSession(
-            str(model_path), sess_options=options, providers=["CPUExecutionProvider"]
+            str(model_path), sess_options=options, providers=list(providers)
         )
         # tokenizers' Rust objects are not documented as thread-safe; encoding is cheap, so guard it.
         self._tokenizer_lock = threading.Lock()

@@ -153,6 +153,7 @@ def discard_sandbox(store: AccountStore, sandbox_id: str) -> None:
 def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> SessionBuffer:
     """The seed's session-buffer schema, derived from the buffer's events."""
     episodes, turns, candidates, proposals, sensory = [], [], [], [], []
+    journal: list[dict[str, Any]] = []  # prose records (not in the seed's schema: an extra key)
     deltas: dict[str, dict[str, Any]] = {}
     profile: dict[str, Any] = {}
     for e in events:
@@ -171,6 +172,8 @@ def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> Session
                 profile.update(e.data["data"])
             case "sensory":
                 sensory.append(e.data)
+            case "journal":
+                journal.append(e.data)
     last = events[-1].at if events else info.created_at
     return SessionBuffer(
         sandbox_id=info.sandbox_id,
@@ -183,6 +186,7 @@ def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> Session
         core_proposals=tuple(proposals),
         profile_updates=profile,
         sensory=tuple(sensory),
+        **({"journal_entries": tuple(journal)} if journal else {}),
         metadata={
             "name": info.name,
             "turn_count": len(turns),

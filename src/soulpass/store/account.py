@@ -15,6 +15,7 @@ from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.commit import LOG_FILE, Changeset, Hook, commit, recover
+from soulpass.store.copies import load_copy
 from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.layout import (
     HISTORY,
@@ -112,7 +113,11 @@ class AccountStore:
             return entries
         for e in entries:
             if int(e["version"]) > expand_after and e.get("added_file"):
-                e["added"] = load_json(self.path / e["added_file"])["added"]
+                side = load_json(self.path / e["added_file"])
+                e["added"] = side["added"]
+                for key in ("written", "journal"):  # an import's journal files, named there too
+                    if key in side:
+                        e[key] = side[key]
         return entries
 
     def _read_log(self) -> list[dict[str, Any]]:
@@ -135,7 +140,7 @@ class AccountStore:
         version = self.head() if at is None else at
         current = self.path / relpath
         with contextlib.suppress(FileNotFoundError):
-            doc: dict[str, Any] = load_json(current)
+            doc: dict[str, Any] = load_copy(current)
             if int(doc.get("version", 0)) <= version:
                 return doc
         if not relpath.startswith("core/"):
@@ -143,10 +148,11 @@ class AccountStore:
         hist = self.path / history_dir(relpath)
         if not hist.is_dir():
             return None
-        retired = sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+        suffix = current.suffix  # a Markdown entry's history copies are Markdown too
+        retired = sorted(int(p.stem) for p in hist.glob(f"*{suffix}") if p.stem.isdigit())
         for n in retired:
             if n > version:
-                old: dict[str, Any] = load_json(hist / f"{n:08d}.json")
+                old: dict[str, Any] = load_copy(hist / f"{n:08d}{suffix}")
                 return old if int(old.get("version", 0)) <= version else None
         return None
 

@@ -191,8 +191,14 @@ def _last_logged_version(log: Path) -> int:
     with log.open("rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
-        fh.seek(max(0, size - 65536))
-        tail = fh.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+        window = 65536
+        while True:  # widen until the window holds the whole last line (a big session's line is long)
+            fh.seek(max(0, size - window))
+            data = fh.read().rstrip(b"\n")
+            if b"\n" in data or window >= size:
+                break
+            window *= 4
+        tail = data.rsplit(b"\n", 1)[-1]
     if not tail:
         return 0
     try:

@@ -14,6 +14,7 @@ __all__ = [
     "GKS_FUNCTIONAL",
     "GKS_SHARDS",
     "HISTORY",
+    "JOURNAL_DIR",
     "KIND_BY_PREFIX",
     "RECORD_DIRS",
     "STATE_DIR",
@@ -22,6 +23,8 @@ __all__ = [
     "gks_shard_path",
     "history_dir",
     "history_path",
+    "is_journal_path",
+    "journal_path",
     "kind_of_id",
     "record_path",
     "sandbox_dir",
@@ -37,6 +40,9 @@ GKS_DATA = "core/09_Genesis_Knowledge_System/GKS_data.json"
 GKS_SHARDS = "core/09_Genesis_Knowledge_System/shards"
 GKS_FUNCTIONAL = "core/09_Genesis_Knowledge_System/functional"
 STATE_DIR = "core/10_state"
+# Prose records: ``core/04_Journal/<folder>/YYYY-MM-DD_Title.md`` (folders: journal, experiments,
+# reflections, conversations). Their path holds a title, not the id: the log names the paths.
+JOURNAL_DIR = "core/04_Journal"
 
 RECORD_DIRS: dict[str, str] = {
     "episode": "core/01_Episodic_memory/episodes",
@@ -80,8 +86,23 @@ def history_dir(relpath: str) -> str:
 
 
 def history_path(relpath: str, retired_by: int) -> str:
-    """The copy of ``relpath`` that version ``retired_by`` replaced or retired."""
-    return f"{history_dir(relpath)}/{retired_by:08d}.json"
+    """The copy of ``relpath`` that version ``retired_by`` replaced or retired (same suffix)."""
+    suffix = ".md" if relpath.endswith(".md") else ".json"
+    return f"{history_dir(relpath)}/{retired_by:08d}{suffix}"
+
+
+def is_journal_path(relpath: str) -> bool:
+    """A prose record's file: ``core/04_Journal/<folder>/<name>.md``."""
+    parts = relpath.split("/")
+    return len(parts) == 4 and relpath.startswith(JOURNAL_DIR + "/") and relpath.endswith(".md")
+
+
+def journal_path(folder: str, day: str, title_slug: str, n: int = 1) -> str:
+    """``journal_path("reflections", "2025-12-04", "Refraction")`` ->
+    ``core/04_Journal/reflections/2025-12-04_Refraction.md``; ``n`` > 1 adds ``_n`` (same day and title)."""
+    check_name(folder, "journal folder")
+    name = check_name(f"{day}_{title_slug}" + (f"_{n}" if n > 1 else "") + ".md", "journal file name")
+    return f"{JOURNAL_DIR}/{folder}/{name}"
 
 
 def sandbox_dir(sandbox_id: str) -> str:

@@ -37,6 +37,8 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
                 for rid in ids:
                     kinds[rid] = kind
                     change(rid, "add")
+        for item in entry.get("journal", []):  # prose records are named by path, like documents
+            kinds[item["path"]] = "journal"
         for path in [*entry.get("written", []), *entry.get("replaced", [])]:
             change(path, "add")  # a document written again after a retire is back
         for path in entry.get("retired", []):

@@ -5,7 +5,7 @@ Derived from the files and rebuildable from them; it follows the store version b
 
 from .catalog import CATALOG_FILE, Catalog, CatalogStatus, CatchUpReport, catalog_path, catch_up
 from .query import Filters, fts_query, query_terms
-from .rows import CatalogRow
+from .rows import CatalogRow, Traits
 
 __all__ = [
     "CATALOG_FILE",
@@ -14,6 +14,7 @@ __all__ = [
     "CatalogStatus",
     "CatchUpReport",
     "Filters",
+    "Traits",
     "catalog_path",
     "catch_up",
     "fts_query",

@@ -14,7 +14,7 @@ from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.account import AccountStore
 
 from .query import Filters, filter_sql, query_terms
-from .rows import COLUMNS, CatalogRow
+from .rows import COLUMNS, CatalogRow, Traits
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import Progress, SyncCounts, apply_version, rebuild_rows
@@ -399,19 +399,23 @@ class Catalog:
                 latest[row.id] = row
         return [latest[i] for i in wanted if i in latest]
 
-    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
-        """Session id of each known id (the latest copy, or the one on disk at ``as_of_version``)."""
+    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
+        """Kind, session, agent, text length and whether it asks something, of each known id (the
+        latest copy, or the one on disk at ``as_of_version``): what ranking needs, without the text."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        sql = f"SELECT c.id, c.session_id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value"
+        sql = (f"SELECT c.id, c.kind, c.session_id, c.agent, length(c.text), instr(c.text, '?') > 0"
+               f" FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value")
         params: list[Any] = [json.dumps(wanted)]
         if as_of_version is not None:
             sql += " WHERE c.version <= ? AND (c.replaced_at IS NULL OR c.replaced_at > ?)"
             params += [as_of_version, as_of_version]
         with self._lock:
-            # Later copies come later in the key order: the last one wins.
-            return dict(self._conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall())
+            fetched = self._conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall()
+        # Later copies come later in the key order: the last one wins.
+        return {rid: Traits(kind, session, agent, length or 0, bool(asks))
+                for rid, kind, session, agent, length, asks in fetched}
 
     def rows_since(self, version: int) -> list[CatalogRow]:
         """Rows written by versions after ``version`` (what an incremental embedder must look at)."""
@@ -427,3 +431,36 @@ class Catalog:
             fetched = self._conn.execute(f"SELECT {_SELECT} FROM catalog AS c ORDER BY c.id, c.version").fetchall()
         for values in fetched:
             yield CatalogRow.from_sql(values)
+
+    def with_semantic_hash(self, hashes: Iterable[str], filters: Filters | None = None) -> list[CatalogRow]:
+        """Rows passing ``filters`` (in force now by default) whose semantic hash is one of ``hashes``,
+        oldest event first (an index lookup: the Mira "fast lookup by semantic hash")."""
+        wanted = [h for h in dict.fromkeys(hashes) if h]
+        if not wanted:
+            return []
+        where, params = filter_sql(filters or Filters())
+        with self._lock:
+            fetched = self._conn.execute(
+                f"SELECT {_SELECT} FROM json_each(?) AS w CROSS JOIN catalog AS c ON c.semantic_hash = w.value"
+                f" WHERE c.semantic_hash != '' AND {where} ORDER BY c.event_us, c.id",
+                (json.dumps(wanted), *params)).fetchall()
+        return [CatalogRow.from_sql(values) for values in fetched]
+
+    def delete_rows(self, keys: Iterable[tuple[str, int]]) -> int:
+        """Forget the rows ``(id, version)`` (``soulpass prune``: rows whose file is gone); returns
+        how many were deleted. Files are never touched."""
+        n = 0
+        with self._lock, transaction(self._conn):
+            for rid, version in keys:
+                found = self._conn.execute("SELECT row, text, agent FROM catalog WHERE id = ? AND version = ?",
+                                           (rid, version)).fetchone()
+                if found is None:
+                    continue
+                row, text, agent = found
+                if text:  # external-content FTS5: a delete names the old values
+                    self._conn.execute("INSERT INTO catalog_fts (catalog_fts, rowid, text, agent)"
+                                       " VALUES ('delete', ?, ?, ?)", (row, text, agent))
+                self._conn.execute("DELETE FROM catalog_tags WHERE row = ?", (row,))
+                self._conn.execute("DELETE FROM catalog WHERE row = ?", (row,))
+                n += 1
+        return n

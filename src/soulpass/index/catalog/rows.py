@@ -16,15 +16,31 @@ from typing import Any
 from pydantic import ValidationError
 
 from soulpass.errors import Corrupted, InvalidInput
+from soulpass.prose import JournalEntry
 from soulpass.records import RECORD_MODELS, Episode, Record, SemanticFact, semantic_hash
-from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE
+from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
-__all__ = ["COLUMNS", "CatalogRow", "buffer_row", "from_us", "is_catalogued", "make_row", "record_row", "row_id",
-           "to_us"]
+__all__ = ["COLUMNS", "CatalogRow", "Traits", "buffer_row", "from_us", "is_catalogued", "make_row", "record_row",
+           "row_id", "to_us"]
 
 # Documents whose values are worth finding by text; the knowledge-graph files only repeat facts.
 TEXT_DOCUMENT_KINDS = frozenset({"core_memory", "user_profile", "state"})
 _ENVELOPE = frozenset({"kind", "version", "updated_at", "schema_version", "key_times"})
+
+
+@dataclass(frozen=True)
+class Traits:
+    """What ranking reads of a candidate besides its scores: a light row (no text)."""
+
+    kind: str
+    session_id: str | None
+    agent: str | None
+    length: int  # characters of text
+    asks: bool  # the text holds a question mark
+
+    @classmethod
+    def of(cls, row: CatalogRow) -> Traits:
+        return cls(row.kind, row.session_id, row.agent, len(row.text), "?" in row.text)
 
 
 @dataclass(frozen=True)
@@ -105,7 +121,10 @@ def row_id(relpath: str) -> str:
 
 
 def is_catalogued(relpath: str) -> bool:
-    """Every JSON file of the master state except ``VERSION.json`` has catalog rows."""
+    """Every JSON file of the master state except ``VERSION.json`` has catalog rows, and so has
+    every prose record (``core/04_Journal/<folder>/<name>.md``)."""
+    if relpath.endswith(".md"):
+        return is_journal_path(relpath)
     return relpath.startswith("core/") and relpath.endswith(".json") and relpath != VERSION_FILE
 
 
@@ -114,6 +133,12 @@ def make_row(relpath: str, data: bytes, raw: dict[str, Any], replaced_at: int | 
     version = int(raw.get("version", 0))
     content_hash = hashlib.sha256(data).hexdigest()
     rid = row_id(relpath)
+    if is_journal_path(relpath):  # a prose record: its id is in its front matter
+        try:
+            entry = JournalEntry.model_validate(raw)
+        except (ValidationError, InvalidInput) as exc:
+            raise Corrupted(f"{relpath} is not a valid journal entry: {exc}", path=relpath) from exc
+        return record_row(entry, relpath, version, replaced_at, content_hash)
     if rid != relpath:
         return _record_row(rid, relpath, raw, version, replaced_at, content_hash)
     kind = str(raw.get("kind") or "document")

@@ -91,9 +91,27 @@ def _m002_session_order(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE INDEX catalog_session_time ON catalog (session_id, event_us, id) WHERE session_id IS NOT NULL")
 
 
+def _m003_semantic_hash(conn: sqlite3.Connection) -> None:
+    # Fast lookup by semantic hash (duplicate checks, recurring insights of prose records).
+    conn.execute("CREATE INDEX catalog_semantic_hash ON catalog (semantic_hash) WHERE semantic_hash != ''")
+
+
+def _m004_embed_backlog(conn: sqlite3.Connection) -> None:
+    # Records not embedded yet, per embedder (``model``: model id and embedding recipe), and up to which
+    # catalog version rows were looked at (soulpass.index.backlog). Beside the rows they come from, so
+    # a fresh catalog starts its backlog from nothing too.
+    conn.execute("CREATE TABLE embed_backlog (model TEXT NOT NULL, id TEXT NOT NULL, text_hash TEXT NOT NULL,"
+                 " version INTEGER NOT NULL, PRIMARY KEY (model, id)) WITHOUT ROWID")
+    conn.execute("CREATE INDEX embed_backlog_order ON embed_backlog (model, version, id)")
+    conn.execute("CREATE TABLE embed_queued (model TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+                 " generation INTEGER NOT NULL)")
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite3.Connection], None]], ...] = (
     ("001_catalog", _m001_catalog),
     ("002_session_order", _m002_session_order),
+    ("003_semantic_hash", _m003_semantic_hash),
+    ("004_embed_backlog", _m004_embed_backlog),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 

@@ -8,7 +8,6 @@ as the rows, so a crash at any point leaves the catalog at some version it fully
 
 from __future__ import annotations
 
-import json
 import os
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping
@@ -17,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from soulpass.errors import Corrupted, InvalidInput
-from soulpass.store.layout import HISTORY, history_dir, record_path
+from soulpass.store.copies import parse_copy
+from soulpass.store.layout import HISTORY, history_dir, is_journal_path, record_path
 
 from .rows import COLUMNS, CatalogRow, is_catalogued, make_row, row_id
 
@@ -60,13 +60,7 @@ def _load(path: Path) -> tuple[bytes, dict[str, Any]] | None:
         data = path.read_bytes()
     except FileNotFoundError:
         return None
-    try:
-        raw = json.loads(data)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise Corrupted(f"{path} is not JSON", path=str(path)) from exc
-    if not isinstance(raw, dict):
-        raise Corrupted(f"{path} is not a JSON object", path=str(path))
-    return data, raw
+    return data, parse_copy(str(path), data)  # JSON, or a Markdown entry's front matter + text
 
 
 def _version_of(raw: Mapping[str, Any]) -> int:
@@ -84,12 +78,13 @@ def read_copy(account: Path, relpath: str, version: int) -> tuple[bytes, dict[st
         return got
     hist = account / history_dir(relpath)
     try:
-        retired = sorted(int(p.stem) for p in hist.iterdir() if p.suffix == ".json" and p.stem.isdigit())
+        suffix = Path(relpath).suffix
+        retired = sorted(int(p.stem) for p in hist.iterdir() if p.suffix == suffix and p.stem.isdigit())
     except FileNotFoundError:
         return None
     for n in retired:
         if n > version:
-            got = _load(hist / f"{n:08d}.json")
+            got = _load(hist / f"{n:08d}{suffix}")
             return got if got is not None and _version_of(got[1]) == version else None
     return None
 
@@ -128,7 +123,10 @@ def apply_version(conn: sqlite3.Connection, account: Path, entry: Mapping[str, A
         counts.closed += close_rows(conn, row.id, version)
         counts.added += insert_row(conn, row)
     for rel in retired:
-        counts.closed += close_rows(conn, row_id(rel), version)
+        if is_journal_path(rel):  # a prose record's id is in its file, not its path
+            counts.closed += conn.execute(_CLOSE.replace("id = :id", "path = :id"), {"v": version, "id": rel}).rowcount
+        else:
+            counts.closed += close_rows(conn, row_id(rel), version)
 
 
 def _copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
@@ -137,7 +135,7 @@ def _copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
     for dirpath, dirs, files in os.walk(core):
         dirs.sort()
         for name in sorted(files):
-            if name.endswith(".json") and not name.startswith("."):
+            if name.endswith((".json", ".md")) and not name.startswith("."):
                 path = Path(dirpath, name)
                 rel = path.relative_to(account).as_posix()
                 if is_catalogued(rel):
@@ -146,9 +144,9 @@ def _copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
     for dirpath, dirs, files in os.walk(hist):
         dirs.sort()
         for name in sorted(files):
-            stem = name.removesuffix(".json")
-            if name.endswith(".json") and stem.isdigit():
-                logical = f"core/{Path(dirpath).relative_to(hist).as_posix()}.json"
+            stem, suffix = os.path.splitext(name)
+            logical = f"core/{Path(dirpath).relative_to(hist).as_posix()}{suffix}"
+            if suffix in (".json", ".md") and stem.isdigit() and is_catalogued(logical):
                 yield Path(dirpath, name), logical, int(stem)
 
 

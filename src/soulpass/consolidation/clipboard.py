@@ -1,0 +1,125 @@
+"""Clipboards (Volition tier 1.5): one pinned scratchpad per agent, ``core/06_Clipboard/<agent>.md``.
+
+A clipboard changes only by explicit ops (add, remove, clear) that sit in a sandbox's buffer as
+``clipboard_op`` events until archive replays them, in order, on the clipboard at HEAD: a rebase
+keeps items another sandbox pinned meanwhile (``clear`` removes only the items its writer saw).
+The file is Markdown with YAML front matter: ``items`` is the truth, the body renders them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any, Literal, Protocol
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from soulpass.ids import check_name
+
+__all__ = [
+    "CLIPBOARD_DIR",
+    "MAX_CLIPBOARD_ITEM",
+    "ClipboardOp",
+    "apply_ops",
+    "clipboard_path",
+    "plan_clipboards",
+    "read_clipboard_items",
+    "render_clipboard",
+]
+
+CLIPBOARD_DIR = "core/06_Clipboard"
+MAX_CLIPBOARD_ITEM = 10_000
+
+
+class ClipboardOp(BaseModel):
+    """One buffered change to ``agent``'s clipboard. ``items`` of a ``clear`` are the items it saw."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    agent: str
+    op: Literal["add", "remove", "clear"]
+    item: str | None = None
+    items: tuple[str, ...] = ()
+
+    @field_validator("agent")
+    @classmethod
+    def _agent(cls, value: str) -> str:
+        return check_name(value, "agent")
+
+    @field_validator("item")
+    @classmethod
+    def _item(cls, value: str | None) -> str | None:
+        if value is not None:
+            if not value.strip():
+                raise ValueError("a clipboard item is empty")
+            if len(value) > MAX_CLIPBOARD_ITEM:
+                raise ValueError(f"a clipboard item is {len(value)} characters (limit {MAX_CLIPBOARD_ITEM})")
+        return value
+
+    @model_validator(mode="after")
+    def _needs_item(self) -> ClipboardOp:
+        if self.op in ("add", "remove") and self.item is None:
+            raise ValueError(f"clipboard {self.op} needs an item")
+        return self
+
+
+class _Reader(Protocol):
+    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None: ...
+
+
+def clipboard_path(agent: str) -> str:
+    return f"{CLIPBOARD_DIR}/{check_name(agent, 'agent')}.md"
+
+
+def apply_ops(items: Iterable[str], ops: Iterable[ClipboardOp]) -> list[str]:
+    """Replay ops on a clipboard: add appends (once), remove drops, clear drops what it saw."""
+    out = list(items)
+    for op in ops:
+        if op.op == "add" and op.item is not None and op.item not in out:
+            out.append(op.item)
+        elif op.op == "remove" and op.item in out:
+            out.remove(op.item)
+        elif op.op == "clear":
+            out = [i for i in out if i not in op.items]
+    return out
+
+
+def read_clipboard_items(master: _Reader, agent: str, at: int | None = None) -> list[str]:
+    """The items of ``agent``'s clipboard as of version ``at`` (default HEAD); [] if it has none."""
+    raw = master.read_at(clipboard_path(agent), at)
+    return [str(i) for i in (raw or {}).get("items", [])]
+
+
+def render_clipboard(agent: str, items: list[str], version: int, now: datetime) -> bytes:
+    front = {"kind": "clipboard", "agent": agent, "version": version, "updated_at": now.isoformat(),
+             "schema_version": 1, "items": items}
+    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1_000_000)
+    body = "\n".join(f"- {' '.join(i.splitlines())}" for i in items) or "(empty)"
+    return f"---\n{head}---\n\n# Clipboard of {agent}\n\n{body}\n".encode()
+
+
+class ClipboardWrite(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    relpath: str
+    data: bytes
+    existed: bool
+    agent: str
+    items: tuple[str, ...] = Field(default=())
+
+
+def plan_clipboards(master: _Reader, ops: list[ClipboardOp], version: int, now: datetime) -> list[ClipboardWrite]:
+    """The clipboard files version ``version`` writes: one per agent whose items changed."""
+    by_agent: dict[str, list[ClipboardOp]] = {}
+    for op in ops:
+        by_agent.setdefault(op.agent, []).append(op)
+    out = []
+    for agent, agent_ops in sorted(by_agent.items()):
+        raw = master.read_at(clipboard_path(agent))
+        before = [str(i) for i in (raw or {}).get("items", [])]
+        after = apply_ops(before, agent_ops)
+        if after != before:
+            out.append(ClipboardWrite(relpath=clipboard_path(agent), data=render_clipboard(agent, after, version, now),
+                                      existed=raw is not None, agent=agent, items=tuple(after)))
+    return out

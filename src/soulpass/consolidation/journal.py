@@ -1,0 +1,140 @@
+"""Planning prose records into a version: permanent ids, file paths, and the semantic-hash check.
+
+Pure: the master is only read (``read_at``) and existing hashes come from a lookup the caller
+passes (the catalog), so ``archive --dry-run`` shows what would be stored, repeated or skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+from soulpass.consolidation.rules import JournalRule
+from soulpass.errors import Corrupted
+from soulpass.prose import FOLDER_OF_TYPE, JournalEntry, render_markdown, slug
+from soulpass.store.commit import Changeset, FileWrite
+from soulpass.store.fsio import dump_json
+from soulpass.store.layout import journal_path
+
+__all__ = ["HashLookup", "JournalPlan", "JournalReader", "empty_lookup", "plan_journal", "plan_journal_import"]
+
+# (id, path) of the entries in force whose semantic hash is the one asked for, oldest first.
+HashLookup = Callable[[str], Sequence[tuple[str, str]]]
+
+
+class JournalReader(Protocol):
+    def head(self) -> int: ...
+    def version_doc(self) -> dict[str, Any]: ...
+    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None: ...
+
+
+class _Ids(Protocol):
+    def allocate(self, kind: str, when: datetime) -> str: ...
+
+
+@dataclass
+class JournalPlan:
+    """What the entries of one version become: files, ids and the repeats found."""
+
+    writes: list[FileWrite] = field(default_factory=list)
+    added: list[dict[str, str]] = field(default_factory=list)  # {"id", "path", "temp_id"}
+    duplicates: list[dict[str, Any]] = field(default_factory=list)  # not stored: linked to the original
+    repeats: list[dict[str, Any]] = field(default_factory=list)  # stored: a recurring insight
+    id_map: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def paths(self) -> list[str]:
+        return [a["path"] for a in self.added]
+
+
+def plan_journal(master: JournalReader, entries: Iterable[JournalEntry], *, version: int, ids: _Ids,
+                 rule: JournalRule, lookup: HashLookup, session_id: str | None = None) -> JournalPlan:
+    """Entries (temporary or imported ids) -> permanent ids, paths and file bytes for ``version``.
+
+    Oldest first; an entry is checked against the master (``lookup``) and the entries before it.
+    """
+    plan = JournalPlan()
+    taken: set[str] = set()
+    planned: dict[str, list[tuple[str, str, str]]] = {}  # hash -> (id, path, text) in this plan
+    for entry in sorted(entries, key=lambda e: (e.created_at, e.id)):
+        earlier = _earlier(master, lookup, planned, entry.semantic_hash)
+        same_text = next((e for e in earlier if e[2] == entry.text), None)
+        if earlier and (rule.on_repeat == "skip_hash" or (rule.on_repeat == "skip_exact" and same_text)):
+            first = same_text or earlier[0]
+            plan.duplicates.append({"entry": entry.id, "duplicate_of": first[0], "path": first[1],
+                                    "semantic_hash": entry.semantic_hash,
+                                    "why": "same text and semantic hash" if same_text else "same semantic hash"})
+            plan.id_map[entry.id] = first[0]
+            continue
+        new_id = ids.allocate("journal", entry.created_at)
+        path = _free_path(master, taken, entry)
+        taken.add(path)
+        update: dict[str, Any] = {"id": new_id, "version": version}
+        if session_id is not None:
+            update["session_id"] = session_id
+        if earlier:
+            update["repeats"] = earlier[0][0]
+            plan.repeats.append({"entry": new_id, "repeats": earlier[0][0], "path": path,
+                                 "semantic_hash": entry.semantic_hash})
+        final = entry.model_copy(update=update)
+        plan.writes.append(FileWrite(path, render_markdown(final)))
+        plan.added.append({"id": new_id, "path": path, "temp_id": entry.id})
+        plan.id_map[entry.id] = new_id
+        planned.setdefault(entry.semantic_hash, []).append((new_id, path, entry.text))
+    return plan
+
+
+def _earlier(master: JournalReader, lookup: HashLookup, planned: dict[str, list[tuple[str, str, str]]],
+             shash: str) -> list[tuple[str, str, str]]:
+    out = []
+    for rid, path in lookup(shash):
+        raw = master.read_at(path)
+        if raw is not None:
+            out.append((rid, path, str(raw.get("text", ""))))
+    return out + planned.get(shash, [])
+
+
+def _free_path(master: JournalReader, taken: set[str], entry: JournalEntry) -> str:
+    folder = FOLDER_OF_TYPE[entry.type]
+    day = entry.created_at.strftime("%Y-%m-%d")
+    title = slug(entry.title)
+    for n in range(1, 10_000):
+        path = journal_path(folder, day, title, n)
+        if path not in taken and master.read_at(path) is None:
+            return path
+    raise Corrupted(f"more than 9,999 entries named {day}_{title} in {folder}/")
+
+
+def plan_journal_import(master: JournalReader, entries: Sequence[JournalEntry], now: datetime, *, ids: _Ids,
+                        ids_writes: Callable[[], list[FileWrite]], rule: JournalRule,
+                        lookup: HashLookup) -> tuple[Changeset, JournalPlan]:
+    """Many entries as one version, files written straight into place (``soulpass import mira``)."""
+    head = master.head()
+    version = head + 1
+    plan = plan_journal(master, entries, version=version, ids=ids, rule=rule, lookup=lookup)
+    counts = dict(master.version_doc().get("counts", {}))
+    counts["journal"] = int(counts.get("journal", 0)) + len(plan.added)
+    stamp = now.isoformat()
+    # The file lists would make one huge log line (the log's tail is read in 64 KiB): they go to a
+    # file the log entry names, as a bulk append's ids do.
+    added_file = f"log/added/{version:08d}.json"
+    side = {"version": version, "added": {}, "written": plan.paths,
+            "journal": [{"id": a["id"], "path": a["path"]} for a in plan.added]}
+    return Changeset(
+        base_version=head,
+        writes=(*plan.writes, *ids_writes(), FileWrite(added_file, dump_json(side))),
+        version_doc={"version": version, "parent": head, "timestamp": stamp, "source_sandbox": None,
+                     "counts": counts},
+        log_entry={"version": version, "parent": head, "timestamp": stamp, "kind": "import",
+                   "added": {}, "added_file": added_file, "added_counts": {"journal": len(plan.added)},
+                   "written": [], "duplicates_count": len(plan.duplicates), "replaced": [], "retired": [],
+                   "superseded": [], "conflicts": [], "counts": counts},
+        bulk=True,
+    ), plan
+
+
+def empty_lookup(_shash: str) -> Sequence[tuple[str, str]]:
+    """A lookup for a master without a catalog: no earlier entries."""
+    return ()

@@ -1,0 +1,96 @@
+"""Passages: the sentences of a record, each with its own vector beside the record's.
+
+One vector for a whole turn blurs it when the turn says several things ("Hi! Since we last talked
+I had a little car accident, and the insurance…"): a question about one of them matches the mix
+weakly. So a record of two sentences or more also gets a vector per sentence (at most
+``MAX_PASSAGES``: more sentences are grouped, in order), and its dense score is the best of its
+own cosine and its passages'. Measured on LoCoMo (``soulpass bench locomo``): R@10 0.791 -> 0.80,
+NDCG@10 0.600 -> 0.606; restricting passages to long turns (150+ characters) loses the gain.
+
+Passage vectors live in the record's vector index under ``<record id>#<n>`` and are written in the
+same drain as the record's own (soulpass.index.backlog); how many a record has is kept in the
+embedding state (table ``passages``), so a search can ask for exactly those ids.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from itertools import pairwise
+
+from soulpass.index.vectors.base import Matrix, VectorIndex
+
+__all__ = ["MAX_PASSAGES", "best_per_record", "create_table", "passage_counts", "passage_id", "record_of",
+           "record_passages", "replace", "sentences", "total"]
+
+MAX_PASSAGES = 8
+SEP = "#"  # record ids never contain it (soulpass.ids)
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+
+
+def sentences(text: str) -> list[str]:
+    """The sentences of ``text`` as passages: none for one sentence (the record's vector covers
+    it), at most ``MAX_PASSAGES`` (neighbouring sentences grouped when there are more)."""
+    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+    if len(parts) < 2:
+        return []
+    if len(parts) > MAX_PASSAGES:  # MAX_PASSAGES groups of neighbouring sentences, sizes differing by one at most
+        size, longer = divmod(len(parts), MAX_PASSAGES)
+        starts = [n * size + min(n, longer) for n in range(MAX_PASSAGES + 1)]
+        parts = [" ".join(parts[a:b]) for a, b in pairwise(starts)]
+    return parts
+
+
+def passage_id(record_id: str, n: int) -> str:
+    return f"{record_id}{SEP}{n}"
+
+
+def record_of(vector_id: str) -> str:
+    """The record a vector belongs to (itself for a record's own vector)."""
+    return vector_id.split(SEP, 1)[0]
+
+
+def best_per_record(hits: Iterable[tuple[str, float]]) -> dict[str, float]:
+    """Vector hits (records' and passages') as the best cosine per record."""
+    best: dict[str, float] = {}
+    for vid, score in hits:
+        rid = record_of(vid)
+        if score > best.get(rid, -2.0):
+            best[rid] = score
+    return best
+
+
+def replace(index: VectorIndex, found: dict[str, list[str]], vectors: Matrix, before: dict[str, int]) -> None:
+    """Upsert the passage vectors of records (``found``: record id -> its passages, in the order of
+    ``vectors``) and delete those a record had ``before`` and no longer has."""
+    ids = [passage_id(rid, n) for rid, ps in found.items() for n in range(len(ps))]
+    if ids:
+        index.upsert(ids, vectors)
+    stale = [passage_id(rid, n) for rid, had in before.items() for n in range(len(found.get(rid, ())), had)]
+    if stale:
+        index.delete(stale)
+
+
+def create_table(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE IF NOT EXISTS passages (id TEXT PRIMARY KEY, n INTEGER NOT NULL)")
+
+
+def passage_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, int]:
+    """How many passage vectors each of ``ids`` has (those without any are left out)."""
+    if not ids:
+        return {}
+    return dict(conn.execute("SELECT id, n FROM passages WHERE id IN (SELECT value FROM json_each(?))",
+                             (json.dumps(list(ids)),)).fetchall())
+
+
+def record_passages(conn: sqlite3.Connection, counts: dict[str, int]) -> None:
+    """Write how many passages each record now has (in the caller's transaction)."""
+    conn.executemany("DELETE FROM passages WHERE id = ?", [(rid,) for rid, n in counts.items() if n == 0])
+    conn.executemany("INSERT OR REPLACE INTO passages (id, n) VALUES (?, ?)",
+                     [(rid, n) for rid, n in counts.items() if n > 0])
+
+
+def total(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("SELECT coalesce(sum(n), 0) FROM passages").fetchone()[0])

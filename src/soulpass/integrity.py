@@ -1,0 +1,257 @@
+"""Integrity of one account: ``audit`` reconciles files, catalog and vectors; ``prune`` removes
+orphan index rows (never a source file); ``reset_index`` throws away an unreadable index.
+
+Audit checks, each finding named by ``check``:
+
+- ``leftover_txn``     a commit folder left by a crash (finished or discarded when the account opens)
+- ``index_unreadable`` the catalog cannot be opened (truncated, not SQLite): rebuild it
+- ``version_drift``    the catalog reflects another version than the store's HEAD, or
+                       VERSION.json and the version log disagree (records waiting for their vectors
+                       are not drift: ``soulpass index status`` shows that backlog)
+- ``missing_file``     a catalog row in force whose file is gone (an orphan row: restore or prune)
+- ``edited_file``      a file whose bytes no longer match the content hash the catalog recorded
+- ``unindexed_file``   a file of the master state with no catalog row (an orphan file: rebuild)
+- ``unreadable_file``  a file of the master state that does not parse
+- ``foreign_vectors``  a vector folder built by another embedder than the one in use
+- ``missing_vectors``  fewer vectors than the embedding state says were made (files deleted)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sqlite3
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from soulpass.errors import BackendUnavailable, Corrupted
+from soulpass.ids import check_name
+from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow
+from soulpass.index.catalog.rows import is_catalogued, make_row
+from soulpass.index.vectors import open_vector_index
+from soulpass.store.copies import parse_copy
+from soulpass.store.layout import CORE
+
+if TYPE_CHECKING:
+    from soulpass.engine import Account, Soulpass
+
+__all__ = ["AuditReport", "Finding", "PruneReport", "audit", "prune", "reset_index"]
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    subject: str
+    detail: str
+
+
+@dataclass
+class AuditReport:
+    account: str
+    store_version: int = 0
+    catalog_version: int | None = None
+    files: int = 0
+    rows_in_force: int = 0
+    findings: list[Finding] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def add(self, check: str, subject: str, detail: str) -> None:
+        self.findings.append(Finding(check, subject, detail))
+
+    def checks(self) -> set[str]:
+        return {f.check for f in self.findings}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"account": self.account, "ok": self.ok, "store_version": self.store_version,
+                "catalog_version": self.catalog_version, "files": self.files, "rows_in_force": self.rows_in_force,
+                "findings": [asdict(f) for f in self.findings]}
+
+
+@dataclass
+class PruneReport:
+    rows_removed: list[dict[str, Any]] = field(default_factory=list)
+    dry_run: bool = False
+
+
+def audit(sp: Soulpass, name: str) -> AuditReport:
+    """Check one account without changing its files (a leftover txn is recovered by the open that
+    follows the check, as every open does)."""
+    check_name(name, "account name")
+    report = AuditReport(account=name)
+    folder = sp.home / "accounts" / name
+    txn = folder / "txn"
+    if txn.is_dir():
+        for item in sorted(txn.iterdir()):
+            state = "committed: redone on open" if (item / "COMMITTED").exists() else "uncommitted: discarded on open"
+            report.add("leftover_txn", f"txn/{item.name}", state if item.is_dir() else "stray temp file")
+    acct = sp.account(name)
+    acct.close()  # audit opens its own catalog and vectors, without catching them up
+    store = acct.store
+    report.store_version = store.head()
+    log = store.log()
+    if log and int(log[-1]["version"]) != report.store_version:
+        report.add("version_drift", "log/versions.jsonl",
+                   f"VERSION.json says {report.store_version}, the log ends at {log[-1]['version']}")
+    files = dict(_master_files(store.path))
+    report.files = len(files)
+    try:
+        catalog = Catalog.open(store, fulltext="fts5")
+    except BackendUnavailable as exc:
+        report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
+        return report
+    try:
+        try:
+            rows = list(catalog.rows())
+            report.catalog_version = catalog.version()
+        except sqlite3.DatabaseError as exc:
+            report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
+            return report
+        if report.catalog_version != report.store_version:
+            behind = (report.catalog_version or 0) < report.store_version
+            report.add("version_drift", CATALOG_FILE,
+                       f"catalog at version {report.catalog_version}, store at {report.store_version}"
+                       + ("; any search catches it up, or `soulpass index rebuild`" if behind else
+                          "; the catalog is ahead of the files: `soulpass index rebuild`"))
+        _check_rows(report, store.path, rows, files)
+    finally:
+        catalog.close()
+    _check_vectors(report, acct)
+    return report
+
+
+def _master_files(account: Path) -> list[tuple[str, Path]]:
+    out = []
+    for dirpath, dirs, names in os.walk(account / CORE):
+        dirs.sort()
+        for n in sorted(names):
+            rel = Path(dirpath, n).relative_to(account).as_posix()
+            if not n.startswith(".") and is_catalogued(rel):
+                out.append((rel, Path(dirpath, n)))
+    return out
+
+
+def _check_rows(report: AuditReport, account: Path, rows: list[CatalogRow], files: dict[str, Path]) -> None:
+    current: dict[str, CatalogRow] = {}
+    for r in rows:
+        if r.replaced_at is None:  # the copy that should be on disk now
+            current[r.path] = r
+    report.rows_in_force = sum(1 for r in rows if r.valid_to is None)
+    for path, row in sorted(current.items()):
+        file = files.get(path)
+        if file is None:
+            report.add("missing_file", row.id, f"{path} (version {row.version}) is in the index but not on disk")
+            continue
+        data = file.read_bytes()
+        if hashlib.sha256(data).hexdigest() != row.content_hash:
+            try:
+                version = int(parse_copy(path, data).get("version", 0))
+            except Corrupted:
+                version = row.version
+            if version == row.version:
+                report.add("edited_file", row.id, f"{path} does not match the content hash of version {row.version}")
+    for path, file in sorted(files.items()):
+        data = file.read_bytes()
+        try:
+            row = make_row(path, data, parse_copy(path, data), None)
+        except Corrupted as exc:
+            report.add("unreadable_file", path, str(exc))
+            continue
+        if report.catalog_version is not None and row.version > report.catalog_version:
+            continue  # written after the version the catalog reflects: that is the drift, reported once
+        known = current.get(path)
+        if known is None or known.version < row.version:
+            report.add("unindexed_file", row.id, f"{path} (version {row.version}) has no catalog row")
+
+
+def _check_vectors(report: AuditReport, acct: Account) -> None:
+    embedder = acct.sp.embedder()
+    root = acct.store.path / "index" / "vectors"
+    if not root.is_dir():
+        return
+    folders = {p.parent for p in root.glob("*/meta.json")}
+    folders |= {root / p.name.removesuffix(".embedded.sqlite") for p in root.glob("*.embedded.sqlite")}
+    for folder in sorted(folders):
+        meta_file = folder / "meta.json"
+        try:
+            meta = json.loads(meta_file.read_bytes())
+        except FileNotFoundError:  # the folder is gone, its embedding state is not
+            if embedder is not None and folder.name.endswith(_model_tag(embedder.model_id)):
+                report.add("missing_vectors", f"index/vectors/{folder.name}",
+                           "the vector folder is gone; run `soulpass index rebuild`")
+            continue
+        except ValueError:
+            report.add("foreign_vectors", folder.name, "meta.json is unreadable")
+            continue
+        if embedder is None or meta.get("model_id") != embedder.model_id:
+            using = embedder.model_id if embedder else "no embedder"
+            report.add("foreign_vectors", f"index/vectors/{folder.name}",
+                       f"built by {meta.get('model_id')!r}, the account now uses {using!r}: not searched; "
+                       "delete the folder or switch back")
+            continue
+        state = folder.with_name(folder.name + ".embedded.sqlite")
+        if not state.exists():
+            continue
+        conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
+        try:
+            embedded = conn.execute("SELECT count(*) FROM embedded").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            report.add("index_unreadable", state.name, str(exc))
+            continue
+        finally:
+            conn.close()
+        index = open_vector_index(folder, model_id=str(meta["model_id"]), dim=int(meta["dim"]),
+                                  backend=meta.get("backend", "hnsw"))
+        try:
+            count = index.count()
+        finally:
+            index.close()
+        if count < embedded:
+            report.add("missing_vectors", f"index/vectors/{folder.name}",
+                       f"{count} vectors on disk, {embedded} recorded as embedded; run `soulpass index rebuild`")
+
+
+def _model_tag(model_id: str) -> str:
+    # The folder-name suffix AccountIndex gives an embedder's vectors (soulpass.index.search).
+    return "-" + hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:10]
+
+
+def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
+    """Remove catalog rows whose file is gone (orphan rows). Source files are never touched."""
+    report = PruneReport(dry_run=dry_run)
+    catalog = acct.index().catalog
+    gone = []
+    for row in catalog.rows():
+        if row.replaced_at is None and not (acct.store.path / row.path).exists():
+            gone.append(row)
+    report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
+    if not dry_run and gone:
+        catalog.delete_rows((r.id, r.version) for r in gone)
+    return report
+
+
+def reset_index(acct: Account) -> bool:
+    """Delete the account's catalog files when they cannot be opened (the index is derived: a
+    rebuild makes it again from the files). Returns whether anything was deleted."""
+    path = acct.store.path / CATALOG_FILE
+    try:
+        with Catalog(path, fulltext="fts5") as catalog:
+            catalog.version()
+        return False
+    except (BackendUnavailable, sqlite3.DatabaseError, KeyError):
+        pass
+    acct.close()
+    for p in path.parent.glob(path.name + "*"):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
+    for p in path.parent.glob(path.stem + ".fulltext-*"):
+        shutil.rmtree(p, ignore_errors=True)
+    return True
+

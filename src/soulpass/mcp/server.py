@@ -1,0 +1,192 @@
+"""The MCP server (official ``mcp`` SDK): memory tools that call the library directly.
+
+Over stdio the server acts for the one account it was started with. Over streamable HTTP every
+request carries ``Authorization: Bearer <key>``; an account key acts for its account, an admin
+key for the account named in the ``X-Soulpass-Account`` header. Tool failures come back as tool
+errors (``is_error``) whose text names the problem.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from pydantic import Field
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from soulpass.engine import Soulpass
+from soulpass.errors import SoulpassError
+from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
+from soulpass.server.keys import KeyStore
+from soulpass.server.pool import AccountPool
+
+__all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_http", "run_stdio"]
+
+ACCOUNT_SCOPE_KEY = "soulpass.account"
+TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
+              "discard_session", "memory_log")
+
+SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the account's open MCP session")]
+AgentArg = Annotated[str, Field(description="The agent acting (clipboards and context are per agent)")]
+
+INSTRUCTIONS = (
+    "Soulpass long-term memory. Write with `remember` (turns, facts, journal entries) into the open "
+    "session; read with `rag_search` and `get_context`; pin notes with `manage_clipboard`. Nothing "
+    "is permanent until `archive_session` commits the session as a new memory version "
+    "(`discard_session` throws it away)."
+)
+
+
+def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
+    """The MCP server over ``engine``. ``account``: who the tools act for when the request does not
+    say (stdio); over HTTP the key decides."""
+    pool = AccountPool(engine)
+    tools = MemoryTools(pool)
+    server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=_version())
+
+    def who(ctx: Context) -> str:
+        request = ctx.request_context.request
+        scope = getattr(request, "scope", None)
+        if isinstance(scope, dict) and scope.get(ACCOUNT_SCOPE_KEY):
+            return str(scope[ACCOUNT_SCOPE_KEY])
+        if request is None and account is not None:
+            return account
+        raise ToolError("no account: start the stdio server with --account, or send an API key over HTTP")
+
+    def call(fn: Any, ctx: Context, /, *args: Any, **kwargs: Any) -> Any:
+        acct = who(ctx)
+        try:
+            return fn(acct, *args, **kwargs)
+        except SoulpassError as exc:
+            raise ToolError(f"{type(exc).__name__}: {str(exc).replace(str(engine.home), '<home>')}") from exc
+        except NotImplementedError as exc:
+            raise ToolError(f"not available in this build: {exc}") from exc
+
+    @server.tool()
+    def rag_search(query: str, ctx: Context, agent: AgentArg = "agent",
+                   k: Annotated[int, Field(ge=1, le=50)] = 5, sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """Search long-term memory and the open session for `query`: `hits` are the best records of every
+        kind (turns, facts, journal entries, documents); `markdown` holds the matching episodes in full
+        (also delivered to the agent's inbox)."""
+        result: dict[str, Any] = call(tools.rag_search, ctx, query, agent=agent, k=k, sandbox_id=sandbox_id)
+        return result
+
+    @server.tool()
+    def remember(what: RememberWhat, text: str, ctx: Context, agent: AgentArg = "agent", speaker: str = "user",
+                 subject: str | None = None, predicate: str | None = None, object: str | None = None,
+                 confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.9, title: str | None = None,
+                 sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """Write to the session: a `turn` (`text` said by `speaker`, 'user' or the agent, in `agent`'s log), a `fact`
+        (`text` like 'User likes tea', or subject/predicate/object; kept if confidence > 0.7 at archive) or
+        a `journal` entry (`title`, `text`)."""
+        result: dict[str, Any] = call(tools.remember, ctx, what, text, agent=agent, speaker=speaker, subject=subject,
+                                      predicate=predicate, object=object, confidence=confidence, title=title,
+                                      sandbox_id=sandbox_id)
+        return result
+
+    @server.tool()
+    def manage_clipboard(action: ClipboardAction, ctx: Context, agent: AgentArg = "agent", item: str | None = None,
+                         sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """Pin notes the agent always sees: `add` an item, `remove` one (by text or 1-based number),
+        `clear` all, or `show` them."""
+        result: dict[str, Any] = call(tools.manage_clipboard, ctx, action, agent=agent, item=item,
+                                      sandbox_id=sandbox_id)
+        return result
+
+    @server.tool()
+    def get_context(message: str, ctx: Context, agent: AgentArg = "agent",
+                    budget_tokens: Annotated[int, Field(ge=100, le=100_000)] = 2000,
+                    sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """The context block for the agent's next turn: clipboard, recent log, retrieved memories, cut to
+        `budget_tokens`; `text` is ready to put in a prompt."""
+        result: dict[str, Any] = call(tools.get_context, ctx, message, agent=agent, budget_tokens=budget_tokens,
+                                      sandbox_id=sandbox_id)
+        return result
+
+    @server.tool()
+    def create_sandbox(ctx: Context, name: str = "mcp") -> dict[str, Any]:
+        """Open a new sandbox (a session) on the current memory version; returns its id. Sandboxes named
+        'mcp' are the default session of the other tools."""
+        result: dict[str, Any] = call(tools.create_sandbox, ctx, name)
+        return result
+
+    @server.tool()
+    def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: bool = False) -> dict[str, Any]:
+        """Consolidate the session into a new memory version (what was added, rejected, conflicts);
+        `dry_run` only plans."""
+        result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
+        return result
+
+    @server.tool()
+    def discard_session(ctx: Context, sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """Throw the session and everything written to it away; memory is untouched."""
+        result: dict[str, Any] = call(tools.discard_session, ctx, sandbox_id=sandbox_id)
+        return result
+
+    @server.tool()
+    def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 20) -> list[dict[str, Any]]:
+        """The newest memory versions, newest first: when, from which session, what was added."""
+        result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
+        return result
+
+    return server
+
+
+def _version() -> str:
+    from soulpass import __version__
+
+    return __version__
+
+
+def run_stdio(engine: Soulpass, account: str) -> None:
+    engine.account(account)  # NotFound now rather than at the first tool call
+    build_server(engine, account).run("stdio")
+
+
+# --- HTTP --------------------------------------------------------------------------------------
+
+class KeyAuth:
+    """Every HTTP request needs a valid key; it decides the account the tools act for."""
+
+    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
+        self.app, self.keys = app, keys
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
+        auth = headers.get("authorization", "")
+        key = self.keys.verify(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
+        if key is None:
+            await _deny(send, 401, "an API key is required: send 'Authorization: Bearer <key>'")
+            return
+        account = key.account if key.account is not None else headers.get("x-soulpass-account")
+        if not account:
+            await _deny(send, 400, "an admin key must name the account in the X-Soulpass-Account header")
+            return
+        scope[ACCOUNT_SCOPE_KEY] = account
+        await self.app(scope, receive, send)
+
+
+async def _deny(send: Send, status: int, message: str) -> None:
+    import json
+
+    body = json.dumps({"error": "Unauthorized" if status == 401 else "BadRequest", "message": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+def http_app(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1") -> ASGIApp:
+    """The streamable-HTTP MCP app at ``/mcp``, behind key checks."""
+    return KeyAuth(build_server(engine).streamable_http_app(host=host), keys)
+
+
+def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int) -> None:
+    import uvicorn
+
+    uvicorn.run(http_app(engine, keys, host), host=host, port=port, log_level="info")

@@ -1,0 +1,144 @@
+"""What the MCP tools do, as plain functions over the library (no MCP types here).
+
+Each tool acts for one account (the stdio server's, or the HTTP request's key's) and, for the
+session tools, on one sandbox: the one named, or else the account's *MCP session*, the newest
+live sandbox named ``mcp`` (opened on first use). Results are JSON-ready dicts.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any, Literal
+
+from soulpass.agent import AgentMemory
+from soulpass.engine import AlreadyArchived, Committed, Sandbox
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.server.pool import AccountPool
+
+__all__ = ["SESSION_NAME", "MemoryTools"]
+
+SESSION_NAME = "mcp"
+RememberWhat = Literal["turn", "fact", "journal"]
+ClipboardAction = Literal["add", "remove", "clear", "show"]
+
+
+class MemoryTools:
+    def __init__(self, pool: AccountPool) -> None:
+        self.pool = pool
+        self._opening = threading.Lock()
+
+    # --- sessions ----------------------------------------------------------------------------
+
+    def _session(self, account: str, sandbox_id: str | None, *, create: bool = True) -> Sandbox:
+        acct = self.pool.get(account)
+        if sandbox_id:
+            return acct.sandbox(sandbox_id)
+        with self._opening:  # two first calls at once open one session, not two
+            live = sorted((i for i in acct.sandboxes() if i.name == SESSION_NAME), key=lambda i: i.created_at)
+            if live:
+                return acct.sandbox(live[-1].sandbox_id)
+            if not create:
+                raise NotFound(f"account {acct.name!r} has no open MCP session; name a sandbox_id", account=acct.name)
+            return acct.create_sandbox(SESSION_NAME)
+
+    def _agent_memory(self, sandbox: Sandbox) -> AgentMemory:
+        return AgentMemory(sandbox)
+
+    def create_sandbox(self, account: str, name: str = SESSION_NAME) -> dict[str, Any]:
+        sb = self.pool.get(account).create_sandbox(name)
+        return {"sandbox_id": sb.id, "name": sb.info.name, "parent_version": sb.info.parent_version}
+
+    def archive_session(self, account: str, sandbox_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        acct = self.pool.get(account)
+        sid = self._session(account, sandbox_id, create=False).id
+        result = acct.archive(sid, dry_run=dry_run)
+        if isinstance(result, AlreadyArchived):
+            return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
+        summary = result.plan.summary()
+        return {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
+                "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
+                "conflicts": summary["conflicts"]}
+
+    def discard_session(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
+        sid = self._session(account, sandbox_id, create=False).id
+        self.pool.get(account).discard(sid)
+        return {"sandbox_id": sid, "status": "discarded"}
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def remember(self, account: str, what: RememberWhat, text: str, *, agent: str = "agent", speaker: str = "user",
+                 subject: str | None = None, predicate: str | None = None, object: str | None = None,
+                 confidence: float = 0.9, title: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+        sb = self._session(account, sandbox_id)
+        if what == "turn":  # a working-log entry of ``agent``: get_context shows it in the hot log
+            with self.pool.indexed(account):
+                rid = self._agent_memory(sb).log(agent, text, speaker=None if speaker == agent else speaker).id
+        elif what == "fact":
+            spo = (subject, predicate, object)
+            if any(spo) and not all(spo):
+                raise InvalidInput("a fact needs all of subject, predicate and object, or none (then text)",
+                                   field="subject")
+            rid = sb.add_fact(*spo, confidence=confidence, content=None if all(spo) else text)
+        elif what == "journal":
+            rid = sb.add_journal(text, title=title or "", agent=agent)
+        else:
+            raise InvalidInput(f"what must be turn, fact or journal, not {what!r}", field="what")
+        return {"id": rid, "what": what, "sandbox_id": sb.id}
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def rag_search(self, account: str, query: str, agent: str = "agent", k: int = 5,
+                   sandbox_id: str | None = None) -> dict[str, Any]:
+        """Episodes about ``query`` in full (also delivered to the agent's inbox), and the best
+        records of every kind (turns, facts, journal entries, sensory) the session sees."""
+        with self.pool.indexed(account):
+            sb = self._session(account, sandbox_id)
+            result = self._agent_memory(sb).rag_search(agent, query, k)
+            hits = sb.search(query, k)
+        return {"query": result.query, "episode_ids": list(result.episode_ids), "markdown": result.markdown,
+                "hits": [{"id": h.id, "kind": h.kind, "version": h.version, "text": h.text,
+                          "score": round(h.score, 4)} for h in hits],
+                "sandbox_id": sb.id}
+
+    def manage_clipboard(self, account: str, action: ClipboardAction, agent: str = "agent",
+                         item: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+        with self.pool.indexed(account):
+            return self._clipboard(self._agent_memory(self._session(account, sandbox_id)), action, agent, item)
+
+    def _clipboard(self, mem: AgentMemory, action: ClipboardAction, agent: str, item: str | None) -> dict[str, Any]:
+        if action == "add":
+            view = mem.clipboard_add(agent, _need(item, "item"))
+        elif action == "remove":
+            target = _need(item, "item")
+            view = mem.clipboard_remove(agent, int(target) if target.isdigit() else target)
+        elif action == "clear":
+            view = mem.clipboard_clear(agent)
+        elif action == "show":
+            view = mem.clipboard_show(agent)
+        else:
+            raise InvalidInput(f"action must be add, remove, clear or show, not {action!r}", field="action")
+        return {**view.to_dict(), "markdown": view.markdown(), "sandbox_id": mem.sandbox.id}
+
+    def get_context(self, account: str, message: str, agent: str = "agent", budget_tokens: int = 2000,
+                    sandbox_id: str | None = None) -> dict[str, Any]:
+        with self.pool.indexed(account):
+            mem = self._agent_memory(self._session(account, sandbox_id))
+            block = mem.context(agent, message, budget_tokens)
+        out: dict[str, Any] = block.to_dict()
+        return out
+
+    def memory_log(self, account: str, limit: int = 20) -> list[dict[str, Any]]:
+        """The newest ``limit`` versions, newest first, each summarised."""
+        if limit < 1:
+            raise InvalidInput("limit must be at least 1", field="limit")
+        out = []
+        for entry in reversed(self.pool.get(account).log()[-limit:]):
+            out.append({k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
+                                                  "counts", "rebased") if k in entry})
+        return out
+
+
+def _need(value: str | None, field: str) -> str:
+    if value is None or not value.strip():
+        raise InvalidInput(f"{field} is required for this action", field=field)
+    return value

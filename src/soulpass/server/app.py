@@ -1,0 +1,194 @@
+"""The REST API: a thin FastAPI adapter over the library (``soulpass.open(...)``).
+
+Endpoints are plain ``def`` functions, so FastAPI runs the synchronous engine in its threadpool.
+Errors from ``soulpass.errors`` become JSON bodies (``ErrorOut``) with the status of ``STATUS``;
+no endpoint takes a file system path from the client (names and ids are validated by the engine
+before they become path components), and request bodies are capped (``max_body`` bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from soulpass.engine import Soulpass
+from soulpass.errors import (
+    BackendUnavailable,
+    ConfigError,
+    Conflict,
+    Corrupted,
+    InvalidInput,
+    NotFound,
+    SoulpassError,
+)
+from soulpass.server.deps import Forbidden, Unauthorized
+from soulpass.server.keys import KeyStore
+from soulpass.server.models import ErrorOut
+from soulpass.server.pool import AccountPool
+
+__all__ = ["DEFAULT_MAX_BODY", "STATUS", "create_app"]
+
+DEFAULT_MAX_BODY = 4 * 1024 * 1024
+
+STATUS: dict[type[SoulpassError], int] = {
+    InvalidInput: 422,
+    NotFound: 404,
+    Conflict: 409,
+    Corrupted: 500,
+    ConfigError: 500,
+    BackendUnavailable: 503,
+}
+
+
+def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
+    """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given."""
+    from soulpass.server import routes_accounts, routes_agent, routes_journal, routes_sandboxes, routes_versions
+
+    pool = AccountPool(engine)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        pool.close()  # release the indexes (their vector files are locked while open)
+
+    app = FastAPI(
+        lifespan=lifespan,
+        title="Soulpass",
+        version=_version(),
+        description="Versioned long-term memory for AI agents. Every endpoint but the schema needs "
+                    "`Authorization: Bearer <key>`; an account key reaches its own account only, an admin "
+                    "key every account.",
+        docs_url=None, redoc_url=None,  # the UIs load scripts from a CDN; the schema is at /openapi.json
+    )
+    app.state.engine = engine
+    app.state.pool = pool
+    app.state.keys = keys or KeyStore(engine.home)
+    app.state.home = str(engine.home)
+    for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent):
+        app.include_router(module.router)
+    _add_error_handlers(app)
+    app.add_middleware(BodyLimit, max_body=max_body)
+    return app
+
+
+def _version() -> str:
+    from soulpass import __version__
+
+    return __version__
+
+
+# --- errors ------------------------------------------------------------------------------
+
+def _scrub(value: Any, home: str) -> Any:
+    """JSON-safe detail values with the server's home folder taken out of any text."""
+    if isinstance(value, str):
+        return value.replace(home, "<home>")
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, list | tuple):
+        return [_scrub(v, home) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _scrub(v, home) for k, v in value.items()}
+    return _scrub(str(value), home)
+
+
+def error_response(request: Request, status: int, error: str, message: str, details: dict[str, Any] | None = None,
+                   headers: dict[str, str] | None = None) -> JSONResponse:
+    home = getattr(request.app.state, "home", "\0")
+    body = ErrorOut(error=error, message=_scrub(message, home), details=_scrub(details or {}, home))
+    return JSONResponse(body.model_dump(mode="json"), status_code=status, headers=headers)
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    @app.exception_handler(SoulpassError)
+    async def soulpass_error(request: Request, exc: SoulpassError) -> JSONResponse:
+        status = next((s for t, s in STATUS.items() if isinstance(exc, t)), 500)
+        return error_response(request, status, type(exc).__name__, exc.message, exc.details)
+
+    @app.exception_handler(Unauthorized)
+    async def unauthorized(request: Request, exc: Unauthorized) -> JSONResponse:
+        return error_response(request, 401, "Unauthorized", str(exc), headers={"WWW-Authenticate": "Bearer"})
+
+    @app.exception_handler(Forbidden)
+    async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
+        return error_response(request, 403, "Forbidden", str(exc))
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type"))}
+                  for e in exc.errors()]
+        status = 400 if any(e["type"] == "json_invalid" for e in errors) else 422
+        first = "; ".join(f"{'.'.join(e['loc'][1:]) or e['loc'][0] if e['loc'] else '(body)'}: {e['msg']}"
+                          for e in errors[:3])
+        error = "BadRequest" if status == 400 else "InvalidInput"
+        return error_response(request, status, error, f"request rejected: {first}", {"errors": errors[:20]})
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        names = {404: "NotFound", 405: "MethodNotAllowed", 413: "TooLarge"}
+        return error_response(request, exc.status_code, names.get(exc.status_code, "HTTPError"), str(exc.detail),
+                              headers=dict(exc.headers or {}))
+
+
+# --- request size ------------------------------------------------------------------------------
+
+class BodyLimit:
+    """Refuse bodies over ``max_body`` bytes with 413 before the endpoint sees any of them.
+
+    The body is read here (it is small by definition) and handed on whole, so a chunked upload
+    that grows past the limit is refused just like one whose Content-Length says so.
+    """
+
+    def __init__(self, app: ASGIApp, max_body: int) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope.get("headers", ())).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            await self._too_large(send)
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more:
+            message = await receive()
+            if message["type"] != "http.request":
+                break  # the client went away: nothing to answer
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                await self._too_large(send)
+                return
+            chunks.append(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        sent = False
+
+        async def replay() -> Message:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+
+    async def _too_large(self, send: Send) -> None:
+        body = ErrorOut(error="TooLarge", message=f"request body is over the limit of {self.max_body} bytes",
+                        details={"max_body": self.max_body}).model_dump(mode="json")
+        data = json.dumps(body).encode("utf-8")
+        await send({"type": "http.response.start", "status": 413,
+                    "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(data)).encode()),
+                                (b"connection", b"close")]})
+        await send({"type": "http.response.body", "body": data})

@@ -1,0 +1,145 @@
+"""API keys: one or more per account, plus admin keys; only a SHA-256 of each key is stored.
+
+A key reads ``sp_<key id>_<secret>``: the key id (8 hex characters) finds the stored entry, the
+SHA-256 of the whole key is compared in constant time. Keys are random 256-bit tokens, so a plain
+hash is enough (nothing to brute-force the way a password is). The file is
+``<home>/keys.json``, rewritten whole (temp + fsync + rename) under a lock; readers re-read it
+when its stamp changes, so a revoked key stops working at the next request.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from soulpass.errors import Corrupted, InvalidInput, NotFound
+from soulpass.ids import check_name, utc_now
+from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
+
+__all__ = ["KEYS_FILE", "ApiKey", "KeyStore", "NewKey"]
+
+KEYS_FILE = "keys.json"
+_KEY_RE = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """A stored key: ``account`` None means an admin key."""
+
+    key_id: str
+    account: str | None
+    created_at: str
+    label: str
+    sha256: str
+
+    @property
+    def admin(self) -> bool:
+        return self.account is None
+
+    def public(self) -> dict[str, Any]:
+        """What may be shown: everything but the hash."""
+        return {"key_id": self.key_id, "account": self.account, "admin": self.admin,
+                "created_at": self.created_at, "label": self.label}
+
+
+@dataclass(frozen=True)
+class NewKey:
+    """A key just made: ``secret`` is the only copy of the key and is never stored."""
+
+    key: ApiKey
+    secret: str
+
+
+def _hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8")).hexdigest()
+
+
+class KeyStore:
+    """The keys of one Soulpass home."""
+
+    def __init__(self, home: str | Path) -> None:
+        self.home = Path(home).expanduser()
+        self.path = self.home / KEYS_FILE
+        self._lock = threading.Lock()
+        self._cache: tuple[tuple[int, int, int], dict[str, ApiKey]] | None = None
+
+    # --- reading -------------------------------------------------------------------------
+
+    def _stamp(self) -> tuple[int, int, int] | None:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+    def _load(self) -> dict[str, ApiKey]:
+        stamp = self._stamp()
+        if stamp is None:
+            return {}
+        with self._lock:
+            if self._cache is not None and self._cache[0] == stamp:
+                return self._cache[1]
+            data = load_json(self.path)
+            try:
+                keys = {k["key_id"]: ApiKey(key_id=k["key_id"], account=k["account"], created_at=k["created_at"],
+                                            label=k.get("label", ""), sha256=k["sha256"])
+                        for k in data["keys"]}
+            except (KeyError, TypeError) as exc:
+                raise Corrupted(f"{self.path} is not a Soulpass key file: {exc!r}", path=str(self.path)) from exc
+            self._cache = (stamp, keys)
+            return keys
+
+    def list(self) -> list[ApiKey]:
+        return sorted(self._load().values(), key=lambda k: (k.account or "", k.created_at, k.key_id))
+
+    def verify(self, secret: str) -> ApiKey | None:
+        """The key ``secret`` is, or None when it is malformed, unknown or revoked."""
+        m = _KEY_RE.match(secret) if isinstance(secret, str) else None
+        if m is None:
+            return None
+        key = self._load().get(m.group(1))
+        if key is None or not hmac.compare_digest(key.sha256, _hash(secret)):
+            return None
+        return key
+
+    # --- writing -------------------------------------------------------------------------
+
+    def _save(self, keys: dict[str, ApiKey]) -> None:
+        rows = [{"key_id": k.key_id, "account": k.account, "created_at": k.created_at, "label": k.label,
+                 "sha256": k.sha256} for k in sorted(keys.values(), key=lambda k: k.key_id)]
+        atomic_write(self.path, dump_json({"format": "soulpass-keys/1", "keys": rows}))
+        os.chmod(self.path, 0o600)
+
+    def create(self, account: str | None, label: str = "") -> NewKey:
+        """A new key for ``account`` (None: an admin key). The caller shows ``secret`` once."""
+        if account is not None:
+            check_name(account, "account name")
+        if not isinstance(label, str) or len(label) > 200 or any(ord(c) < 32 for c in label):
+            raise InvalidInput("key label must be at most 200 printable characters", field="label")
+        with file_lock(self.home / ".keys.lock"):
+            keys = dict(self._load())
+            key_id = secrets.token_hex(4)
+            while key_id in keys:
+                key_id = secrets.token_hex(4)
+            secret = f"sp_{key_id}_{secrets.token_urlsafe(32)}"
+            key = ApiKey(key_id=key_id, account=account, created_at=utc_now().isoformat(timespec="seconds"),
+                         label=label, sha256=_hash(secret))
+            keys[key_id] = key
+            self._save(keys)
+        return NewKey(key, secret)
+
+    def revoke(self, key_id: str) -> ApiKey:
+        with file_lock(self.home / ".keys.lock"):
+            keys = dict(self._load())
+            key = keys.pop(key_id, None)
+            if key is None:
+                raise NotFound(f"no key with id {key_id!r}", key_id=key_id)
+            self._save(keys)
+        return key

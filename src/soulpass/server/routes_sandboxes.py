@@ -1,0 +1,148 @@
+"""Sandboxes: open one, write to its session buffer, read the buffer, search it, archive or discard."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Path, status
+
+from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox
+from soulpass.errors import Conflict
+from soulpass.ids import MAX_NAME_LENGTH
+from soulpass.records import SessionBuffer
+from soulpass.server.deps import AccountName, Pool, SandboxId
+from soulpass.server.models import (
+    NAME_PATTERN,
+    ArchiveIn,
+    ArchiveOut,
+    CoreIn,
+    FactIn,
+    SandboxIn,
+    SandboxOut,
+    SearchIn,
+    SearchOut,
+    SensoryIn,
+    StateIn,
+    TurnIn,
+    WrittenOut,
+)
+from soulpass.server.responses import ERRORS
+
+__all__ = ["archive_out", "router", "search_kwargs"]
+
+router = APIRouter(prefix="/v1/accounts/{account}/sandboxes", tags=["sandboxes"], responses=ERRORS)
+CREATED = status.HTTP_201_CREATED
+
+
+def _sandbox(pool: Pool, account: str, sandbox_id: str) -> Sandbox:
+    return pool.get(account).sandbox(sandbox_id)
+
+
+def archive_out(result: ArchiveResult) -> ArchiveOut:
+    if isinstance(result, AlreadyArchived):
+        return ArchiveOut(status="already_archived", version=result.version)
+    summary = result.plan.summary()
+    return ArchiveOut(status="committed" if isinstance(result, Committed) else "planned",
+                      version=int(summary["version"]), summary=summary)
+
+
+def search_kwargs(body: SearchIn) -> dict[str, Any]:
+    return {"kinds": tuple(body.kinds), "agent": body.agent, "tags": tuple(body.tags), "since": body.since,
+            "until": body.until, "session_id": body.session_id, "persona_id": body.persona_id,
+            "event_id": body.event_id}
+
+
+@router.get("", response_model=list[SandboxOut], summary="Live sandboxes")
+def list_sandboxes(account: AccountName, pool: Pool) -> list[SandboxOut]:
+    return [SandboxOut.of(i) for i in pool.get(account).sandboxes()]
+
+
+@router.post("", response_model=SandboxOut, status_code=CREATED, summary="Open a sandbox on the current version")
+def create_sandbox(account: AccountName, body: SandboxIn, pool: Pool) -> SandboxOut:
+    acct = pool.get(account)
+    if body.sandbox_id is not None and any(i.sandbox_id == body.sandbox_id for i in acct.sandboxes()):
+        raise Conflict(f"sandbox {body.sandbox_id} already exists", sandbox_id=body.sandbox_id)
+    return SandboxOut.of(acct.create_sandbox(body.name, body.sandbox_id).info)
+
+
+@router.get("/{sandbox_id}", response_model=SandboxOut, summary="One sandbox")
+def get_sandbox(account: AccountName, sandbox_id: SandboxId, pool: Pool) -> SandboxOut:
+    return SandboxOut.of(_sandbox(pool, account, sandbox_id).info)
+
+
+@router.delete("/{sandbox_id}", status_code=status.HTTP_204_NO_CONTENT,
+               summary="Discard the sandbox and its buffer; the master is untouched")
+def discard_sandbox(account: AccountName, sandbox_id: SandboxId, pool: Pool) -> None:
+    pool.get(account).discard(sandbox_id)
+
+
+@router.get("/{sandbox_id}/buffer", response_model=SessionBuffer,
+            summary="The session buffer (the seed's session-buffer schema)")
+def get_buffer(account: AccountName, sandbox_id: SandboxId, pool: Pool) -> SessionBuffer:
+    return _sandbox(pool, account, sandbox_id).buffer()
+
+
+@router.post("/{sandbox_id}/turns", response_model=WrittenOut, status_code=CREATED,
+             summary="Append a user or agent turn")
+def write_turn(account: AccountName, sandbox_id: SandboxId, body: TurnIn, pool: Pool) -> WrittenOut:
+    return WrittenOut(id=_sandbox(pool, account, sandbox_id).add_turn(body.speaker, body.text, **body.fields))
+
+
+@router.post("/{sandbox_id}/episodes", response_model=WrittenOut, status_code=CREATED,
+             summary="Append an episode (V3, or the seed's shape with inline turn_1/turn_2)")
+def write_episode(account: AccountName, sandbox_id: SandboxId, pool: Pool,
+                  body: Annotated[dict[str, Any], Body(description="The episode")]) -> WrittenOut:
+    return WrittenOut(id=_sandbox(pool, account, sandbox_id).write_episode(body))
+
+
+@router.post("/{sandbox_id}/facts", response_model=WrittenOut, status_code=CREATED,
+             summary="Propose a semantic fact (validated and merged at archive)")
+def write_fact(account: AccountName, sandbox_id: SandboxId, body: FactIn, pool: Pool) -> WrittenOut:
+    sb = _sandbox(pool, account, sandbox_id)
+    return WrittenOut(id=sb.add_fact(body.subject, body.predicate, body.object, confidence=body.confidence,
+                                     content=body.content, source_refs=body.source_refs))
+
+
+@router.post("/{sandbox_id}/states/{name}", response_model=WrittenOut, status_code=CREATED,
+             summary="Set keys of a named state (latest wins at archive)")
+def write_state(account: AccountName, sandbox_id: SandboxId, body: StateIn, pool: Pool,
+                name: Annotated[str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH)]) -> WrittenOut:
+    _sandbox(pool, account, sandbox_id).update_state(name, body.data)
+    return WrittenOut()
+
+
+@router.post("/{sandbox_id}/profile", response_model=WrittenOut, status_code=CREATED,
+             summary="Update the user profile (merged at archive)")
+def write_profile(account: AccountName, sandbox_id: SandboxId, body: StateIn, pool: Pool) -> WrittenOut:
+    _sandbox(pool, account, sandbox_id).update_profile(body.data)
+    return WrittenOut()
+
+
+@router.post("/{sandbox_id}/core", response_model=WrittenOut, status_code=CREATED,
+             summary="Propose a change to core memory (careful merge at archive)")
+def write_core(account: AccountName, sandbox_id: SandboxId, body: CoreIn, pool: Pool) -> WrittenOut:
+    _sandbox(pool, account, sandbox_id).propose_core(body.section, body.value, key=body.key,
+                                                     confidence=body.confidence, reason=body.reason)
+    return WrittenOut()
+
+
+@router.post("/{sandbox_id}/sensory", response_model=WrittenOut, status_code=CREATED,
+             summary="Store a raw input (text, a page's content) as a sensory record")
+def write_sensory(account: AccountName, sandbox_id: SandboxId, body: SensoryIn, pool: Pool) -> WrittenOut:
+    sb = _sandbox(pool, account, sandbox_id)
+    return WrittenOut(id=sb.add_sensory(body.content, source=body.source, modality=body.modality,
+                                        media_type=body.media_type))
+
+
+@router.post("/{sandbox_id}/archive", response_model=ArchiveOut,
+             summary="Consolidate the sandbox into the next master version")
+def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: Pool) -> ArchiveOut:
+    return archive_out(pool.get(account).archive(sandbox_id, dry_run=body.dry_run))
+
+
+@router.post("/{sandbox_id}/search", response_model=SearchOut,
+             summary="Search what the sandbox sees: the master as of its parent plus its own buffer")
+def search_sandbox(account: AccountName, sandbox_id: SandboxId, body: SearchIn, pool: Pool) -> SearchOut:
+    with pool.indexed(account) as acct:
+        hits = acct.sandbox(sandbox_id).search(body.query, body.k, **search_kwargs(body))
+    return SearchOut.of(hits)

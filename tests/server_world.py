@@ -1,0 +1,84 @@
+"""Two accounts with data, keys for each and an admin key: the world the server tests run in."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+import soulpass
+from soulpass.server.app import create_app
+from soulpass.server.keys import KeyStore
+
+
+@dataclass
+class Tenant:
+    name: str
+    key: str
+    key_id: str
+    marker: str  # text only this account holds
+    sandbox_id: str  # a live sandbox with the marker in its buffer
+    record_id: str  # a committed record with the marker
+    journal_id: str  # a committed journal entry with the marker
+
+    @property
+    def auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.key}"}
+
+
+@dataclass
+class World:
+    home: Path
+    engine: soulpass.Soulpass
+    ann: Tenant
+    bob: Tenant
+    admin_key: str
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_key}"}
+
+    def app(self, **kwargs: Any) -> FastAPI:
+        return create_app(self.engine, **kwargs)
+
+
+def _tenant(sp: soulpass.Soulpass, keys: KeyStore, name: str, marker: str) -> Tenant:
+    acct = sp.create_account(name)
+    sb = acct.create_sandbox("first")
+    sb.add_turn("user", f"{marker} my locker code is {marker}")
+    sb.add_fact(content=f"User keeps {marker}", confidence=0.95)
+    sb.update_state("ire", {"mood": marker})
+    sb.add_journal(f"Today I hid the {marker} under the stairs.", title="hiding", tags=("secret",))
+    result = sb.archive()
+    record_id = next(r.id for r in acct.records("turn_user"))
+    journal_id = result.plan.journal[0]["id"]  # type: ignore[union-attr]
+    live = acct.create_sandbox("second")
+    live.add_turn("user", f"still {marker}")
+    new = keys.create(name)
+    return Tenant(name=name, key=new.secret, key_id=new.key.key_id, marker=marker, sandbox_id=live.id,
+                  record_id=record_id, journal_id=journal_id)
+
+
+def build_world(home: Path) -> World:
+    sp = soulpass.open(home, embedder="none")
+    keys = KeyStore(home)
+    ann = _tenant(sp, keys, "ann", "annmarker7731")
+    bob = _tenant(sp, keys, "bob", "bobmarker4409")
+    return World(home=home, engine=sp, ann=ann, bob=bob, admin_key=keys.create(None).secret)
+
+
+def app_routes(app: FastAPI) -> Iterator[tuple[str, str]]:
+    """(method, path template) of every route the app answers, included routers too."""
+    for route in app.routes:
+        contexts = getattr(route, "effective_route_contexts", None)
+        if contexts is not None:
+            for ctx in contexts():
+                for method in sorted(getattr(ctx.original_route, "methods", None) or ()):
+                    yield method, ctx.path
+        else:
+            for method in sorted(getattr(route, "methods", None) or ()):
+                if method != "HEAD":
+                    yield method, getattr(route, "path", "")

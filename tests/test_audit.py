@@ -1,0 +1,193 @@
+"""Integrity: things corrupted on purpose are each named by ``audit``; ``index rebuild`` and
+``restore`` bring back identical search results with no record lost; ``prune`` never deletes a file."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import soulpass
+from soulpass.cli.main import cli
+from soulpass.integrity import audit, prune
+from soulpass.store.fsio import dump_json
+
+pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed (vectors are part of the audit)")
+
+QUERIES = ["lighthouse keeper refraction", "cat tuna", "Paris", "rye bread recipe", "model swap identity"]
+ENV = {"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""}
+
+
+@dataclass
+class World:
+    home: Path
+    repo: Path
+    run: Callable[..., str]
+
+    @property
+    def account(self) -> Path:
+        return self.home / "accounts" / "ann"
+
+    def engine(self) -> soulpass.engine.Soulpass:
+        return soulpass.open(self.home)
+
+    def results(self) -> list[list[tuple[str, float]]]:
+        acct = self.engine().account("ann")
+        try:
+            return [[(h.id, round(h.score, 5)) for h in acct.search(q, 5)] for q in QUERIES]
+        finally:
+            acct.close()
+
+    def records(self) -> dict[str, bytes]:
+        return {p.relative_to(self.account).as_posix(): p.read_bytes()
+                for p in sorted((self.account / "core").rglob("*")) if p.is_file()}
+
+
+def _fill(acct: soulpass.engine.Account) -> None:
+    sb = acct.create_sandbox("chat")
+    t = sb.add_turn("user", "My cat Miso loves tuna and sleeps on the piano")
+    sb.add_turn("eva", "Tuna is a treat; cats also like the warm piano lid", reply_to=t)
+    sb.write_episode({"summary": {"action_taken": "talked about Miso", "key_outcome": "Miso likes tuna",
+                                  "future_implication": "buy tuna"}, "turn_refs": [t]})
+    sb.add_fact("Ann", "lives in", "Paris", confidence=0.9)
+    sb.add_journal("# Lighthouse\n\nThe lighthouse keeper writes about refraction of light on water.",
+                   type="reflection", tags=["sea"], timestamp=datetime(2025, 12, 4, tzinfo=UTC))
+    sb.add_journal("A model swap changed the voice, not the identity. Continuity matters.", type="experiment",
+                   timestamp=datetime(2025, 12, 5, tzinfo=UTC))
+    sb.add_journal("Rye bread recipe: flour, water, salt, patience.", tags=["food"])
+    sb.archive()
+    acct.journal().add("Second evening. The keeper again watched the light bend.", title="Keeper")
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    home = tmp_path / "home"
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0) -> str:
+        res = runner.invoke(cli, ["--home", str(home), *args], env=ENV)
+        assert res.exit_code == code, f"{args}: {res.exit_code}\n{res.output}\n{res.exception!r}"
+        return res.output
+
+    w = World(home, tmp_path / "backup", run)
+    acct = w.engine().create_account("ann")
+    _fill(acct)
+    acct.index()  # catalog and vectors up to date
+    acct.close()
+    yield w
+
+
+def _checks(report: dict[str, object]) -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {}
+    for f in report["findings"]:  # type: ignore[attr-defined]
+        out.setdefault(f["check"], set()).add(f["subject"])
+    return out
+
+
+def test_clean_account_passes(world: World) -> None:
+    assert "ann: ok" in world.run("audit", "-a", "ann")
+    report = audit(world.engine(), "ann")
+    assert report.ok and report.catalog_version == report.store_version == 2
+    assert report.files > 0 and report.rows_in_force > 0
+
+
+def test_audit_names_each_problem_and_restore_brings_everything_back(world: World) -> None:
+    before, files_before = world.results(), world.records()
+    assert all(before)  # every query finds something
+    world.run("backup", "-a", "ann", "--to", str(world.repo))
+    acct_dir = world.account
+    turn = next(p for p in (acct_dir / "core/01_Episodic_memory/turns/user").rglob("TU_*.json"))
+    turn.unlink()  # a deleted record file
+    journal = next((acct_dir / "core/04_Journal/reflections").glob("*.md"))
+    journal.write_text(journal.read_text() + "\nedited by hand\n")  # an edited record file
+    vectors = next(p for p in (acct_dir / "index" / "vectors").iterdir() if p.is_dir())
+    shutil.rmtree(vectors)  # deleted vector files
+    foreign = acct_dir / "index" / "vectors" / "exact-0123456789"
+    foreign.mkdir()
+    (foreign / "meta.json").write_bytes(dump_json({"format": 1, "backend": "exact", "model_id": "other/model",
+                                                   "dim": 8}))
+    # A row the catalog lost (its file stays), then a version the index has not caught up with.
+    other = soulpass.open(world.home, embedder="none").account("ann")
+    episode = next(r for r in other.index().catalog.rows() if r.kind == "episode")
+    assert other.index().catalog.delete_rows([(episode.id, episode.version)]) == 1
+    other.close()
+    sb = other.create_sandbox("late")
+    sb.add_turn("user", "A late turn the index has not seen")
+    sb.archive()
+    txn = acct_dir / "txn" / "00000099" / "files" / "core"
+    txn.mkdir(parents=True)
+    (txn / "half.json").write_bytes(b'{"vers')  # a half-written, uncommitted txn
+
+    out = world.run("audit", "-a", "ann", code=1)
+    for check in ("missing_file", "edited_file", "leftover_txn", "missing_vectors", "foreign_vectors",
+                  "version_drift", "unindexed_file"):
+        assert check in out, f"audit did not report {check}:\n{out}"
+    report = json.loads(world.run("audit", "-a", "ann", "--json", code=1))
+    found = _checks(report)
+    assert turn.stem in found["missing_file"]
+    assert any(s.startswith("JE_") for s in found["edited_file"])
+    assert "leftover_txn" not in found  # the first audit's open finished it (discarded, uncommitted)
+    assert not (acct_dir / "txn" / "00000099").exists()
+    assert "index/vectors/exact-0123456789" in found["foreign_vectors"]
+    assert "index/catalog.sqlite" in found["version_drift"]
+    assert found["unindexed_file"] == {episode.id}  # the late turn counts as drift, not one by one
+
+    world.run("restore", "-a", "ann", "--from", str(world.repo), "--force")
+    assert world.records() == files_before  # byte for byte, no record lost
+    # The restored account has no index yet (it is derived): the audit says so, a rebuild makes it.
+    assert "version_drift" in world.run("audit", "-a", "ann", code=1)
+    world.run("index", "rebuild", "-a", "ann")
+    assert "ann: ok" in world.run("audit", "-a", "ann")
+    assert world.results() == before
+
+
+def test_rebuild_repairs_a_truncated_catalog_and_deleted_vectors(world: World) -> None:
+    before = world.results()
+    catalog = world.account / "index" / "catalog.sqlite"
+    size = catalog.stat().st_size
+    with catalog.open("r+b") as fh:
+        fh.truncate(size // 2)
+    shutil.rmtree(next(p for p in (world.account / "index" / "vectors").iterdir() if p.is_dir()))
+    report = json.loads(world.run("audit", "-a", "ann", "--json", code=1))
+    assert "index_unreadable" in _checks(report), report
+    out = world.run("index", "rebuild", "-a", "ann")
+    assert "could not be opened" in out
+    assert "ann: ok" in world.run("audit", "-a", "ann")
+    assert world.results() == before
+
+
+def test_rebuild_after_catalog_deleted_and_vectors_lost(world: World) -> None:
+    before = world.results()
+    for p in (world.account / "index").glob("catalog.sqlite*"):
+        p.unlink()
+    vec = next(p for p in (world.account / "index" / "vectors").iterdir() if p.is_dir())
+    for f in vec.iterdir():
+        if f.name != "meta.json":
+            f.unlink() if f.is_file() else shutil.rmtree(f)
+    report = audit(world.engine(), "ann")
+    assert report.checks() == {"version_drift", "missing_vectors"}
+    world.run("index", "rebuild", "-a", "ann")
+    assert audit(world.engine(), "ann").ok
+    assert world.results() == before
+
+
+def test_prune_removes_orphan_rows_never_files(world: World) -> None:
+    journal = next((world.account / "core/04_Journal/journal").glob("*.md"))
+    journal.unlink()
+    files = world.records()
+    out = world.run("prune", "-a", "ann", "--dry-run", "--json")
+    assert len(json.loads(out)["rows_removed"]) == 1
+    acct = world.engine().account("ann")
+    report = prune(acct)
+    acct.close()
+    assert [r["path"] for r in report.rows_removed] == [journal.relative_to(world.account).as_posix()]
+    assert world.records() == files  # nothing on disk changed
+    after = audit(world.engine(), "ann")
+    assert after.ok, after.findings
+    assert json.loads(world.run("prune", "-a", "ann", "--json"))["rows_removed"] == []

@@ -1,0 +1,153 @@
+"""Context assembly: order, situation guidance, the token budget and its truncation order; RAG and inboxes."""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent_helpers import START, Clock, account, memory
+from soulpass.agent import AgentMemory, ClipboardView, RedisInbox
+from soulpass.agent.context import Memory, assemble, count_tokens, situation_guidance
+from soulpass.agent.types import LogEntry, Orientation
+from soulpass.engine import Committed
+from soulpass.errors import InvalidInput
+from soulpass.records import SituationContext
+
+
+def _entries(n: int) -> list[LogEntry]:
+    return [LogEntry(id=f"tl_temp_{i:012x}", event_id=str(i), at=START, agent="pro", kind="intent",
+                     speaker="pro", text=f"hot entry number {i} " + "word " * 20) for i in range(n)]
+
+
+def _memories(n: int) -> list[Memory]:
+    return [Memory(id=f"EP_20260101_{i:03d}", kind="episode", when=START, text=f"memory {i} " + "detail " * 30)
+            for i in range(n)]
+
+
+def _orientation() -> Orientation:
+    return Orientation(agent="flash", slept_from=START, slept_to=START.replace(hour=17),
+                       digest=tuple(f"pro (outcome, 1{i}:00): did thing {i}" for i in range(5)),
+                       scribed_episode=None, sandbox_id="sb")
+
+
+def test_sections_come_in_the_stated_order() -> None:
+    block = assemble("flash", "sb", 100_000, orientation=_orientation(),
+                     clipboard=ClipboardView("flash", ("pinned",)),
+                     situation=SituationContext(location_context="mobile_ssh"), hot=_entries(3), memories=_memories(2))
+    assert [s.name for s in block.sections] == ["orientation", "clipboard", "guidance", "hot_log", "memories"]
+    text = block.text
+    positions = [text.index(tag) for tag in ("[ORIENTATION]", "[ACTIVE_CLIPBOARD]", "[SITUATION]", "[HOT_LOG]",
+                                             "[MEMORIES]")]
+    assert positions == sorted(positions)
+    assert "- [2026-01-05] (episode EP_20260101_000) memory 0" in text  # memories carry their dates
+    assert block.tokens == count_tokens(text) and not block.over_budget
+
+
+def test_the_budget_cuts_memories_then_hot_log_then_digest_then_guidance() -> None:
+    def build(budget: int) -> dict[str, int]:
+        block = assemble("flash", "sb", budget, orientation=_orientation(), clipboard=ClipboardView("flash", ("x",)),
+                         situation=SituationContext(agent_role="Senior Dev"), hot=_entries(10), memories=_memories(5))
+        assert block.tokens <= budget or block.over_budget
+        return {s.name: s.dropped for s in block.sections} | {"_guidance": int(any(
+            s.name == "guidance" and s.text for s in block.sections))}
+
+    full = assemble("flash", "sb", 100_000, orientation=_orientation(), clipboard=ClipboardView("flash", ("x",)),
+                    situation=SituationContext(agent_role="Senior Dev"), hot=_entries(10),
+                    memories=_memories(5)).tokens
+    seen = [build(b) for b in range(full, 0, -25)]
+    stage = [(d.get("memories", 0), d.get("hot_log", 0), d.get("orientation", 0), d.get("guidance", 0))
+             for d in seen]
+    # each kind is only cut once everything earlier in the order is gone
+    for mem_cut, hot_cut, digest_cut, guidance_cut in stage:
+        if hot_cut:
+            assert mem_cut == 5
+        if digest_cut:
+            assert hot_cut == 9  # the newest hot entry is kept
+        if guidance_cut:
+            assert digest_cut == 5
+    assert stage[0] == (0, 0, 0, 0) and stage[-1] == (5, 9, 5, 2)
+    tiny = assemble("flash", "sb", 10, orientation=_orientation(), clipboard=ClipboardView("flash", ("x" * 200,)),
+                    situation=None, hot=_entries(2), memories=[])
+    assert tiny.over_budget and "x" * 200 in tiny.text and "You slept for 8 hours" in tiny.text
+
+
+def test_situation_guidance_follows_seed_001_section_5() -> None:
+    lines = situation_guidance(SituationContext(location_context="mobile_ssh", agent_role="Senior Dev",
+                                                interaction_mode="casual", mission_goal="Refactor MSP"))
+    text = "\n".join(lines)
+    assert "NEVER output more than 2-3 lines of code unless the user explicitly asks" in text
+    assert "assert or caution" in text and "Refactor MSP" in text and "Never assume intent" in text
+    assert "detailed code" in "\n".join(situation_guidance(SituationContext(location_context="local_dev")))
+    assert "role of Friend" in "\n".join(situation_guidance(SituationContext(agent_role="Friend")))
+
+
+def test_context_of_a_sandbox(tmp_path: Path) -> None:
+    clock = Clock()
+    mem = memory(account(tmp_path), clock)
+    mem.clipboard_add("pro", "customer: ACME")
+    for i in range(25):
+        mem.log("pro", f"step {i} of the ACME migration")
+        clock.advance(minutes=1)
+    block = mem.context("pro", "ACME migration status", 100_000,
+                        situation={"location_context": "mobile_ssh", "agent_role": "Senior Dev"})
+    assert block.orientation is None and block.sandbox_id == mem.sandbox.id
+    hot = next(s for s in block.sections if s.name == "hot_log").text
+    assert hot.count("\n- ") == 20 and "step 5 of" in hot and "step 4 of" not in hot  # the 20 hot entries
+    assert "2-3 lines of code" in block.text
+    clip = "[ACTIVE_CLIPBOARD]\n1. customer: ACME\n[/ACTIVE_CLIPBOARD]"
+    assert block.to_dict()["sections"][0] == {"name": "clipboard", "tokens": count_tokens(clip), "truncated": False,
+                                              "dropped": 0}
+    for bad in ({"budget_tokens": 0}, {"budget_tokens": "10"}, {"situation": {"agent_role": 5}}):
+        with pytest.raises(InvalidInput):
+            mem.context("pro", "x", **bad)  # type: ignore[arg-type]
+
+
+def test_rag_search_delivers_full_episodes_to_the_inbox(tmp_path: Path) -> None:
+    clock = Clock()
+    acct = account(tmp_path)
+    first = memory(acct, clock)
+    first.log("pro", "Permission denied on /mnt/storage when writing backups")
+    first.log("pro", "fixed it: the mount was read-only; remounted with rw and chowned to backup",
+              kind="outcome")
+    first.log("flash", "the user asked about lunch options", speaker="user")
+    first.scribe(keep=1)
+    assert isinstance(first.sandbox.archive(), Committed)
+    mem = memory(acct, clock, sandbox_name="later")
+    result = mem.rag_search("pro", "permission denied storage mount")
+    assert len(result.episode_ids) == 1 and result.episode_ids[0].startswith("EP_")
+    assert "remounted with rw" in result.markdown and "### Episode EP_" in result.markdown
+    inbox = mem.inbox("pro")
+    assert [m.id for m in inbox] == [result.message.id] and inbox[0].markdown == result.markdown
+    assert mem.inbox("flash") == []
+    # the next context shows it among the memories, until it is read
+    assert "remounted with rw" in mem.context("pro", "backups", 100_000).text
+    assert len(mem.inbox("pro", pop=True)) == 1 and mem.inbox("pro") == []
+    with pytest.raises(InvalidInput):
+        mem.rag_search("pro", "  ")
+
+
+def test_rag_search_into_redis(tmp_path: Path) -> None:
+    redis = pytest.importorskip("redis", reason="the 'redis' extra is not installed")
+    client = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1)
+    try:
+        client.ping()
+    except redis.ConnectionError:
+        pytest.skip("no Redis server at 127.0.0.1:6379")
+    acct = account(tmp_path)
+    inbox = RedisInbox(client, "ann", prefix=f"soulpass-test-{uuid.uuid4().hex[:8]}")
+    mem = AgentMemory(acct.create_sandbox("s"), inbox=inbox)
+    mem.log("pro", "the VPN certificate expired; renewed it with certbot", kind="outcome")
+    mem.scribe(keep=0)
+    try:
+        result = mem.rag_search("pro", "VPN certificate")
+        assert client.llen(inbox.key("pro")) == 1
+        # another process reading the same Redis sees it
+        other = RedisInbox(redis.Redis(host="127.0.0.1", port=6379), "ann", prefix=inbox.prefix)
+        got = other.read("pro", pop=True)
+        assert [m.id for m in got] == [result.message.id] and "certbot" in got[0].markdown
+        assert client.llen(inbox.key("pro")) == 0 and mem.inbox("pro") == []
+        assert not any(e.type == "inbox" for e in mem.sandbox.info.buffer().events())
+    finally:
+        client.delete(inbox.key("pro"))

@@ -1,0 +1,87 @@
+"""API keys: shown once, only a hash stored, crash-safe file, revocation, the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from soulpass.cli.main import cli
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.server.keys import KeyStore
+
+
+def test_key_is_returned_once_and_only_its_hash_is_stored(tmp_path: Path) -> None:
+    keys = KeyStore(tmp_path)
+    new = keys.create("ann", label="laptop")
+    raw = (tmp_path / "keys.json").read_text(encoding="utf-8")
+    assert new.secret not in raw
+    secret_part = new.secret.split("_", 2)[2]
+    assert secret_part not in raw
+    assert hashlib.sha256(new.secret.encode()).hexdigest() in raw
+    assert (tmp_path / "keys.json").stat().st_mode & 0o777 == 0o600
+    assert keys.verify(new.secret) == new.key
+    assert new.key.account == "ann" and not new.key.admin
+
+
+def test_wrong_malformed_and_revoked_keys_are_refused(tmp_path: Path) -> None:
+    keys = KeyStore(tmp_path)
+    a = keys.create("ann")
+    admin = keys.create(None)
+    assert admin.key.admin
+    forged = a.secret[:-4] + ("AAAA" if not a.secret.endswith("AAAA") else "BBBB")
+    for bad in (forged, "", "sp_", "Bearer x", a.secret + " ", "sp_zzzzzzzz_" + "a" * 43):
+        assert keys.verify(bad) is None, bad
+    keys.revoke(a.key.key_id)
+    assert keys.verify(a.secret) is None
+    assert KeyStore(tmp_path).verify(admin.secret) == admin.key  # another process sees the same file
+    with pytest.raises(NotFound):
+        keys.revoke(a.key.key_id)
+
+
+def test_keys_survive_a_reopen_and_a_leftover_temp_file(tmp_path: Path) -> None:
+    keys = KeyStore(tmp_path)
+    a = keys.create("ann")
+    (tmp_path / ".keys.json.tmp").write_text("{ torn", encoding="utf-8")  # a crash mid-write leaves this
+    again = KeyStore(tmp_path)
+    assert again.verify(a.secret) == a.key
+    b = again.create("bob")
+    assert {k.key_id for k in KeyStore(tmp_path).list()} == {a.key.key_id, b.key.key_id}
+    assert json.loads((tmp_path / "keys.json").read_text(encoding="utf-8"))["format"] == "soulpass-keys/1"
+
+
+def test_bad_account_names_and_labels_are_refused(tmp_path: Path) -> None:
+    keys = KeyStore(tmp_path)
+    for bad in ("../x", "", "a/b"):
+        with pytest.raises(InvalidInput):
+            keys.create(bad)
+    with pytest.raises(InvalidInput):
+        keys.create("ann", label="two\nlines")
+    assert keys.list() == []
+
+
+def test_cli_key_create_list_revoke(tmp_path: Path) -> None:
+    runner = CliRunner()
+    home = str(tmp_path / "home")
+
+    def run(*args: str, code: int = 0) -> str:
+        result = runner.invoke(cli, ["--home", home, *args], env={"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""})
+        assert result.exit_code == code, f"{args}: {result.output}"
+        return result.stdout
+
+    run("key", "create", "ann", code=3)  # no such account
+    run("account", "create", "ann")
+    secret = run("key", "create", "ann", "--label", "ci").strip()
+    assert KeyStore(home).verify(secret) is not None
+    admin = run("key", "create", "--admin").strip()
+    assert KeyStore(home).verify(admin).admin  # type: ignore[union-attr]
+    run("key", "create", "ann", "--admin", code=2)
+    listed = json.loads(run("key", "list", "--json"))
+    assert {k["account"] for k in listed} == {"ann", None}
+    assert secret not in json.dumps(listed)
+    key_id = next(k["key_id"] for k in listed if k["account"] == "ann")
+    run("key", "revoke", key_id)
+    assert KeyStore(home).verify(secret) is None

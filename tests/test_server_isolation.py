@@ -1,0 +1,172 @@
+"""Isolation: for every endpoint the app has, no key is 401, and account A's key asking for
+account B's data (or B's sandbox under A's name) gets 403/404 with nothing of B's in the body.
+
+The endpoint list comes from the app's routes, so a new endpoint is tested without anyone
+remembering to add it; an endpoint the test cannot classify fails the test.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from server_world import Tenant, World, app_routes, build_world
+
+PUBLIC = {("GET", "/openapi.json")}
+# Routes without an account in the path: what each must do for a plain account key.
+GLOBAL = {("GET", "/v1/accounts"), ("POST", "/v1/accounts")}
+
+# A body each endpoint accepts (the isolation checks must get past validation to mean anything).
+BODIES: dict[tuple[str, str], Any] = {
+    ("POST", "/v1/accounts"): {"name": "carol"},
+    ("POST", "/keys"): {"label": "x"},
+    ("POST", "/sandboxes"): {"name": "x"},
+    ("POST", "/turns"): {"text": "hello"},
+    ("POST", "/episodes"): {"summary": {"action_taken": "a", "key_outcome": "b", "future_implication": "c"}},
+    ("POST", "/facts"): {"content": "User likes tea", "confidence": 0.9},
+    ("POST", "/states/{name}"): {"data": {"k": 1}},
+    ("POST", "/profile"): {"data": {"k": 1}},
+    ("POST", "/core"): {"section": "identity", "key": "name", "value": "x", "confidence": 0.9, "reason": "r"},
+    ("POST", "/sensory"): {"content": "raw"},
+    ("POST", "/archive"): {},
+    ("POST", "/search"): {"query": "locker"},
+    ("POST", "/rollback"): {"version": 0},
+    ("POST", "/clipboard/{agent}"): {"action": "add", "item": "x"},
+    ("POST", "/context"): {"agent": "agent", "message": "what is my locker code?"},
+    ("POST", "/rag_search"): {"agent": "agent", "query": "locker"},
+    ("POST", "/ingest"): {"agent": "agent", "text": "a document", "title": "doc"},
+    ("POST", "/journal"): {"title": "A day", "text": "wrote things"},
+    ("POST", "/log"): {"agent": "agent", "text": "hello"},
+}
+QUERY: dict[str, dict[str, Any]] = {"/diff": {"a": 0, "b": 1}}
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    return build_world(tmp_path_factory.mktemp("iso") / "home")
+
+
+@pytest.fixture(scope="module")
+def client(world: World) -> TestClient:
+    return TestClient(world.app())
+
+
+def _body(method: str, path: str) -> Any:
+    if (method, path) in BODIES:
+        return BODIES[(method, path)]
+    for (m, suffix), body in BODIES.items():
+        if m == method and path.endswith(suffix):
+            return body
+    if method in ("POST", "PUT", "PATCH"):
+        raise AssertionError(f"no sample body for {method} {path}: add one to BODIES")
+    return None
+
+
+def _fill(path: str, account: str, owner: Tenant) -> str:
+    values = {"account": account, "sandbox_id": owner.sandbox_id, "ref": owner.record_id, "name": "ire",
+              "key_id": owner.key_id, "agent": "agent",
+              "entry_id": owner.journal_id}
+    unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
+    assert not unknown, f"{path}: the isolation test does not know how to fill {unknown}"
+    return path.format(**values)
+
+
+def _request(client: TestClient, method: str, path: str, headers: dict[str, str], template: str) -> Any:
+    query = next((q for suffix, q in QUERY.items() if template.endswith(suffix)), None)
+    return client.request(method, path, headers=headers, json=_body(method, template), params=query)
+
+
+def _leaks(text: str, victim: Tenant) -> list[str]:
+    return [s for s in (victim.marker, victim.sandbox_id, victim.key_id, victim.name) if s in text]
+
+
+def _routes(client: TestClient) -> list[tuple[str, str]]:
+    routes = sorted(set(app_routes(client.app)))  # type: ignore[arg-type]
+    assert len(routes) >= 20
+    return routes
+
+
+def test_every_route_is_classified(client: TestClient) -> None:
+    for method, path in _routes(client):
+        assert (method, path) in PUBLIC | GLOBAL or path.startswith("/v1/accounts/{account}"), (
+            f"{method} {path}: neither public, global nor under /v1/accounts/{{account}}; classify it here")
+
+
+def test_no_key_or_a_bad_key_is_401_everywhere(client: TestClient, world: World) -> None:
+    checked = 0
+    for method, template in _routes(client):
+        if (method, template) in PUBLIC:
+            continue
+        path = _fill(template, "bob", world.bob)
+        for headers in ({}, {"Authorization": "Bearer sp_00000000_" + "x" * 43}, {"Authorization": "Basic Ym9i"},
+                        {"Authorization": world.bob.key}):  # no "Bearer"
+            r = _request(client, method, path, headers, template)
+            assert r.status_code == 401, f"{method} {path} {headers}: {r.status_code} {r.text}"
+            assert r.json()["error"] == "Unauthorized"
+            assert world.bob.marker not in r.text
+            checked += 1
+    assert checked > 60
+
+
+def test_a_key_never_reaches_another_account(client: TestClient, world: World) -> None:
+    bob = world.engine.account("bob")
+    head, buffer = bob.head(), bob.sandbox(world.bob.sandbox_id).buffer().model_dump_json()
+    checked = 0
+    for method, template in _routes(client):
+        if "{account}" not in template:
+            continue
+        path = _fill(template, "bob", world.bob)
+        r = _request(client, method, path, world.ann.auth, template)
+        assert r.status_code in (403, 404), f"{method} {path}: {r.status_code} {r.text}"
+        assert not _leaks(r.text, world.bob), f"{method} {path} leaks {_leaks(r.text, world.bob)}: {r.text}"
+        checked += 1
+    assert checked >= 20
+    assert bob.head() == head
+    assert bob.sandbox(world.bob.sandbox_id).buffer().model_dump_json() == buffer
+    assert [k.account for k in client.app.state.keys.list()].count("bob") == 1  # type: ignore[attr-defined]
+
+
+def test_another_accounts_sandbox_under_my_name_is_404(client: TestClient, world: World) -> None:
+    checked = 0
+    for method, template in _routes(client):
+        if "{sandbox_id}" not in template:
+            continue
+        path = _fill(template, "ann", world.bob)  # ann's account, bob's sandbox id
+        r = _request(client, method, path, world.ann.auth, template)
+        assert r.status_code == 404, f"{method} {path}: {r.status_code} {r.text}"
+        assert world.bob.marker not in r.text and "bob" not in r.text
+        checked += 1
+    assert checked >= 10
+    assert world.bob.sandbox_id in {s.sandbox_id for s in world.engine.account("bob").sandboxes()}
+
+
+def test_account_routes_without_an_account_in_the_path(client: TestClient, world: World) -> None:
+    r = client.get("/v1/accounts", headers=world.ann.auth)
+    assert r.status_code == 200 and [a["account"] for a in r.json()] == ["ann"]
+    assert "bob" not in r.text
+    r = client.post("/v1/accounts", headers=world.ann.auth, json={"name": "mallory"})
+    assert r.status_code == 403 and "mallory" not in world.engine.accounts()
+    assert {a["account"] for a in client.get("/v1/accounts", headers=world.admin).json()} == {"ann", "bob"}
+
+
+def test_search_results_stay_in_their_account(client: TestClient, world: World) -> None:
+    for who, other in ((world.ann, world.bob), (world.bob, world.ann)):
+        for query in (who.marker, other.marker, "locker code"):
+            r = client.post(f"/v1/accounts/{who.name}/search", headers=who.auth, json={"query": query})
+            assert r.status_code == 200
+            assert other.marker not in r.text
+            r = client.post(f"/v1/accounts/{who.name}/sandboxes/{who.sandbox_id}/search", headers=who.auth,
+                            json={"query": query})
+            assert r.status_code == 200 and other.marker not in r.text
+    hits = client.post("/v1/accounts/ann/search", headers=world.ann.auth,
+                       json={"query": world.ann.marker}).json()["hits"]
+    assert hits and world.ann.marker in hits[0]["text"]
+
+
+def test_admin_key_reaches_every_account(client: TestClient, world: World, tmp_path: Path) -> None:
+    r = client.get(f"/v1/accounts/bob/show/{world.bob.record_id}", headers=world.admin)
+    assert r.status_code == 200 and world.bob.marker in r.text
