@@ -74,7 +74,7 @@ class OwnRedis:
 
 
 def shared_or_own_redis(tmp_path: Path) -> Iterator[str]:
-    """For a ``shared_or_own_redis``: the shared Redis, else a private one, else skip."""
+    """For conftest's ``redis_url`` fixture: the shared Redis, else a private one, else skip."""
     if reachable(SHARED_URL):
         yield SHARED_URL
         return
@@ -88,7 +88,7 @@ def shared_or_own_redis(tmp_path: Path) -> Iterator[str]:
 
 
 def private_queue(redis_url: str) -> Iterator[QueueNames]:
-    """For a ``names`` fixture: a queue of the test's own, its keys deleted afterwards."""
+    """For conftest's ``names`` fixture: a queue of the test's own, its keys deleted afterwards."""
     q = QueueNames(f"queue:gpu_heavy:test-{uuid.uuid4().hex[:10]}")
     yield q
     client = redis_module().Redis.from_url(redis_url)

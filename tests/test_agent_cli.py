@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 import soulpass
+from agent_helpers import shared_redis
 from soulpass.cli.main import cli
 
 
@@ -119,12 +120,7 @@ def test_chat_without_an_endpoint_only_logs(run: Any, tmp_path: Path) -> None:
 
 
 def test_chat_rag_through_a_redis_inbox(run: Any, tmp_path: Path) -> None:
-    redis = pytest.importorskip("redis", reason="the 'redis' extra is not installed")
-    client = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.skip("no Redis server at 127.0.0.1:6379")
+    client = shared_redis()
     run("ingest", "The staging database password rotates every Friday at noon.", "-a", "ann", "--agent", "pro")
     key = "soulpass:ann:inbox:pro"
     client.delete(key)

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import soulpass
-from queue_helpers import OwnRedis, private_queue, shared_or_own_redis, start_worker, stop_all, wait_for_workers
+from queue_helpers import OwnRedis, start_worker, stop_all, wait_for_workers
 from soulpass.cli.main import cli
 from soulpass.embed.base import Vectors
 from soulpass.embed.redis_queue import connect, queue_metrics
@@ -35,23 +35,6 @@ from soulpass.records import TurnUser
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-
-
-@pytest.fixture(scope="module")
-def minilm() -> Any:
-    from soulpass.embed.minilm import MiniLM
-
-    return MiniLM(threads=1)
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    yield from shared_or_own_redis(tmp_path)
-
-
-@pytest.fixture
-def names(redis_url: str) -> Iterator[QueueNames]:
-    yield from private_queue(redis_url)
 
 
 class Gated:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from agent_helpers import START, Clock, account, memory
+from agent_helpers import START, Clock, account, memory, shared_redis
 from soulpass.agent import AgentMemory, ClipboardView, RedisInbox
 from soulpass.agent.context import Memory, assemble, count_tokens, situation_guidance
 from soulpass.agent.types import LogEntry, Orientation
@@ -129,12 +129,7 @@ def test_rag_search_delivers_full_episodes_to_the_inbox(tmp_path: Path) -> None:
 
 
 def test_rag_search_into_redis(tmp_path: Path) -> None:
-    redis = pytest.importorskip("redis", reason="the 'redis' extra is not installed")
-    client = redis.Redis(host="127.0.0.1", port=6379, socket_connect_timeout=1)
-    try:
-        client.ping()
-    except redis.ConnectionError:
-        pytest.skip("no Redis server at 127.0.0.1:6379")
+    client = shared_redis()
     acct = account(tmp_path)
     inbox = RedisInbox(client, "ann", prefix=f"soulpass-test-{uuid.uuid4().hex[:8]}")
     mem = AgentMemory(acct.create_sandbox("s"), inbox=inbox)
@@ -144,7 +139,7 @@ def test_rag_search_into_redis(tmp_path: Path) -> None:
         result = mem.rag_search("pro", "VPN certificate")
         assert client.llen(inbox.key("pro")) == 1
         # another process reading the same Redis sees it
-        other = RedisInbox(redis.Redis(host="127.0.0.1", port=6379), "ann", prefix=inbox.prefix)
+        other = RedisInbox(shared_redis(), "ann", prefix=inbox.prefix)
         got = other.read("pro", pop=True)
         assert [m.id for m in got] == [result.message.id] and "certbot" in got[0].markdown
         assert client.llen(inbox.key("pro")) == 0 and mem.inbox("pro") == []

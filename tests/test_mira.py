@@ -4,10 +4,8 @@ pattern reports are right, and it exports back to a valid ``memory_index.json``.
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import shutil
-import sys
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -19,6 +17,7 @@ import yaml
 from click.testing import CliRunner
 
 import soulpass
+from bench_helpers import benchmark_module
 from soulpass.cli.main import cli
 from soulpass.errors import InvalidInput
 from soulpass.mira import ENTRY_KEYS, MIRA_VERSION, export_mira, import_mira
@@ -233,17 +232,9 @@ def test_cli_import_export_patterns(tmp_path: Path) -> None:
 
 
 def test_journal_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "journal_scale.py"
-    spec = importlib.util.spec_from_file_location("soulpass_bench_journal_scale", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-        out = tmp_path / "r.json"
+    out = tmp_path / "r.json"
+    with benchmark_module("journal_scale") as module:
         assert module.main(["--entries", "120", "--lookups", "20", "--json", str(out)]) == 0
-    finally:
-        sys.modules.pop(spec.name, None)
     result = json.loads(out.read_text())
     assert result["imported"] == 120 and result["audit_findings"] == 0
     assert result["find_by_hash"]["p50_ms"] > 0 and "restore_s" in result

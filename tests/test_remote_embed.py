@@ -5,14 +5,13 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from queue_helpers import private_queue, shared_or_own_redis, start_worker, stop_all, wait_for_workers
+from queue_helpers import start_worker, stop_all, wait_for_workers
 from soulpass.embed.redis_queue import connect, queue_metrics
 from soulpass.embed.remote import RemoteEmbedder
 from soulpass.embed.wire import QueueNames, decode_task, encode_task, error_reply, new_task
@@ -20,23 +19,6 @@ from soulpass.errors import BackendUnavailable, ConfigError
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 MODEL = "all-MiniLM-L6-v2/onnx-int8"
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    yield from shared_or_own_redis(tmp_path)
-
-
-@pytest.fixture
-def names(redis_url: str) -> Iterator[QueueNames]:
-    yield from private_queue(redis_url)
-
-
-@pytest.fixture(scope="module")
-def local() -> Any:
-    from soulpass.embed.minilm import MiniLM
-
-    return MiniLM(threads=1)
 
 
 def _fake_alive(url: str, names: QueueNames, model: str = MODEL) -> None:
@@ -47,41 +29,41 @@ def _fake_alive(url: str, names: QueueNames, model: str = MODEL) -> None:
 
 
 def test_query_round_trip_matches_the_local_model(redis_url: str, names: QueueNames, tmp_path: Path,
-                                                  local: Any) -> None:
+                                                  minilm: Any) -> None:
     proc = start_worker(redis_url, names, tmp_path / "w.log")
     try:
         wait_for_workers(redis_url, names, 1)
-        remote = RemoteEmbedder(redis_url, names=names, local=local, query_timeout=20)
+        remote = RemoteEmbedder(redis_url, names=names, local=minilm, query_timeout=20)
         for text in ("permission denied storage mount", "", "ünïcödé ✓ text"):
             got = remote.embed_batch([text])
-            assert got.shape == (1, 384) and np.allclose(got, local.embed_batch([text]), atol=1e-5)
+            assert got.shape == (1, 384) and np.allclose(got, minilm.embed_batch([text]), atol=1e-5)
         assert remote.stats["fallbacks"] == 0 and remote.stats["requests"] == 3
     finally:
         stop_all([proc])
 
 
-def test_no_worker_falls_back_at_once(redis_url: str, names: QueueNames, local: Any) -> None:
-    remote = RemoteEmbedder(redis_url, names=names, local=lambda: local, query_timeout=30)
+def test_no_worker_falls_back_at_once(redis_url: str, names: QueueNames, minilm: Any) -> None:
+    remote = RemoteEmbedder(redis_url, names=names, local=lambda: minilm, query_timeout=30)
     start = time.monotonic()
     got = remote.embed_batch(["a query"])
     assert time.monotonic() - start < 5  # the heartbeat check, not the 30 s timeout
-    assert np.allclose(got, local.embed_batch(["a query"])) and remote.stats["fallbacks"] == 1
+    assert np.allclose(got, minilm.embed_batch(["a query"])) and remote.stats["fallbacks"] == 1
     with pytest.raises(BackendUnavailable, match="no embedding worker"):
         RemoteEmbedder(redis_url, names=names).embed_batch(["no local model either"])
 
 
-def test_redis_down_falls_back(local: Any) -> None:
-    remote = RemoteEmbedder("redis://127.0.0.1:1/0", local=local, query_timeout=1)
-    assert np.allclose(remote.embed_batch(["x"]), local.embed_batch(["x"]))
+def test_redis_down_falls_back(minilm: Any) -> None:
+    remote = RemoteEmbedder("redis://127.0.0.1:1/0", local=minilm, query_timeout=1)
+    assert np.allclose(remote.embed_batch(["x"]), minilm.embed_batch(["x"]))
     with pytest.raises(BackendUnavailable, match="unreachable"):
         remote.embed_for_index(["bulk work waits for the workers"])
 
 
-def test_timeout_takes_the_task_back(redis_url: str, names: QueueNames, local: Any) -> None:
+def test_timeout_takes_the_task_back(redis_url: str, names: QueueNames, minilm: Any) -> None:
     _fake_alive(redis_url, names)
-    remote = RemoteEmbedder(redis_url, names=names, local=local, query_timeout=0.5)
+    remote = RemoteEmbedder(redis_url, names=names, local=minilm, query_timeout=0.5)
     start = time.monotonic()
-    assert np.allclose(remote.embed_batch(["nobody answers"]), local.embed_batch(["nobody answers"]))
+    assert np.allclose(remote.embed_batch(["nobody answers"]), minilm.embed_batch(["nobody answers"]))
     assert 0.5 <= time.monotonic() - start < 5
     assert connect(redis_url).llen(names.queue) == 0  # no orphan task left for a worker to waste time on
 
@@ -109,12 +91,12 @@ def test_vectors_of_another_model_are_refused(redis_url: str, names: QueueNames)
         remote.embed_batch(["which model?"])
 
 
-def test_workers_of_another_model_are_not_used(redis_url: str, names: QueueNames, local: Any) -> None:
+def test_workers_of_another_model_are_not_used(redis_url: str, names: QueueNames, minilm: Any) -> None:
     _fake_alive(redis_url, names, model="nomic-embed-text")
-    remote = RemoteEmbedder(redis_url, names=names, local=local, query_timeout=10)
+    remote = RemoteEmbedder(redis_url, names=names, local=minilm, query_timeout=10)
     with pytest.raises(ConfigError, match="nomic-embed-text"):
         remote.embed_remote(["x"], timeout=10)
-    assert np.allclose(remote.embed_batch(["x"]), local.embed_batch(["x"]))  # queries fall back
+    assert np.allclose(remote.embed_batch(["x"]), minilm.embed_batch(["x"]))  # queries fall back
     assert connect(redis_url).llen(names.queue) == 0  # nothing was even sent
 
 
@@ -125,7 +107,7 @@ def test_an_error_reply_is_a_failure_not_a_vector(redis_url: str, names: QueueNa
         RemoteEmbedder(redis_url, names=names).embed_remote(["x"], timeout=10)
 
 
-def test_duplicate_answers_are_ignored(redis_url: str, names: QueueNames, local: Any) -> None:
+def test_duplicate_answers_are_ignored(redis_url: str, names: QueueNames, minilm: Any) -> None:
     """A slow worker that was reaped may answer a task a second time: the first answer is kept."""
     _fake_alive(redis_url, names)
     client = connect(redis_url)
@@ -136,7 +118,7 @@ def test_duplicate_answers_are_ignored(redis_url: str, names: QueueNames, local:
             got = client.brpop([names.queue], timeout=10)
             assert got is not None
             task = decode_task(got[1])
-            vecs = local.embed_batch(list(task.contents))
+            vecs = minilm.embed_batch(list(task.contents))
             from soulpass.embed.wire import encode_reply
 
             reply = encode_reply(task, vecs, model=MODEL, worker="w")
@@ -145,7 +127,7 @@ def test_duplicate_answers_are_ignored(redis_url: str, names: QueueNames, local:
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
     texts = ["one", "two", "three", "four"]
-    assert np.allclose(remote.embed_for_index(texts), local.embed_batch(texts), atol=1e-5)
+    assert np.allclose(remote.embed_for_index(texts), minilm.embed_batch(texts), atol=1e-5)
     thread.join(10)
     assert remote.stats["duplicates"] >= 1
 

@@ -2,22 +2,9 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import pytest
 from fastapi.testclient import TestClient
 
-from server_world import World, build_world
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "home")
-
-
-@pytest.fixture
-def client(world: World) -> TestClient:
-    return TestClient(world.app())
+from server_world import World
 
 
 def test_log_clipboard_context_and_inbox(client: TestClient, world: World) -> None:

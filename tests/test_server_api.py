@@ -5,22 +5,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from fastapi.testclient import TestClient
 
-from server_world import World, build_world
+from server_world import World
 
 OPENAPI = Path(__file__).resolve().parents[1] / "docs" / "openapi.json"
-
-
-@pytest.fixture
-def world(tmp_path: Path) -> World:
-    return build_world(tmp_path / "home")
-
-
-@pytest.fixture
-def client(world: World) -> TestClient:
-    return TestClient(world.app())
 
 
 def test_served_openapi_matches_the_checked_in_file(client: TestClient) -> None:

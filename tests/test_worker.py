@@ -6,7 +6,6 @@ import json
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -14,30 +13,13 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from queue_helpers import private_queue, shared_or_own_redis, start_worker, stop_all, wait_for_workers
+from queue_helpers import start_worker, stop_all, wait_for_workers
 from soulpass.cli.main import cli
 from soulpass.embed.redis_queue import connect, prometheus_text, queue_metrics, reap
 from soulpass.embed.wire import QueueNames, decode_reply, decode_task, encode_reply, encode_task, new_task
 from soulpass.errors import InvalidInput
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed (workers run MiniLM)")
-
-
-@pytest.fixture
-def redis_url(tmp_path: Path) -> Iterator[str]:
-    yield from shared_or_own_redis(tmp_path)
-
-
-@pytest.fixture
-def names(redis_url: str) -> Iterator[QueueNames]:
-    yield from private_queue(redis_url)
-
-
-@pytest.fixture(scope="module")
-def local() -> Any:
-    from soulpass.embed.minilm import MiniLM
-
-    return MiniLM(threads=1)
 
 
 # --- the wire format, without Redis ---------------------------------------------------------------
@@ -98,7 +80,7 @@ def _raw_round_trip(url: str, names: QueueNames, body: dict[str, Any], timeout: 
     return reply
 
 
-def test_worker_answers_the_seed_payload(redis_url: str, names: QueueNames, tmp_path: Path, local: Any) -> None:
+def test_worker_answers_the_seed_payload(redis_url: str, names: QueueNames, tmp_path: Path, minilm: Any) -> None:
     proc = start_worker(redis_url, names, tmp_path / "w.log")
     try:
         wait_for_workers(redis_url, names, 1)
@@ -106,8 +88,8 @@ def test_worker_answers_the_seed_payload(redis_url: str, names: QueueNames, tmp_
         body = {"task_id": req, "type": "embed", "content": "permission denied storage mount",
                 "reply_to": f"{names.reply_prefix}{req}"}
         reply = _raw_round_trip(redis_url, names, body)
-        assert reply["task_id"] == req and reply["model"] == local.model_id
-        assert np.allclose(reply["vector"], local.embed_batch([body["content"]])[0], atol=1e-5)
+        assert reply["task_id"] == req and reply["model"] == minilm.model_id
+        assert np.allclose(reply["vector"], minilm.embed_batch([body["content"]])[0], atol=1e-5)
         bad = _raw_round_trip(redis_url, names, {"task_id": "t2", "type": "embed", "content": 3,
                                                  "reply_to": f"{names.reply_prefix}t2"})
         assert bad["task_id"] == "t2" and "content" in bad["error"]
@@ -208,7 +190,7 @@ def test_prometheus_text_escapes_labels() -> None:
 
 
 @pytest.mark.slow
-def test_several_workers_share_the_queue(redis_url: str, names: QueueNames, tmp_path: Path, local: Any) -> None:
+def test_several_workers_share_the_queue(redis_url: str, names: QueueNames, tmp_path: Path, minilm: Any) -> None:
     from soulpass.embed.remote import RemoteEmbedder
 
     procs = [start_worker(redis_url, names, tmp_path / f"w{i}.log", worker_id=f"w{i}", batch=32) for i in range(2)]
@@ -217,7 +199,7 @@ def test_several_workers_share_the_queue(redis_url: str, names: QueueNames, tmp_
         remote = RemoteEmbedder(redis_url, names=names, task_size=16, index_timeout=60)
         texts = [f"note {i}: the heron stood in the shallow water" for i in range(600)]
         got = remote.embed_for_index(texts)
-        assert np.allclose(got, local.embed_batch(texts), atol=1e-5)
+        assert np.allclose(got, minilm.embed_batch(texts), atol=1e-5)
         stats = queue_metrics(connect(redis_url), names)
         by_worker = {w.worker_id: w.texts for w in stats.workers}
         assert sum(by_worker.values()) == 600 and all(by_worker.get(f"w{i}", 0) > 0 for i in range(2)), by_worker

@@ -8,7 +8,8 @@
     ├── BackendUnavailable  a server or optional backend cannot be reached or imported
     └── ConfigError         a configuration file or value is wrong
 
-Every error carries the ids and paths involved in ``details``.
+Every error carries the ids and paths involved in ``details``, and the two codes it maps to at the
+edges: ``exit_code`` (the CLI's exit status) and ``http_status`` (the REST API's status).
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ __all__ = [
 class SoulpassError(Exception):
     """Root of every error Soulpass raises on purpose."""
 
+    exit_code = 1
+    http_status = 500
+
     def __init__(self, message: str, **details: Any) -> None:
         super().__init__(message)
         self.message = message
@@ -41,22 +45,40 @@ class SoulpassError(Exception):
 class NotFound(SoulpassError):
     """Something named by the caller does not exist."""
 
+    exit_code = 3
+    http_status = 404
+
 
 class Conflict(SoulpassError):
     """The request clashes with the current state."""
+
+    exit_code = 4
+    http_status = 409
 
 
 class InvalidInput(SoulpassError):
     """Input was rejected; nothing was stored."""
 
+    exit_code = 2
+    http_status = 422
+
 
 class Corrupted(SoulpassError):
     """Stored data is unreadable or inconsistent."""
+
+    exit_code = 5
+    http_status = 500
 
 
 class BackendUnavailable(SoulpassError):
     """A backend (server, optional package) cannot be used."""
 
+    exit_code = 7
+    http_status = 503
+
 
 class ConfigError(SoulpassError):
     """A configuration value or file is wrong."""
+
+    exit_code = 6
+    http_status = 500

@@ -31,6 +31,11 @@ sandbox_option = click.option("--sandbox", "sandbox_id", default=None,
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 
 
+def _target_options(f: Callable[..., Any]) -> Callable[..., Any]:
+    """``--account``, ``--agent`` and ``--sandbox``: whom and where every agent command acts for."""
+    return account_option(agent_option(sandbox_option(f)))
+
+
 def _chat_options(f: Callable[..., Any]) -> Callable[..., Any]:
     f = click.option("--api-key", envvar="SOULPASS_CHAT_API_KEY", default=None,
                      help="API key of the chat endpoint (env SOULPASS_CHAT_API_KEY).")(f)
@@ -87,9 +92,7 @@ def clipboard() -> None:
 
 @clipboard.command("add")
 @click.argument("item")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @json_option
 @click.pass_obj
 def clipboard_add(state: State, item: str, account: str, agent: str, sandbox_id: str | None, as_json: bool) -> None:
@@ -101,9 +104,7 @@ def clipboard_add(state: State, item: str, account: str, agent: str, sandbox_id:
 
 @clipboard.command("remove")
 @click.argument("item")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @json_option
 @click.pass_obj
 def clipboard_remove(state: State, item: str, account: str, agent: str, sandbox_id: str | None,
@@ -116,9 +117,7 @@ def clipboard_remove(state: State, item: str, account: str, agent: str, sandbox_
 
 
 @clipboard.command("clear")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @click.pass_obj
 def clipboard_clear(state: State, account: str, agent: str, sandbox_id: str | None) -> None:
     """Unpin everything on the agent's clipboard."""
@@ -128,9 +127,7 @@ def clipboard_clear(state: State, account: str, agent: str, sandbox_id: str | No
 
 
 @clipboard.command("show")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @click.option("--at", type=int, default=None, help="The committed clipboard as of this version.")
 @json_option
 @click.pass_obj
@@ -162,9 +159,7 @@ situation_option = click.option(
 
 @click.command("context")
 @click.argument("message")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @click.option("--budget", "budget", type=int, default=2000, show_default=True, help="Token budget.")
 @situation_option
 @json_option
@@ -184,9 +179,7 @@ def context(state: State, message: str, account: str, agent: str, sandbox_id: st
 
 @click.command("ingest")
 @click.argument("source")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @click.option("--kind", type=click.Choice(["auto", "path", "url", "text"]), default="auto", show_default=True,
               help="What SOURCE is (auto: an http(s) URL, an existing file, else text).")
 @click.option("--title", default=None, help="Title of the document (default: its own).")
@@ -213,9 +206,7 @@ CHAT_HELP = "/clip add TEXT · /clip rm N · /clip · /rag QUERY · /inbox · /h
 
 
 @click.command("chat")
-@account_option
-@agent_option
-@sandbox_option
+@_target_options
 @click.option("--budget", "budget", type=int, default=2000, show_default=True, help="Token budget of the context.")
 @situation_option
 @click.option("--show-context/--hide-context", default=True, show_default=True,

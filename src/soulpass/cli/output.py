@@ -11,29 +11,13 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from soulpass.errors import (
-    BackendUnavailable,
-    ConfigError,
-    Conflict,
-    Corrupted,
-    InvalidInput,
-    NotFound,
-    SoulpassError,
-)
+from soulpass.errors import SoulpassError
 
-__all__ = ["EXIT_CODES", "ErrorHandlingGroup", "console", "emit_json", "table"]
+__all__ = ["ErrorHandlingGroup", "console", "emit_json", "table"]
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
-EXIT_CODES: dict[type[SoulpassError], int] = {
-    InvalidInput: 2,
-    NotFound: 3,
-    Conflict: 4,
-    Corrupted: 5,
-    ConfigError: 6,
-    BackendUnavailable: 7,
-}
 
 class ErrorHandlingGroup(click.Group):
     """Turns our errors into one clear line on stderr and a non-zero exit code."""
@@ -42,9 +26,8 @@ class ErrorHandlingGroup(click.Group):
         try:
             return super().invoke(ctx)
         except SoulpassError as exc:
-            code = next((c for t, c in EXIT_CODES.items() if isinstance(exc, t)), 1)
             err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", soft_wrap=True)
-            ctx.exit(code)
+            ctx.exit(exc.exit_code)  # each error class carries its own (soulpass.errors)
         except OSError as exc:  # disk full, permissions: still one clear line
             err_console.print(f"[bold red]error:[/] {type(exc).__name__}: {escape(str(exc))}", soft_wrap=True)
             ctx.exit(1)

@@ -1,7 +1,7 @@
 """The REST API: a thin FastAPI adapter over the library (``soulpass.open(...)``).
 
 Endpoints are plain ``def`` functions, so FastAPI runs the synchronous engine in its threadpool.
-Errors from ``soulpass.errors`` become JSON bodies (``ErrorOut``) with the status of ``STATUS``;
+Errors from ``soulpass.errors`` become JSON bodies (``ErrorOut``) with their class's ``http_status``;
 no endpoint takes a file system path from the client (names and ids are validated by the engine
 before they become path components), and request bodies are capped (``max_body`` bytes).
 """
@@ -20,32 +20,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from soulpass.engine import Soulpass
-from soulpass.errors import (
-    BackendUnavailable,
-    ConfigError,
-    Conflict,
-    Corrupted,
-    InvalidInput,
-    NotFound,
-    SoulpassError,
-)
+from soulpass.errors import SoulpassError
 from soulpass.server.deps import Forbidden, Unauthorized
 from soulpass.server.keys import KeyStore
 from soulpass.server.models import ErrorOut
 from soulpass.server.pool import AccountPool
 
-__all__ = ["DEFAULT_MAX_BODY", "STATUS", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
-
-STATUS: dict[type[SoulpassError], int] = {
-    InvalidInput: 422,
-    NotFound: 404,
-    Conflict: 409,
-    Corrupted: 500,
-    ConfigError: 500,
-    BackendUnavailable: 503,
-}
 
 
 def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
@@ -110,8 +93,7 @@ def error_response(request: Request, status: int, error: str, message: str, deta
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SoulpassError)
     async def soulpass_error(request: Request, exc: SoulpassError) -> JSONResponse:
-        status = next((s for t, s in STATUS.items() if isinstance(exc, t)), 500)
-        return error_response(request, status, type(exc).__name__, exc.message, exc.details)
+        return error_response(request, exc.http_status, type(exc).__name__, exc.message, exc.details)
 
     @app.exception_handler(Unauthorized)
     async def unauthorized(request: Request, exc: Unauthorized) -> JSONResponse:

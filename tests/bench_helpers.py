@@ -1,0 +1,27 @@
+"""Loading a script of ``benchmarks/`` as a module, for the benchmarks' smoke tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from types import ModuleType
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+
+
+@contextmanager
+def benchmark_module(name: str) -> Iterator[ModuleType]:
+    """``benchmarks/<name>.py`` as the module ``soulpass_bench_<name>``: registered in ``sys.modules``
+    while the block runs (dataclasses look their module up), removed afterwards."""
+    spec = importlib.util.spec_from_file_location(f"soulpass_bench_{name}", BENCHMARKS / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+        yield module
+    finally:
+        sys.modules.pop(spec.name, None)

@@ -1,0 +1,125 @@
+"""``benchmarks/locomo_fit.py`` on a tiny generated LoCoMo: its ranking is the search's, its metric the
+benchmark's, and a fit never loses on the fold it was fitted on."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+import soulpass
+import soulpass.index.search as search_mod
+from soulpass.bench import locomo
+
+pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo_fit.py"
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+def _load_script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("soulpass_bench_locomo_fit", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+SESSIONS = {
+    "Ann": [
+        [("Ann", "I adopted a puppy called Biscuit last weekend"), ("Bob", "Lovely! What breed is it?"),
+         ("Ann", "A golden retriever, very playful"), ("Bob", "I started learning the cello this spring"),
+         ("Ann", "How are the lessons going?"), ("Bob", "Slowly, my teacher is patient though")],
+        [("Bob", "We went hiking in the Alps in July"), ("Ann", "My sister is getting married in Lisbon"),
+         ("Bob", "Congratulations to her! When is the wedding?"), ("Ann", "In October, by the sea"),
+         ("Bob", "I am baking sourdough bread every Sunday now"), ("Ann", "Biscuit chewed my new shoes")],
+    ],
+    "Cara": [
+        [("Cara", "I moved to Oslo for a new job in robotics"), ("Dan", "How is the weather up there?"),
+         ("Cara", "Cold and dark, but the office is great"), ("Dan", "I finished my first marathon in Berlin"),
+         ("Cara", "What was your time?"), ("Dan", "Four hours and ten minutes")],
+        [("Dan", "My daughter started school last week"), ("Cara", "I adopted a grey cat named Pixel"),
+         ("Dan", "Does Pixel get along with people?"), ("Cara", "She sleeps on my keyboard all day"),
+         ("Dan", "I am painting watercolours of old boats"), ("Cara", "Send me one, I love boats")],
+    ],
+}
+QUESTIONS = {
+    "Ann": [("What is the name of Ann's puppy?", ["D1:1"], 4), ("Which instrument is Bob learning?", ["D1:4"], 4),
+            ("Where is Ann's sister's wedding?", ["D2:2", "D2:4"], 1), ("What does Bob bake?", ["D2:5"], 4)],
+    "Cara": [("Where did Cara move for work?", ["D1:1"], 4), ("Where did Dan run a marathon?", ["D1:4", "D1:6"], 1),
+             ("What is the name of Cara's cat?", ["D2:2"], 4)],
+}
+
+
+def _sample(n: int, first: str) -> dict[str, object]:
+    conv: dict[str, object] = {}
+    for s, turns in enumerate(SESSIONS[first], 1):
+        conv[f"session_{s}_date_time"] = f"1{s}:00 am on {s} May, 2023"
+        conv[f"session_{s}"] = [{"speaker": who, "dia_id": f"D{s}:{t}", "text": text}
+                                for t, (who, text) in enumerate(turns, 1)]
+    qa = [{"question": q, "answer": "x", "evidence": ev, "category": c} for q, ev, c in QUESTIONS[first]]
+    return {"sample_id": f"tiny-{n}", "conversation": conv, "qa": qa}
+
+
+def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    fit = _load_script()
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([_sample(0, "Ann"), _sample(1, "Cara")]), encoding="utf-8")
+    home = tmp_path / "home"
+    conversations = locomo.load(data)
+    with pytest.raises(SystemExit, match="not a Soulpass home"):
+        fit.open_accounts(tmp_path / "nowhere", conversations)
+    with pytest.raises(SystemExit, match="lacks the account"):
+        fit.open_accounts(_empty_home(tmp_path), conversations)
+    bench = locomo.run(soulpass.open(home), conversations)
+
+    _, accounts = fit.open_accounts(home, conversations)
+    try:
+        items = fit.prepare(accounts, conversations)
+        assert len(items) == 7
+        assert fit.self_check(accounts, items, per_conversation=10) == 7  # every question: script == search
+        current = fit.evaluate(items)
+        assert round(current["recall@10"], 4) == bench["overall"]["recall@10"]
+        assert round(current["ndcg@10"], 4) == bench["overall"]["ndcg@10"]
+
+        before = fit.current_weights()
+        train = [i for i in items if i.conversation % 2 == 0]
+        result = fit.fit(train, rounds=2)
+        assert result["train"]["objective"] >= result["start_objective"]
+        assert fit.evaluate(train, result["weights"])["objective"] == pytest.approx(result["train"]["objective"])
+        assert fit.current_weights() == before  # the module's constants are restored after every evaluation
+        assert before["W_FTS"] == search_mod.W_FTS
+    finally:
+        for account in accounts:
+            account.close()
+
+    out = tmp_path / "fit.json"
+    assert fit.main(["--home", str(home), "--data", str(data), "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "cross-validated" in printed and "fitted on A -> tested on B" in printed
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["questions"] == 7 and report["self_check_questions"] == 6  # the first 3 of each
+    assert report["current"]["all"]["recall@10"] == bench["overall"]["recall@10"]
+    assert set(report["folds"]) == {"A->B", "B->A"}
+    assert set(report["fit_all"]["weights"]) == set(fit.WEIGHTS)
+
+
+def _empty_home(tmp_path: Path) -> Path:
+    empty = tmp_path / "empty"
+    (empty / "accounts").mkdir(parents=True)
+    return empty
