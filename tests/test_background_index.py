@@ -109,6 +109,22 @@ def test_inline_indexing_is_unchanged(tmp_path: Path, minilm: Any) -> None:
     acct.close()
 
 
+def test_pending_counts_rows_the_backlog_has_not_looked_at(tmp_path: Path, minilm: Any) -> None:
+    acct = soulpass.open(tmp_path, embedder=minilm).create_account("ann")
+    acct.bulk_append(_turns(20))
+    idx = acct.index()
+    assert idx.backlog is not None and idx.backlog.pending() == 0  # up to date: no scan of the rows
+    acct.bulk_append(_turns(5, start=20))
+    idx.catalog.catch_up(acct.store)  # in the catalog, not yet looked at by the backlog
+    assert idx.backlog.pending() == 5
+    plan = idx.backlog._cat.execute(
+        "EXPLAIN QUERY PLAN SELECT count(*) FROM catalog INDEXED BY catalog_version WHERE version > 1").fetchall()
+    assert any("catalog_version" in str(step) for step in plan)
+    idx.catch_up()
+    assert idx.backlog.pending() == 0 and idx.status().vectors == 25
+    acct.close()
+
+
 def test_status_shows_the_backlog_and_drain_empties_it(tmp_path: Path) -> None:
     home = tmp_path / "home"
     acct = soulpass.open(home, embedder="none").create_account("ann")

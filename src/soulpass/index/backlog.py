@@ -87,9 +87,13 @@ class EmbedBacklog:
         with self._lock:
             queued = self._cat.execute("SELECT count(*) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()[0]
             upto, _ = self._watermark()
+            target = int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
+            if upto >= target:  # every row looked at: only the entries wait
+                return int(queued)
             marks = ",".join("?" * len(self.kinds))
             unseen = self._cat.execute(
-                f"SELECT count(*) FROM catalog WHERE version > ? AND kind IN ({marks}) AND text != ''",
+                f"SELECT count(*) FROM catalog INDEXED BY catalog_version WHERE version > ? AND kind IN ({marks})"
+                f" AND text != ''",
                 (upto, *self.kinds)).fetchone()[0]
         return int(queued) + int(unseen)
 
@@ -128,7 +132,8 @@ class EmbedBacklog:
             marks = ",".join("?" * len(self.kinds))
             latest: dict[str, CatalogRow] = {}
             for values in self._cat.execute(
-                    f"SELECT {_SELECT} FROM catalog AS c WHERE c.version > ? AND c.kind IN ({marks})"
+                    f"SELECT {_SELECT} FROM catalog AS c INDEXED BY catalog_version WHERE c.version > ?"
+                    f" AND c.kind IN ({marks})"
                     " ORDER BY c.version, c.id", (upto, *self.kinds)):
                 row = CatalogRow.from_sql(values)
                 if row.text.strip():

@@ -49,8 +49,8 @@ CANDIDATES = 50  # per retriever, before fusion
 # score in its session (0.76) count too. Three traits of a turn, none tied to a data set: the
 # query names its speaker, it only asks (a question mark), and its length (long turns carry more)
 # (0.79, NDCG@10 0.54 -> 0.60); passages (soulpass.index.passages) 0.80. The weights were fitted
-# by coordinate ascent on R@10 + NDCG/2 and rounded; two-fold cross-validation by conversation
-# (fit on five, test on the other five) gives R@10 0.777 and 0.817 (0.736 and 0.776 before).
+# on LoCoMo by coordinate ascent on R@10 + NDCG/2 and rounded: in-sample figures. Two-fold
+# cross-validation by conversation (benchmarks/locomo_fit.py) gives R@10 0.779, NDCG@10 0.584.
 W_FTS = 0.35
 W_DENSE = 0.45
 W_CONTEXT = 0.25  # x (better neighbour's fused score - the lowest)
@@ -378,6 +378,7 @@ class _Scores:
         mean_length = sum(log_length.values()) / len(turns) if turns else 0.0
         fts_rank = _ranks(self.fts, fused)
         dense_rank = _ranks(self.dense, fused)
+        speakers: dict[str | None, bool] = {}  # agent -> named by the query
         out = []
         for i in fused:
             t = traits[i]
@@ -385,7 +386,9 @@ class _Scores:
             parts = {"fused": W_FTS * zf[i] + W_DENSE * zd[i], "context": W_CONTEXT * context[i],
                      "session": W_SESSION * (top - floor)}
             if i in log_length:
-                parts["speaker"] = W_SPEAKER * _named(t.agent, named)
+                if t.agent not in speakers:
+                    speakers[t.agent] = _named(t.agent, named)
+                parts["speaker"] = W_SPEAKER * speakers[t.agent]
                 parts["asks"] = W_ASKS * t.asks
                 parts["length"] = W_LENGTH * (log_length[i] - mean_length)
             score = sum(parts.values())

@@ -107,11 +107,18 @@ def _m004_embed_backlog(conn: sqlite3.Connection) -> None:
                  " generation INTEGER NOT NULL)")
 
 
+def _m005_version_order(conn: sqlite3.Connection) -> None:
+    # Rows written after a version (the embedding backlog's "not looked at yet", asked at every
+    # search): without it a count scans every row (~0.7 s at 1M).
+    conn.execute("CREATE INDEX catalog_version ON catalog (version)")
+
+
 MIGRATIONS: tuple[tuple[str, Callable[[sqlite3.Connection], None]], ...] = (
     ("001_catalog", _m001_catalog),
     ("002_session_order", _m002_session_order),
     ("003_semantic_hash", _m003_semantic_hash),
     ("004_embed_backlog", _m004_embed_backlog),
+    ("005_version_order", _m005_version_order),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
