@@ -11,7 +11,7 @@ The weights fitted are the module constants ``W_FTS``, ``W_DENSE``, ``W_CONTEXT`
 ``W_SPEAKER``, ``W_ASKS`` and ``W_LENGTH``. The candidates of a query (the best 50 by BM25 and by
 cosine, and the neighbours of the best 20 by the *unweighted* fused score) do not depend on them:
 only ``_Scores.rank`` does. So every question's candidate step runs once, through the same
-``AccountIndex`` methods that ``search`` calls (``candidates`` below mirrors it), and a weight vector
+``AccountIndex.candidates`` that ``search`` calls, and a weight vector
 is evaluated by setting the module constants for a while and calling the production ``rank``. A
 self-check compares the ranking with the current constants to ``Account.search`` for the first
 questions of every conversation and fails loudly when the two drift apart.
@@ -47,8 +47,7 @@ import soulpass.index.search as search_mod
 from soulpass.bench import locomo
 from soulpass.engine import Account, Soulpass
 from soulpass.index.catalog import Filters, Traits
-from soulpass.index.catalog.query import query_terms
-from soulpass.index.search import CANDIDATES, NEIGHBOUR_SEEDS, TURN_KINDS, AccountIndex, _Scores
+from soulpass.index.search import AccountIndex, _Scores
 
 __all__ = ["Prepared", "candidates", "current_weights", "evaluate", "fit", "main", "objective", "prepare",
            "ranked_ids", "self_check", "weights"]
@@ -109,31 +108,10 @@ def weights(values: Weights) -> Iterator[None]:
 def candidates(index: AccountIndex, query: str, k: int = K) -> tuple[_Scores, dict[str, Traits],
                                                                       dict[str, tuple[str | None, str | None]],
                                                                       set[str], bool]:
-    """The candidate step of ``AccountIndex.search`` for ``kinds=["turn_user"]``, no filter else and
-    no sandbox buffer: it mirrors ``search`` from ``depth = max(CANDIDATES, 2 * k)`` to ``traits =
-    self.catalog.traits(...)`` (src/soulpass/index/search.py, lines ~206-234 when this was written),
-    with the buffer (``extra``) branches left out. ``self_check`` catches any drift."""
-    filters = Filters(kinds=KINDS)
-    depth = max(CANDIDATES, 2 * k)
-    qvec = index._query_vector(query)
-    fts = dict(index.catalog.fts_search(query, depth, filters))
-    dense = index._dense(qvec, depth, filters) if qvec is not None else []
-    scores = _Scores(fts, {})
-    index._complete(query, qvec, scores, [*fts, *dense], filters)
-    turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
-    links: dict[str, tuple[str | None, str | None]] = {}
-    if turn_kinds and scores.ids:
-        links = index.catalog.neighbours(scores.ids, turn_kinds, filters)
-        seeds = scores.best(NEIGHBOUR_SEEDS, dense=qvec is not None)
-        added = [n for seed in seeds for n in links.get(seed, ()) if n and n not in scores.known]
-        index._complete(query, qvec, scores, added, filters)
-        for rid, (before, after) in list(links.items()):
-            if before in added:
-                links[before] = (links.get(before, (None, None))[0], rid)
-            if after in added:
-                links[after] = (rid, links.get(after, (None, None))[1])
-    traits = index.catalog.traits(scores.ids, as_of_version=filters.as_of_version)
-    return scores, traits, links, set(query_terms(query)), qvec is not None
+    """The candidate step of ``AccountIndex.search`` (``AccountIndex.candidates``) for
+    ``kinds=["turn_user"]``, as ``soulpass bench locomo`` searches; ``self_check`` compares the result."""
+    found = index.candidates(query, k, Filters(kinds=KINDS))
+    return found.scores, found.traits, found.links, found.named, found.dense
 
 
 def ranked_ids(item: Prepared, k: int = K) -> list[str]:

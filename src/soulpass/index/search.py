@@ -34,8 +34,8 @@ from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
 from soulpass.store.account import AccountStore
 
-__all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Hit", "IndexStatus", "embed_passages", "embed_text",
-           "passes"]
+__all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus", "embed_passages",
+           "embed_text", "passes"]
 
 log = logging.getLogger(__name__)
 
@@ -201,9 +201,25 @@ class AccountIndex:
             raise InvalidInput(f"query must be a string, not {type(query).__name__}", field="query")
         if type(k) is not int or k < 1:
             raise InvalidInput(f"k must be a positive integer, not {k!r}", field="k")
-        filters = filters or Filters()
-        if not filters.kinds:
-            filters = Filters(**{**filters.__dict__, "kinds": SEARCHABLE_KINDS})
+        filters = _with_kinds(filters or Filters())
+        found = self.candidates(query, k, filters, extra)
+        ranked = found.scores.rank(found.traits, found.links, named=found.named, dense=found.dense)
+        own = found.own
+        reranking = self.reranker is not None and bool(query.strip())
+        ranked = ranked[:max(RERANK_DEPTH, k) if reranking else k]
+        # Whole rows (their text) only for what is returned or re-ranked.
+        rows = {r.id: r for r in self.catalog.get([rid for rid, _ in ranked], as_of_version=filters.as_of_version)}
+        rows.update((r.id, r) for r in own)
+        if reranking:
+            ranked = self._rerank(query, ranked, rows)[:k]
+        return [Hit(id=rid, kind=rows[rid].kind, version=rows[rid].version, path=rows[rid].path,
+                    text=rows[rid].text, score=parts["score"], parts=parts, row=rows[rid]) for rid, parts in ranked]
+
+    def candidates(self, query: str, k: int = 10, filters: Filters | None = None,
+                   extra: Sequence[CatalogRow] = ()) -> Candidates:
+        """Step 1 of ``search``: the candidates with both exact scores, their traits and neighbours;
+        nothing here depends on the ranking weights (``benchmarks/locomo_fit.py`` fits them on this)."""
+        filters = _with_kinds(filters or Filters())
         depth = max(CANDIDATES, 2 * k)
         qvec = self._query_vector(query)
         fts = dict(self.catalog.fts_search(query, depth, filters))
@@ -234,16 +250,7 @@ class AccountIndex:
                     links[after] = (rid, links.get(after, (None, None))[1])
         traits = self.catalog.traits(scores.ids, as_of_version=filters.as_of_version)
         traits.update((r.id, Traits.of(r)) for r in own)
-        ranked = scores.rank(traits, links, named=set(query_terms(query)), dense=qvec is not None)
-        reranking = self.reranker is not None and bool(query.strip())
-        ranked = ranked[:max(RERANK_DEPTH, k) if reranking else k]
-        # Whole rows (their text) only for what is returned or re-ranked.
-        rows = {r.id: r for r in self.catalog.get([rid for rid, _ in ranked], as_of_version=filters.as_of_version)}
-        rows.update((r.id, r) for r in own)
-        if reranking:
-            ranked = self._rerank(query, ranked, rows)[:k]
-        return [Hit(id=rid, kind=rows[rid].kind, version=rows[rid].version, path=rows[rid].path,
-                    text=rows[rid].text, score=parts["score"], parts=parts, row=rows[rid]) for rid, parts in ranked]
+        return Candidates(scores, traits, links, set(query_terms(query)), qvec is not None, own)
 
     def _rerank(self, query: str, ranked: list[tuple[str, dict[str, float]]],
                 rows: dict[str, CatalogRow]) -> list[tuple[str, dict[str, float]]]:
@@ -320,6 +327,23 @@ class AccountIndex:
         no_dense = [i for i in scores.known if i not in scores.dense]
         if qvec is not None and no_dense and self.vectors is not None:
             scores.dense.update(self._cosines(qvec, no_dense))
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """What ``AccountIndex.candidates`` found for a query: all that ``_Scores.rank`` needs."""
+
+    scores: _Scores
+    traits: dict[str, Traits]
+    links: dict[str, tuple[str | None, str | None]]
+    named: set[str]  # the query's terms
+    dense: bool  # whether the query has a vector
+    own: list[CatalogRow]  # the sandbox buffer's rows among them
+
+
+def _with_kinds(filters: Filters) -> Filters:
+    """No kinds asked for means every searchable kind."""
+    return filters if filters.kinds else Filters(**{**filters.__dict__, "kinds": SEARCHABLE_KINDS})
 
 
 class _Scores:
