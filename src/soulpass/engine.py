@@ -23,7 +23,7 @@ from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
 from soulpass.index.catalog import CatalogRow, Filters
-from soulpass.index.catalog.rows import buffer_row
+from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
@@ -50,7 +50,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits, check_json_safe
+from soulpass.sessions.buffer import ARCHIVED_MARKER, BUFFER_FILE, Limits, check_json_safe
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -71,6 +71,7 @@ from soulpass.store.layout import (
     STATE_DIR,
     USER_PROFILE,
     kind_of_id,
+    sandbox_dir,
     state_path,
 )
 from soulpass.store.versions import diff_entries
@@ -510,22 +511,8 @@ class Sandbox:
         return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
 
     def _buffer_rows(self) -> list[CatalogRow]:
-        path = f"sandboxes/{self.id}/session_buffer.jsonl"
-        rows = []
-        for event in self._buffer.events():
-            data = event.data
-            if event.type in ("turn", "episode", "sensory") and data.get("kind") in RECORD_MODELS:
-                rows.append(buffer_row(RECORD_MODELS[data["kind"]].model_validate(data), path, self.id))
-            elif event.type == "journal":
-                rows.append(buffer_row(JournalEntry.model_validate(data), path, self.id))
-            elif event.type == "semantic_candidate" and data.get("id"):
-                fact = SemanticCandidate.model_validate(data)
-                text = fact.content or " ".join(p for p in (fact.subject, fact.predicate, fact.object) if p)
-                rows.append(CatalogRow(
-                    id=fact.id, kind="fact", version=0, valid_to=None, replaced_at=None, event_time=event.at,
-                    agent=event.agent, session_id=self.id, persona_id=None, event_id=None, tags=(),
-                    superseded_by=None, path=path, text=text, semantic_hash="", content_hash=""))
-        return rows
+        path = f"{sandbox_dir(self.id)}/{BUFFER_FILE}"
+        return [row for event in self._buffer.events() if (row := buffer_event_row(event, path, self.id))]
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
         return self.account.archive(self.id, dry_run=dry_run, hook=hook)

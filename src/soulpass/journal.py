@@ -18,7 +18,7 @@ import numpy as np
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
 from soulpass.index.catalog import Catalog, CatalogRow, Filters
-from soulpass.prose import ENTRY_TYPES, FOLDER_OF_TYPE, JournalEntry
+from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
 from soulpass.store.account import AccountStore
 from soulpass.store.copies import load_copy
 from soulpass.store.layout import JOURNAL_DIR
@@ -66,12 +66,8 @@ class JournalItem:
     @classmethod
     def from_row(cls, row: CatalogRow) -> JournalItem:
         folder = row.path.split("/")[2] if row.path.startswith(JOURNAL_DIR + "/") else ""
-        return cls(id=row.id, type=_type_of_folder(folder), path=row.path, timestamp=row.event_time,
-                   tags=row.tags, semantic_hash=row.semantic_hash, version=row.version)
-
-
-def _type_of_folder(folder: str) -> str:
-    return next((t for t, f in FOLDER_OF_TYPE.items() if f == folder), "journal")
+        return cls(id=row.id, type=TYPE_OF_FOLDER.get(folder, "journal"), path=row.path,
+                   timestamp=row.event_time, tags=row.tags, semantic_hash=row.semantic_hash, version=row.version)
 
 
 @dataclass(frozen=True)

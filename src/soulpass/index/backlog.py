@@ -87,7 +87,7 @@ class EmbedBacklog:
         with self._lock:
             queued = self._cat.execute("SELECT count(*) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()[0]
             upto, _ = self._watermark()
-            target = int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
+            target = self._store_version()
             if upto >= target:  # every row looked at: only the entries wait
                 return int(queued)
             marks = ",".join("?" * len(self.kinds))
@@ -102,6 +102,9 @@ class EmbedBacklog:
         with self._lock:
             got = self._cat.execute("SELECT min(version) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()
         return None if got[0] is None else int(got[0])
+
+    def _store_version(self) -> int:
+        return int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
 
     def _watermark(self) -> tuple[int, int]:
         got = self._cat.execute("SELECT version, generation FROM embed_queued WHERE model = ?", (self.key,)).fetchone()
@@ -124,9 +127,12 @@ class EmbedBacklog:
 
     def enqueue(self) -> int:
         """Turn the rows the catalog gained since the last call into backlog entries; returns how many."""
+        with self._lock:  # every search comes here: nothing new takes no write lock
+            if self._watermark()[0] == self._store_version():
+                return 0
         with self._lock, transaction(self._cat):
             upto, generation = self._watermark()
-            target = int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
+            target = self._store_version()
             if target == upto:
                 return 0
             marks = ",".join("?" * len(self.kinds))
@@ -161,6 +167,8 @@ class EmbedBacklog:
                     "SELECT id, text_hash FROM embed_backlog WHERE model = ? ORDER BY version, id LIMIT ?",
                     (self.key, limit)).fetchall()
                 rows = self._latest([rid for rid, _ in todo])
+            if not todo:
+                return 0
             work = [(rid, self.embed_text(rows[rid])) for rid, _ in todo
                     if rid in rows and rows[rid].kind in self.kinds and rows[rid].text.strip()]
             if work:
@@ -183,7 +191,7 @@ class EmbedBacklog:
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""
-        total, done = self.pending(), 0
+        total, done = (self.pending() if progress is not None else 0), 0
         while n := self.drain(embed, batch):
             done += n
             if progress is not None:

@@ -24,7 +24,7 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index import passages
-from soulpass.index.backlog import EmbedBacklog, indexing_embed
+from soulpass.index.backlog import EmbedBacklog, indexing_embed, text_hash
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, Traits
 from soulpass.index.catalog.query import as_utc, fts_query, query_terms
 from soulpass.index.catalog.schema import TOKENIZER
@@ -304,13 +304,13 @@ class AccountIndex:
         assert self.embedder is not None
         texts = {r.id: [embed_text(r), *embed_passages(r)] for r in rows}
         todo = list(dict.fromkeys(t for ts in texts.values() for t in ts
-                                  if _text_hash(t) not in self._buffer_vectors))
+                                  if text_hash(t) not in self._buffer_vectors))
         for i in range(0, len(todo), EMBED_BATCH):
             chunk = todo[i:i + EMBED_BATCH]
             for text, vec in zip(chunk, self.embedder.embed_batch(chunk), strict=True):
-                self._buffer_vectors[_text_hash(text)] = unit_query(vec, self.embedder.dim)
+                self._buffer_vectors[text_hash(text)] = unit_query(vec, self.embedder.dim)
         query = unit_query(qvec, self.embedder.dim)
-        out = {rid: max(float(np.dot(self._buffer_vectors[_text_hash(t)], query)) for t in ts)
+        out = {rid: max(float(np.dot(self._buffer_vectors[text_hash(t)], query)) for t in ts)
                for rid, ts in texts.items()}
         while len(self._buffer_vectors) > BUFFER_VECTOR_CACHE:
             self._buffer_vectors.pop(next(iter(self._buffer_vectors)))
@@ -504,10 +504,6 @@ def embed_passages(row: CatalogRow) -> list[str]:
     if row.kind in TURN_KINDS and row.agent:
         return [f"{row.agent}: {p}" for p in found]
     return found
-
-
-def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def _embedded_state(path: Path, model_id: str) -> sqlite3.Connection:

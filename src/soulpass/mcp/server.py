@@ -15,6 +15,7 @@ from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
@@ -43,7 +44,7 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
     say (stdio); over HTTP the key decides."""
     pool = AccountPool(engine)
     tools = MemoryTools(pool)
-    server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=_version())
+    server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
 
     def who(ctx: Context) -> str:
         request = ctx.request_context.request
@@ -131,12 +132,6 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
         return result
 
     return server
-
-
-def _version() -> str:
-    from soulpass import __version__
-
-    return __version__
 
 
 def run_stdio(engine: Soulpass, account: str) -> None:

@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
 from soulpass.server.deps import Forbidden, Unauthorized
@@ -45,7 +46,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app = FastAPI(
         lifespan=lifespan,
         title="Soulpass",
-        version=_version(),
+        version=__version__,
         description="Versioned long-term memory for AI agents. Every endpoint but the schema needs "
                     "`Authorization: Bearer <key>`; an account key reaches its own account only, an admin "
                     "key every account.",
@@ -60,12 +61,6 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     _add_error_handlers(app)
     app.add_middleware(BodyLimit, max_body=max_body)
     return app
-
-
-def _version() -> str:
-    from soulpass import __version__
-
-    return __version__
 
 
 # --- errors ------------------------------------------------------------------------------

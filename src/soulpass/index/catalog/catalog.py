@@ -419,14 +419,6 @@ class Catalog:
         return {rid: Traits(kind, session, agent, length or 0, bool(asks))
                 for rid, kind, session, agent, length, asks in fetched}
 
-    def rows_since(self, version: int) -> list[CatalogRow]:
-        """Rows written by versions after ``version`` (what an incremental embedder must look at)."""
-        with self._lock:
-            fetched = self._conn.execute(
-                f"SELECT {_SELECT} FROM catalog AS c WHERE c.version > ? ORDER BY c.version, c.id", (version,),
-            ).fetchall()
-        return [CatalogRow.from_sql(values) for values in fetched]
-
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""
         with self._lock:

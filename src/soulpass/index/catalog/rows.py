@@ -17,11 +17,19 @@ from pydantic import ValidationError
 
 from soulpass.errors import Corrupted, InvalidInput
 from soulpass.prose import JournalEntry
-from soulpass.records import RECORD_MODELS, Episode, Record, SemanticFact, semantic_hash
+from soulpass.records import (
+    RECORD_MODELS,
+    BufferEvent,
+    Episode,
+    Record,
+    SemanticCandidate,
+    SemanticFact,
+    semantic_hash,
+)
 from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
-__all__ = ["COLUMNS", "CatalogRow", "Traits", "buffer_row", "from_us", "is_catalogued", "make_row", "record_row",
-           "row_id", "to_us"]
+__all__ = ["COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
+           "make_row", "record_row", "row_id", "to_us"]
 
 # Documents whose values are worth finding by text; the knowledge-graph files only repeat facts.
 TEXT_DOCUMENT_KINDS = frozenset({"core_memory", "user_profile", "state"})
@@ -163,9 +171,25 @@ def _record_row(rid: str, relpath: str, raw: dict[str, Any], version: int, repla
 
 def buffer_row(rec: Record, relpath: str, session_id: str) -> CatalogRow:
     """A row for a record still in a sandbox's buffer (temporary id, version 0, not in the catalog)."""
-    data = json.dumps(rec.model_dump(mode="json"), sort_keys=True).encode("utf-8")
-    row = record_row(rec, relpath, 0, None, hashlib.sha256(data).hexdigest())
+    row = record_row(rec, relpath, 0, None, "")  # never stored: no content hash to compare
     return replace(row, session_id=row.session_id or session_id)
+
+
+def buffer_event_row(event: BufferEvent, relpath: str, session_id: str) -> CatalogRow | None:
+    """The row a buffer event's record would search as (turns, episodes, sensory records, journal
+    entries, proposed facts); None for events that hold no searchable record."""
+    data = event.data
+    if event.type in ("turn", "episode", "sensory") and data.get("kind") in RECORD_MODELS:
+        return buffer_row(RECORD_MODELS[data["kind"]].model_validate(data), relpath, session_id)
+    if event.type == "journal":
+        return buffer_row(JournalEntry.model_validate(data), relpath, session_id)
+    if event.type == "semantic_candidate" and data.get("id"):
+        fact = SemanticCandidate.model_validate(data)
+        text = fact.content or " ".join(p for p in (fact.subject, fact.predicate, fact.object) if p)
+        return CatalogRow(id=fact.id, kind="fact", version=0, valid_to=None, replaced_at=None, event_time=event.at,
+                          agent=event.agent, session_id=session_id, persona_id=None, event_id=None, tags=(),
+                          superseded_by=None, path=relpath, text=text, semantic_hash="", content_hash="")
+    return None
 
 
 def record_row(rec: Record, relpath: str, version: int, replaced_at: int | None, content_hash: str) -> CatalogRow:
