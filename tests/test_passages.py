@@ -32,6 +32,31 @@ def test_sentences_split_group_and_skip_single() -> None:
     assert groups[0] == "Sentence 0. Sentence 1. Sentence 2."
 
 
+def test_long_texts_get_their_opening_or_windows_not_a_vector_per_sentence() -> None:
+    short = "I fell. It hurt."
+    assert passages.of(short) == ["I fell.", "It hurt."]
+    reply = " ".join(f"Step {n} is to check the fuse box." for n in range(60))  # ~2,000 characters
+    assert passages.SHORT_TEXT < len(reply) <= passages.LONG_TEXT
+    assert passages.of(reply) == []  # the record's own vector (its opening) and full text cover it
+    words = [f"w{n}" for n in range(70_000)]  # a pasted document of ~350k characters
+    pasted = " ".join(words)
+    found = passages.of(pasted)
+    assert len(found) == passages.MAX_PASSAGES
+    assert all(len(w) <= passages.WINDOW_CHARS for w in found)
+    assert found[0].startswith("w0 ") and found[-1].endswith(words[-1])  # from the start to the end
+    assert all(w.split()[0] in words and w in pasted for w in found)  # each starts at a word, verbatim
+    starts = [pasted.index(w) for w in found]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+
+
+def test_what_is_embedded_of_a_huge_turn_is_bounded() -> None:
+    row = CatalogRow(id="tu_temp_abcdef", kind="turn_user", version=0, valid_to=None, replaced_at=None, path="p",
+                     text=" ".join(f"w{n}" for n in range(70_000)), event_time=T0, agent="ann", session_id=None, persona_id=None,
+                     event_id=None, tags=(), superseded_by=None, semantic_hash="", content_hash="")
+    assert len(embed_text(row)) == len("ann: ") + passages.EMBED_CHARS
+    assert len(embed_passages(row)) == passages.MAX_PASSAGES
+
+
 def test_vector_ids_map_back_to_their_record() -> None:
     assert passages.record_of(passages.passage_id("TU_20250301_001", 3)) == "TU_20250301_001"
     assert passages.record_of("TU_20250301_001") == "TU_20250301_001"

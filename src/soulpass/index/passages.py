@@ -1,11 +1,23 @@
-"""Passages: the sentences of a record, each with its own vector beside the record's.
+"""Passages: the parts of a record that get a vector of their own beside the record's.
 
 One vector for a whole turn blurs it when the turn says several things ("Hi! Since we last talked
 I had a little car accident, and the insurance…"): a question about one of them matches the mix
-weakly. So a record of two sentences or more also gets a vector per sentence (at most
-``MAX_PASSAGES``: more sentences are grouped, in order), and its dense score is the best of its
-own cosine and its passages'. Measured on LoCoMo (``soulpass bench locomo``): R@10 0.791 -> 0.80,
-NDCG@10 0.600 -> 0.606; restricting passages to long turns (150+ characters) loses the gain.
+weakly. So a short record (up to ``SHORT_TEXT`` characters) of two sentences or more also gets a
+vector per sentence (at most ``MAX_PASSAGES``: more sentences are grouped, in order), and its dense
+score is the best of its own cosine and its passages'. Measured on LoCoMo (``soulpass bench
+locomo``): R@10 0.791 -> 0.80, NDCG@10 0.600 -> 0.606; restricting passages to long turns (150+
+characters) loses the gain.
+
+A long record is not cut into sentences: an assistant's 4,000-character reply has 40 of them, and a
+vector per sentence made indexing a user–assistant chat crawl (BEAM-500K: 4.3 turns/s). Embedding
+costs what it reads, so a long record gets what it needs to be found by meaning and no more:
+- up to ``LONG_TEXT`` characters, its own vector only, of its opening (``EMBED_CHARS``, about 128
+  tokens, the length MiniLM was trained on), where a reply says what it is about; full text covers
+  the rest. Measured on the first five BEAM-500K conversations (89 questions, dense alone, R@10):
+  the first 500 characters 0.451, the first 1,000 (256 tokens, all the model reads) 0.438, and the
+  shorter input embeds five times faster;
+- beyond that (a pasted document, a transcript), also ``MAX_PASSAGES`` windows of
+  ``WINDOW_CHARS`` spread evenly over the text, so a question about its middle or end can match.
 
 Passage vectors live in the record's vector index under ``<record id>#<n>`` and are written in the
 same drain as the record's own (soulpass.index.backlog); how many a record has is kept in the
@@ -22,10 +34,15 @@ from itertools import pairwise
 
 from soulpass.index.vectors.base import Matrix, VectorIndex
 
-__all__ = ["MAX_PASSAGES", "best_per_record", "create_table", "passage_counts", "passage_id", "record_of",
-           "record_passages", "replace", "sentences", "total"]
+__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "best_per_record",
+           "create_table", "of", "passage_counts", "passage_id", "record_of", "record_passages", "replace",
+           "sentences", "total", "windows"]
 
 MAX_PASSAGES = 8
+SHORT_TEXT = 1_000  # up to here a record of several sentences gets a vector per sentence
+LONG_TEXT = 8_000  # beyond here a record also gets MAX_PASSAGES windows spread over it
+EMBED_CHARS = 500  # what of a record's text its own vector reads (about 128 tokens)
+WINDOW_CHARS = EMBED_CHARS
 SEP = "#"  # record ids never contain it (soulpass.ids)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
@@ -41,6 +58,33 @@ def sentences(text: str) -> list[str]:
         starts = [n * size + min(n, longer) for n in range(MAX_PASSAGES + 1)]
         parts = [" ".join(parts[a:b]) for a, b in pairwise(starts)]
     return parts
+
+
+def of(text: str) -> list[str]:
+    """The passages of a record's text: sentences when it is short, nothing when it is of
+    middling length, evenly spread windows when it is very long (see the module's doc)."""
+    if len(text) <= SHORT_TEXT:
+        return sentences(text)
+    if len(text) <= LONG_TEXT:
+        return []
+    return windows(text)
+
+
+def windows(text: str, n: int = MAX_PASSAGES, size: int = WINDOW_CHARS) -> list[str]:
+    """``n`` windows of about ``size`` characters, the first at the start and the last at the end,
+    each beginning at a word boundary."""
+    text = text.strip()
+    if len(text) <= size:
+        return [text] if text else []
+    step = (len(text) - size) / max(1, n - 1)
+    out = []
+    for i in range(n):
+        start = round(i * step)
+        if start > 0:  # start at the next word, not mid-word
+            space = text.find(" ", start, start + 100)
+            start = space + 1 if space >= 0 else start
+        out.append(text[start:start + size].strip())
+    return [w for w in dict.fromkeys(out) if w]
 
 
 def passage_id(record_id: str, n: int) -> str:

@@ -56,9 +56,9 @@ W_DENSE = 0.45
 W_CONTEXT = 0.25  # x (better neighbour's fused score - the lowest)
 W_SESSION = 0.35  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
-W_SPEAKER = 0.55  # the query names the turn's speaker
+W_SPEAKER = 0.55  # the query names the turn's speaker ("I", "my" name the user: see ``speaks_first_person``)
 W_ASKS = -0.6  # the turn holds a question mark: a question is rarely where the answer is
-W_LENGTH = 0.65  # x (log of its length - the mean over the candidate turns)
+W_LENGTH = 0.65  # x (log of its length - the mean over the same speaker's candidate turns)
 # The optional cross-encoder re-orders the best RERANK_DEPTH: its standardised logit is added to
 # the standardised hybrid score (LoCoMo, first 3 conversations: R@10 0.788 -> 0.813, NDCG@10
 # 0.564 -> 0.629; the cross-encoder alone: 0.783 / 0.641).
@@ -67,7 +67,7 @@ RERANK_WEIGHT = 1.0
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
-EMBED_RECIPE = "turns-with-speaker+sentences"  # what ``embed_text`` / ``embed_passages`` make of a row
+EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows"  # what ``embed_text`` / ``embed_passages`` make of a row
 
 
 @dataclass(frozen=True)
@@ -203,7 +203,8 @@ class AccountIndex:
             raise InvalidInput(f"k must be a positive integer, not {k!r}", field="k")
         filters = _with_kinds(filters or Filters())
         found = self.candidates(query, k, filters, extra)
-        ranked = found.scores.rank(found.traits, found.links, named=found.named, dense=found.dense)
+        ranked = found.scores.rank(found.traits, found.links, named=found.named, dense=found.dense,
+                                   first_person=found.first_person)
         own = found.own
         reranking = self.reranker is not None and bool(query.strip())
         ranked = ranked[:max(RERANK_DEPTH, k) if reranking else k]
@@ -250,7 +251,8 @@ class AccountIndex:
                     links[after] = (rid, links.get(after, (None, None))[1])
         traits = self.catalog.traits(scores.ids, as_of_version=filters.as_of_version)
         traits.update((r.id, Traits.of(r)) for r in own)
-        return Candidates(scores, traits, links, set(query_terms(query)), qvec is not None, own)
+        return Candidates(scores, traits, links, set(query_terms(query)), qvec is not None, own,
+                          first_person=speaks_first_person(query))
 
     def _rerank(self, query: str, ranked: list[tuple[str, dict[str, float]]],
                 rows: dict[str, CatalogRow]) -> list[tuple[str, dict[str, float]]]:
@@ -339,6 +341,7 @@ class Candidates:
     named: set[str]  # the query's terms
     dense: bool  # whether the query has a vector
     own: list[CatalogRow]  # the sandbox buffer's rows among them
+    first_person: bool = False  # the query says "I", "me", "my": it asks about the user's own words
 
 
 def _with_kinds(filters: Filters) -> Filters:
@@ -380,9 +383,10 @@ class _Scores:
         return sorted(fused, key=lambda i: (-fused[i], i))[:n]
 
     def rank(self, traits: dict[str, Traits], links: dict[str, tuple[str | None, str | None]],
-             named: Collection[str], dense: bool) -> list[tuple[str, dict[str, float]]]:
+             named: Collection[str], dense: bool, first_person: bool = False) -> list[tuple[str, dict[str, float]]]:
         """Candidates (those in ``traits``) by their scores read in context; ``named``: the query's
-        terms (a turn whose speaker they name gains ``W_SPEAKER``)."""
+        terms (a turn whose speaker they name gains ``W_SPEAKER``); ``first_person``: the query
+        speaks as the user, which names the user as speaker (the user's own turns gain ``W_SPEAKER``)."""
         zf, zd = self.standardised(dense)
         fused = {i: zf[i] + zd[i] for i in zf if i in traits}
         if not fused:
@@ -397,12 +401,11 @@ class _Scores:
             session = traits[i].session_id
             if session is not None:
                 best_in_session[session] = max(best_in_session.get(session, floor), s)
-        turns = [i for i in fused if traits[i].kind in TURN_KINDS]
-        log_length = {i: math.log1p(traits[i].length) for i in turns}
-        mean_length = sum(log_length.values()) / len(turns) if turns else 0.0
+        log_length = {i: math.log1p(traits[i].length) for i in fused if traits[i].kind in TURN_KINDS}
+        mean_length = _mean_by_speaker(log_length, traits)
         fts_rank = _ranks(self.fts, fused)
         dense_rank = _ranks(self.dense, fused)
-        speakers: dict[str | None, bool] = {}  # agent -> named by the query
+        speakers: dict[tuple[str, str | None], bool] = {}  # speaker -> named by the query
         out = []
         for i in fused:
             t = traits[i]
@@ -410,11 +413,12 @@ class _Scores:
             parts = {"fused": W_FTS * zf[i] + W_DENSE * zd[i], "context": W_CONTEXT * context[i],
                      "session": W_SESSION * (top - floor)}
             if i in log_length:
-                if t.agent not in speakers:
-                    speakers[t.agent] = _named(t.agent, named)
-                parts["speaker"] = W_SPEAKER * speakers[t.agent]
+                who = _speaker(t)
+                if who not in speakers:
+                    speakers[who] = _named(t.agent, named) or (first_person and _is_users(t))
+                parts["speaker"] = W_SPEAKER * speakers[who]
                 parts["asks"] = W_ASKS * t.asks
-                parts["length"] = W_LENGTH * (log_length[i] - mean_length)
+                parts["length"] = W_LENGTH * (log_length[i] - mean_length[_speaker(t)])
             score = sum(parts.values())
             if i in self.fts:
                 parts["fts"], parts["fts_rank"] = self.fts[i], fts_rank[i]
@@ -424,6 +428,34 @@ class _Scores:
             out.append((i, parts))
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
+
+
+def _speaker(t: Traits) -> tuple[str, str | None]:
+    return t.kind, t.agent
+
+
+def _mean_by_speaker(values: dict[str, float], traits: dict[str, Traits]) -> dict[tuple[str, str | None], float]:
+    """The mean of ``values`` over each speaker's candidates: a long-winded speaker (an assistant's
+    replies) is compared with itself, not with the terse one."""
+    groups: dict[tuple[str, str | None], list[float]] = {}
+    for i, v in values.items():
+        groups.setdefault(_speaker(traits[i]), []).append(v)
+    return {s: sum(vs) / len(vs) for s, vs in groups.items()}
+
+
+def _is_users(t: Traits) -> bool:
+    """A turn the user wrote (a ``turn_user`` with no other speaker named)."""
+    return t.kind == "turn_user" and t.agent in (None, "user")
+
+
+_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself)\b", re.IGNORECASE)
+
+
+def speaks_first_person(query: str) -> bool:
+    """Whether the query speaks as the user ("what did I say about …", "my deadline"): in a chat
+    between a user and an assistant that names the user as the speaker it asks about, just as
+    "What did Caroline say" names Caroline."""
+    return _FIRST_PERSON.search(query) is not None
 
 
 def _named(agent: str | None, terms: Collection[str]) -> bool:
@@ -493,14 +525,15 @@ def _buffer_links(turns: Sequence[CatalogRow]) -> dict[str, tuple[str | None, st
 def embed_text(row: CatalogRow) -> str:
     """What is embedded for a row: a turn with its speaker ("Caroline: I went …"), since who said
     it is part of what it means (LoCoMo dense R@10 0.33 without, 0.42 with)."""
+    text = row.text[:passages.EMBED_CHARS]  # its opening: see soulpass.index.passages
     if row.kind in TURN_KINDS and row.agent:
-        return f"{row.agent}: {row.text}"
-    return row.text
+        return f"{row.agent}: {text}"
+    return text
 
 
 def embed_passages(row: CatalogRow) -> list[str]:
     """The passages embedded beside a row (soulpass.index.passages), with the speaker like ``embed_text``."""
-    found = passages.sentences(row.text)
+    found = passages.of(row.text)
     if row.kind in TURN_KINDS and row.agent:
         return [f"{row.agent}: {p}" for p in found]
     return found

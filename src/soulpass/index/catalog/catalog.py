@@ -14,7 +14,7 @@ from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.account import AccountStore
 
 from .query import Filters, filter_sql, query_terms
-from .rows import COLUMNS, CatalogRow, Traits
+from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import Progress, SyncCounts, apply_version, rebuild_rows
@@ -407,7 +407,7 @@ class Catalog:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        sql = (f"SELECT c.id, c.kind, c.session_id, c.agent, length(c.text), instr(c.text, '?') > 0"
+        sql = (f"SELECT c.id, c.kind, c.session_id, c.agent, length(c.text), {ASKS_SQL}"
                f" FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value")
         params: list[Any] = [json.dumps(wanted)]
         if as_of_version is not None:

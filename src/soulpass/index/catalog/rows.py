@@ -28,8 +28,8 @@ from soulpass.records import (
 )
 from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
-__all__ = ["COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
-           "make_row", "record_row", "row_id", "to_us"]
+__all__ = ["ASKS_SQL", "COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
+           "make_row", "mostly_asks", "record_row", "row_id", "to_us"]
 
 # Documents whose values are worth finding by text; the knowledge-graph files only repeat facts.
 TEXT_DOCUMENT_KINDS = frozenset({"core_memory", "user_profile", "state"})
@@ -44,11 +44,25 @@ class Traits:
     session_id: str | None
     agent: str | None
     length: int  # characters of text
-    asks: bool  # the text holds a question mark
+    asks: bool  # the text mostly asks: it has a question mark, and no more other sentence ends than those
 
     @classmethod
     def of(cls, row: CatalogRow) -> Traits:
-        return cls(row.kind, row.session_id, row.agent, len(row.text), "?" in row.text)
+        return cls(row.kind, row.session_id, row.agent, len(row.text), mostly_asks(row.text))
+
+
+def mostly_asks(text: str) -> bool:
+    """A turn that asks rather than tells ("Lovely! What breed is it?"), not one that tells and then
+    asks ("I moved on May 3. I have to unpack by Friday. Any tips?"): the question is rarely where the
+    answer is, the telling is. Same rule as ``ASKS_SQL``."""
+    questions = text.count("?")
+    return questions > 0 and questions >= text.count(".") + text.count("!")
+
+
+# ``mostly_asks`` in SQL, for a catalog column ``c.text``.
+ASKS_SQL = ("(length(c.text) - length(replace(c.text, '?', ''))) > 0 AND "
+            "(length(c.text) - length(replace(c.text, '?', ''))) >= "
+            "(2 * length(c.text) - length(replace(c.text, '.', '')) - length(replace(c.text, '!', '')))")
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
-"""``benchmarks/locomo_fit.py`` on a tiny generated LoCoMo: its ranking is the search's, its metric the
-benchmark's, and a fit never loses on the fold it was fitted on."""
+"""``benchmarks/retrieval_fit.py`` on a tiny generated LoCoMo: its ranking is the search's, its metric the
+benchmark's, a fit never loses on what it was fitted on, and leave-one-data-set-out never sees the set
+it reports."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from soulpass.bench import locomo
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "locomo_fit.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "retrieval_fit.py"
 
 
 @pytest.fixture(autouse=True)
@@ -27,7 +28,7 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("soulpass_bench_locomo_fit", SCRIPT)
+    spec = importlib.util.spec_from_file_location("soulpass_bench_retrieval_fit", SCRIPT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is made
@@ -99,9 +100,9 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
 
         before = fit.current_weights()
         train = [i for i in items if i.conversation % 2 == 0]
-        result = fit.fit(train, rounds=2)
-        assert result["train"]["objective"] >= result["start_objective"]
-        assert fit.evaluate(train, result["weights"])["objective"] == pytest.approx(result["train"]["objective"])
+        result = fit.fit([train], rounds=2)
+        assert result["objective"] >= result["start_objective"]
+        assert fit.evaluate(train, result["weights"])["objective"] == pytest.approx(result["objective"])
         assert fit.current_weights() == before  # the module's constants are restored after every evaluation
         assert before["W_FTS"] == search_mod.W_FTS
     finally:
@@ -109,13 +110,23 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
             account.close()
 
     out = tmp_path / "fit.json"
-    assert fit.main(["--home", str(home), "--data", str(data), "--json", str(out)]) == 0
+    # The same conversations as two "data sets": each one's leave-one-out fit sees only the other.
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps([_sample(0, "Cara")]), encoding="utf-8")
+    other_home = tmp_path / "other-home"
+    locomo.run(soulpass.open(other_home), locomo.load(other))
+    assert fit.main(["--set", "tiny", str(home), str(data), "--set", "other", str(other_home), str(other),
+                     "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "cross-validated" in printed and "fitted on A -> tested on B" in printed
+    assert "cross-validated" in printed and "leave-one-data-set-out" in printed
     report = json.loads(out.read_text(encoding="utf-8"))
-    assert report["questions"] == 7 and report["self_check_questions"] == 6  # the first 3 of each
-    assert report["current"]["all"]["recall@10"] == bench["overall"]["recall@10"]
-    assert set(report["folds"]) == {"A->B", "B->A"}
+    assert report["self_check_questions"] == 6 + 3  # the first 3 of each conversation
+    tiny = report["sets"]["tiny"]
+    assert tiny["questions"] == 7 and tiny["current"]["recall@10"] == bench["overall"]["recall@10"]
+    assert set(tiny["cv"]["folds"]) == {"A->B", "B->A"}
+    # Fitted on "other" alone: evaluating those weights on "tiny" gives what the report says.
+    again = fit.evaluate(items, tiny["lodo"]["weights"])
+    assert round(again["recall@10"], 4) == tiny["lodo"]["test"]["recall@10"]
     assert set(report["fit_all"]["weights"]) == set(fit.WEIGHTS)
 
 
