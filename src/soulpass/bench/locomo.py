@@ -37,9 +37,8 @@ __all__ = ["CATEGORIES", "KS", "TURN_KINDS", "Conversation", "Question", "Sessio
 KS = (1, 5, 10, 20)
 # LoCoMo's categories (1-5), then BEAM's abilities (11-19).
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial",
-              11: "information-extraction", 12: "multi-session-reasoning", 13: "event-ordering",
-              14: "temporal-reasoning", 15: "knowledge-update", 16: "contradiction-resolution",
-              17: "preference-following", 18: "instruction-following", 19: "summarization"}
+              11: "extraction", 12: "multi-session", 13: "event-ordering", 14: "temporal-reasoning",
+              15: "knowledge-update", 16: "contradiction", 17: "preference", 18: "instruction", 19: "summarization"}
 TURN_KINDS = ("turn_user", "turn_llm")
 
 
