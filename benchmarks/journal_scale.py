@@ -35,8 +35,8 @@ from typing import Any
 
 import soulpass
 from soulpass.backup import backup, restore
+from soulpass.importers.mira import import_mira
 from soulpass.integrity import audit
-from soulpass.mira import import_mira
 
 FOLDERS = ("journal", "experiments", "reflections", "conversations")
 

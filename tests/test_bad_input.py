@@ -28,6 +28,9 @@ import soulpass
 from soulpass import Committed, InvalidInput, Limits, SoulpassError
 
 LIMIT = 1000
+# Message bodies (turn text, sensory content, journal text) have a limit of their own; here both
+# limits are LIMIT, so every over-size case below is refused at the same size.
+LIMITS = Limits(max_text_chars=LIMIT, max_body_chars=LIMIT)
 ACCOUNT = "alice"
 BAD = "bad \udcff text"  # a lone surrogate: not encodable as UTF-8
 # A file name that is not UTF-8 on disk, as Python hands it over (PEP 383 surrogateescape).
@@ -103,7 +106,7 @@ def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
 def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """An account at version 1 plus a live sandbox holding one turn, built once and copied per test."""
     home = tmp_path_factory.mktemp("template") / "home"
-    sp = soulpass.open(home, limits=Limits(max_text_chars=LIMIT))
+    sp = soulpass.open(home, limits=LIMITS)
     acct = sp.account(ACCOUNT, create=True)
     seed = acct.create_sandbox("seed session")
     tu = seed.add_turn("user", "I live in Bangkok")
@@ -122,7 +125,7 @@ def template(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
 def env(tmp_path: Path, template: dict[str, Any]) -> Env:
     home = tmp_path / "home"
     shutil.copytree(template["home"], home)
-    sp = soulpass.open(home, limits=Limits(max_text_chars=LIMIT))
+    sp = soulpass.open(home, limits=LIMITS)
     acct = sp.account(ACCOUNT)
     e = Env(home, sp, acct, acct.sandbox(template["sandbox"]), template["fact"], template["episode"])
     assert acct.head() == 1 and buffer_lines(e) == 1
@@ -131,7 +134,7 @@ def env(tmp_path: Path, template: dict[str, Any]) -> Env:
 
 def assert_healthy(env: Env) -> None:
     """Reopen from disk: HEAD unchanged, the live sandbox archives with only its earlier turn."""
-    sp = soulpass.open(env.home, limits=Limits(max_text_chars=LIMIT))
+    sp = soulpass.open(env.home, limits=LIMITS)
     acct = sp.account(ACCOUNT)
     assert acct.head() == 1
     assert [s.sandbox_id for s in acct.sandboxes()] == [env.sb.id], "a refused call left a sandbox behind"
@@ -448,8 +451,9 @@ def test_text_at_the_limit_is_accepted_and_stored_whole(env: Env, case: str) -> 
 def test_limit_is_configurable(tmp_path: Path) -> None:
     text = "z" * 1500
     default = soulpass.open(tmp_path / "a").account("u", create=True).create_sandbox("s")
-    default.add_turn("user", text)  # the default limit (100 000) lets it through
-    small = soulpass.open(tmp_path / "b", limits=Limits(max_text_chars=100)).account("u", create=True)
+    default.add_turn("user", text)  # the default limit (8 Mi characters for a message body) lets it through
+    small = soulpass.open(tmp_path / "b", limits=Limits(max_text_chars=100, max_body_chars=100)).account(
+        "u", create=True)
     sb = small.create_sandbox("s")
     sb.add_turn("user", "z" * 100)
     with pytest.raises(InvalidInput, match="101 characters long"):
@@ -586,7 +590,7 @@ def test_pydantic_error_is_chained_not_raised(env: Env) -> None:
 
 
 def test_msp_write_to_session_buffer_is_all_or_nothing(env: Env) -> None:
-    msp = soulpass.MSP(env.home, limits=Limits(max_text_chars=LIMIT))
+    msp = soulpass.MSP(env.home, limits=LIMITS)
     entry = {
         "episode": {"episode_id": "ep_1", "turn_1": {"speaker": "user", "text": "hi"},
                     "turn_2": {"speaker": "eva", "text": "hello"}},
@@ -599,7 +603,7 @@ def test_msp_write_to_session_buffer_is_all_or_nothing(env: Env) -> None:
 
 
 def test_msp_unknown_buffer_key_refused(env: Env) -> None:
-    msp = soulpass.MSP(env.home, limits=Limits(max_text_chars=LIMIT))
+    msp = soulpass.MSP(env.home, limits=LIMITS)
     expect_refused(env, lambda: msp.write_to_session_buffer(env.sb.id, {"episodes": []}), "episodes")
 
 

@@ -20,7 +20,7 @@ import soulpass
 from bench_helpers import benchmark_module
 from soulpass.cli.main import cli
 from soulpass.errors import InvalidInput
-from soulpass.mira import ENTRY_KEYS, MIRA_VERSION, export_mira, import_mira
+from soulpass.importers.mira import ENTRY_KEYS, MIRA_VERSION, export_mira, import_mira
 from soulpass.prose import FOLDER_OF_TYPE
 from soulpass.records import normalize_text
 
@@ -200,13 +200,31 @@ def test_import_refuses_what_is_not_a_mira_folder(tmp_path: Path) -> None:
     with pytest.raises(InvalidInput, match="no Markdown entries"):
         import_mira(acct, tmp_path)
     (tmp_path / "journal").mkdir()
-    (tmp_path / "journal" / "2025-01-01_x.md").write_text("---\n: [bad\n---\nbody")
-    with pytest.raises(InvalidInput, match=r"2025-01-01_x\.md"):
-        import_mira(acct, tmp_path)
     (tmp_path / "journal" / "2025-01-01_x.md").write_text("Fine. Text.")
     (tmp_path / "memory_index.json").write_text("[1, 2]")
     with pytest.raises(InvalidInput, match=r"memory_index\.json"):
         import_mira(acct, tmp_path)
+
+
+def test_a_bad_file_is_reported_and_the_rest_imported(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path / "home", embedder="none").create_account("a")
+    folder = tmp_path / "m"
+    (folder / "journal").mkdir(parents=True)
+    (folder / "journal" / "2025-01-01_bad.md").write_text("---\n: [bad\n---\nbody")
+    (folder / "journal" / "2025-01-02_latin.md").write_bytes(b"caf\xe9 au lait")
+    (folder / "journal" / "2025-01-03_good.md").write_text("A good entry. It stays.")
+    report = import_mira(acct, folder)
+    assert report.version == 1 and report.files == 3
+    assert [e["source"] for e in report.imported] == ["journal/2025-01-03_good.md"]
+    assert [f.item for f in report.failures] == ["journal/2025-01-01_bad.md", "journal/2025-01-02_latin.md"]
+    assert "UTF-8" in report.failures[1].reason
+    assert report.to_json()["failures"][0]["item"] == "journal/2025-01-01_bad.md"
+    only_bad = tmp_path / "only-bad"
+    (only_bad / "journal").mkdir(parents=True)
+    (only_bad / "journal" / "2025-01-01_bad.md").write_text("---\n: [bad\n---\nbody")
+    nothing = import_mira(acct, only_bad)
+    assert nothing.version is None and nothing.imported == [] and len(nothing.failures) == 1
+    assert acct.head() == 1
 
 
 def test_cli_import_export_patterns(tmp_path: Path) -> None:

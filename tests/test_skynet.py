@@ -261,7 +261,7 @@ def test_bad_input_names_the_field_and_stores_nothing(
 
 def test_refused_write_leaves_no_sandbox_behind(memory: MemoryManager) -> None:
     with pytest.raises(InvalidInput):
-        memory.store_interaction({"content": "x" * (soulpass.Limits().max_text_chars + 1)})
+        memory.store_interaction({"content": "x" * (soulpass.Limits().max_body_chars + 1)})  # a message body
     with pytest.raises(InvalidInput):
         memory.store_reflection("bad \udcff text")  # a lone surrogate: not UTF-8
     assert memory.account.head() == 0 and memory.account.sandboxes() == []

@@ -50,7 +50,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER, BUFFER_FILE, Limits, check_json_safe
+from soulpass.sessions.buffer import ARCHIVED_MARKER, BUFFER_FILE, Limits
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -416,7 +416,7 @@ class Sandbox:
                 derived.add("text")
             skip = frozenset(derived)
             # Check the raw values first: JSON serialisation would quietly coerce some of them.
-            check_json_safe(model.model_dump(), self.account.sp.limits.max_text_chars, skip=skip)
+            self.account.sp.limits.check(type_, model.model_dump(), skip)
             batch.append((type_, _dump(model), getattr(model, "agent", None), skip))
         self._buffer.append_many(batch)
 

@@ -17,7 +17,7 @@ from soulpass.agent.orientation import render_orientation
 from soulpass.agent.types import ClipboardView, ContextBlock, ContextSection, LogEntry, Orientation
 from soulpass.records import SituationContext
 
-__all__ = ["Memory", "assemble", "count_tokens", "situation_guidance"]
+__all__ = ["Memory", "assemble", "count_tokens", "render_memories", "situation_guidance"]
 
 TokenCounter = Callable[[str], int]
 
@@ -84,6 +84,13 @@ def _memory_line(m: Memory) -> str:
     return f"- [{when}] ({m.kind} {m.id}) {_clip(m.text, 700)}"
 
 
+def render_memories(memories: list[Memory]) -> str:
+    """The retrieved-memories section of the context block: one line a memory (its text cut to
+    700 characters), best first."""
+    lines = "\n".join(_memory_line(m) for m in memories)
+    return f"[MEMORIES]\n{lines}\n[/MEMORIES]"
+
+
 @dataclass
 class _Parts:
     orientation: Orientation | None
@@ -110,8 +117,7 @@ class _Parts:
         hot = "\n".join(_hot_line(e) for e in self.hot) or "(empty)"
         add("hot_log", f"[HOT_LOG]\n{hot}\n[/HOT_LOG]")
         if self.memories or self.dropped.get("memories"):
-            lines = "\n".join(_memory_line(m) for m in self.memories)
-            add("memories", f"[MEMORIES]\n{lines}\n[/MEMORIES]" if self.memories else "")
+            add("memories", render_memories(self.memories) if self.memories else "")
         return out
 
     def drop_one(self) -> bool:

@@ -11,7 +11,7 @@ import click
 from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.search_cmds import index
-from soulpass.mira import export_mira, import_mira
+from soulpass.importers.mira import export_mira, import_mira
 from soulpass.prose import ENTRY_TYPES
 
 __all__ = ["COMMANDS"]
@@ -140,10 +140,12 @@ def import_mira_cmd(state: State, account: str, folder: Path, create: bool, dry_
     what = "would import" if dry_run else f"version {report.version}: imported"
     console.print(f"{what} {len(report.imported)} of {report.files} files; {len(report.duplicates)} exact "
                   f"repeats skipped, {len(report.repeats)} recurring insights linked, "
-                  f"{len(report.hash_mismatches)} stated hashes recomputed")
+                  f"{len(report.hash_mismatches)} stated hashes recomputed, {len(report.failures)} files not read")
     if report.duplicates:
         table("exact repeats (not stored)", ["file", "same as"], [
             (d["source"], d.get("duplicate_of_source") or d["duplicate_of"]) for d in report.duplicates])
+    if report.failures:
+        table("files not imported", ["file", "reason"], [(f.item, f.reason) for f in report.failures])
 
 
 @index.command("export")

@@ -25,29 +25,53 @@ from soulpass.errors import Conflict, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 
-__all__ = ["Limits", "SessionBufferFile", "check_json_safe"]
+__all__ = ["BODY_FIELDS", "Limits", "SessionBufferFile", "check_json_safe"]
 
 BUFFER_FILE = "session_buffer.jsonl"
 ARCHIVED_MARKER = "ARCHIVED.json"
 
 
+# The message bodies of a buffer event type: what someone said or pasted, kept verbatim whatever
+# its length. Every other string (names, labels, tags, summaries, fact and state values) is short.
+BODY_FIELDS: dict[str, frozenset[str]] = {
+    "turn": frozenset({"text_excerpt"}),
+    "sensory": frozenset({"content"}),
+    "journal": frozenset({"text"}),
+}
+
+
 @dataclass(frozen=True)
 class Limits:
-    """Input limits; over-size input is refused with ``InvalidInput``."""
+    """Input limits; over-size input is refused with ``InvalidInput`` naming the field.
+
+    ``max_body_chars`` bounds a message body (a turn's ``text_excerpt``, a sensory record's
+    ``content``, a journal entry's ``text``): 8 Mi characters, so a pasted document of 8 MB is
+    one turn. ``max_text_chars`` bounds every other string. ``max_event_bytes`` bounds one buffer
+    line as JSON; the default holds any event whose fields are within the two character limits
+    (a turn's body is written twice: ``text_excerpt`` and the envelope's ``text``).
+    """
 
     max_text_chars: int = 100_000
-    max_event_bytes: int = 4 * 1024 * 1024
+    max_body_chars: int = 8 * 1024 * 1024
+    max_event_bytes: int = 128 * 1024 * 1024
+
+    def check(self, type_: str, data: dict[str, Any], skip: frozenset[str] = frozenset()) -> None:
+        """Refuse ``data`` of a ``type_`` event that JSON cannot hold or that is over a limit."""
+        check_json_safe(data, self.max_text_chars, skip=skip,
+                        bodies=BODY_FIELDS.get(type_, frozenset()), body_limit=self.max_body_chars)
 
 
 _JSON_SCALARS = (bool, int, str, type(None))
 
 
-def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset[str] = frozenset()) -> None:
+def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset[str] = frozenset(),
+                    bodies: frozenset[str] = frozenset(), body_limit: int = 0) -> None:
     """Refuse what JSON cannot hold faithfully, naming the field.
 
-    Strings must be valid UTF-8 (no lone surrogates) and at most ``limit`` characters; floats
-    finite; keys strings; only JSON types (and datetimes of typed fields). ``skip`` names
-    top-level fields Soulpass derived itself (ids, hashes, the envelope's text copy).
+    Strings must be valid UTF-8 (no lone surrogates) and at most ``limit`` characters (the
+    top-level fields named in ``bodies``: ``body_limit``); floats finite; keys strings; only JSON
+    types (and datetimes of typed fields). ``skip`` names top-level fields Soulpass derived itself
+    (ids, hashes, the envelope's text copy).
     """
     if isinstance(value, str):
         try:
@@ -67,7 +91,7 @@ def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset
             check_json_safe(k, limit, f"{where} key")
             if where == "data" and k in skip:
                 continue
-            check_json_safe(v, limit, f"{where}.{k}")
+            check_json_safe(v, body_limit if where == "data" and k in bodies else limit, f"{where}.{k}")
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
             check_json_safe(v, limit, f"{where}[{i}]")
@@ -106,7 +130,7 @@ class SessionBufferFile:
         """Append several events all-or-nothing: every one is validated before one write."""
         events, lines = [], []
         for type_, data, agent, skip in items:
-            check_json_safe(data, self.limits.max_text_chars, skip=skip)
+            self.limits.check(type_, data, skip)
             try:
                 event = BufferEvent(event_id=uuid.uuid4().hex, type=type_, at=at or utc_now(),
                                     agent=agent, data=data)

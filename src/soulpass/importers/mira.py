@@ -5,7 +5,8 @@
 ``entries`` with ``id, timestamp, type, file_path, semantic_hash, tags, brief_summary,
 core_insight``); ``file_path`` is relative to the account's ``core/04_Journal`` folder, which is
 laid out like a Mira folder. ``import_mira`` takes such a folder (with or without an index) into
-an account as one version.
+an account as one version; a file it cannot read is reported (``ImportReport.failures``) and the
+rest imported.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +27,7 @@ from soulpass.consolidation.journal import JournalPlan, plan_journal_import
 from soulpass.consolidation.plan import IdAllocator
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
+from soulpass.importers.base import Failure, failure, split
 from soulpass.journal import CatalogHashLookup
 from soulpass.prose import ENTRY_TYPES, FOLDER_OF_TYPE, TYPE_OF_FOLDER, JournalEntry, split_front_matter
 from soulpass.store.fsio import atomic_write
@@ -33,7 +36,8 @@ from soulpass.store.layout import JOURNAL_DIR
 if TYPE_CHECKING:
     from soulpass.engine import Account
 
-__all__ = ["INDEX_FILE", "MIRA_VERSION", "ImportReport", "export_mira", "import_mira", "mira_index", "read_mira_folder"]
+__all__ = ["INDEX_FILE", "MIRA_VERSION", "ImportReport", "MiraFolder", "export_mira", "import_mira", "mira_index",
+           "read_mira_folder"]
 
 INDEX_FILE = "memory_index.json"
 MIRA_VERSION = "1.0"
@@ -45,7 +49,8 @@ _KNOWN = frozenset({"id", "timestamp", "created_at", "type", "title", "tags", "b
 
 @dataclass
 class ImportReport:
-    """What ``import_mira`` did: the version, what was stored, skipped, repeated or adjusted."""
+    """What ``import_mira`` did: the version, what was stored, skipped, repeated, adjusted or
+    could not be read (``failures``: the file and why)."""
 
     version: int | None
     files: int
@@ -54,11 +59,13 @@ class ImportReport:
     repeats: list[dict[str, Any]] = field(default_factory=list)
     hash_mismatches: list[dict[str, str]] = field(default_factory=list)
     ignored_keys: dict[str, list[str]] = field(default_factory=dict)
+    failures: list[Failure] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"version": self.version, "files": self.files, "imported": len(self.imported),
                 "duplicates": self.duplicates, "repeats": self.repeats, "hash_mismatches": self.hash_mismatches,
-                "ignored_keys": self.ignored_keys, "entries": self.imported}
+                "ignored_keys": self.ignored_keys, "failures": [f.to_json() for f in self.failures],
+                "entries": self.imported}
 
 
 def mira_index(account: Account) -> dict[str, Any]:
@@ -87,34 +94,53 @@ def export_mira(account: Account, target: str | Path, *, with_files: bool = Fals
     return doc
 
 
+class MiraFolder:
+    """A Mira folder as an importer of ``(entry with a temporary id, file relative to the folder)``:
+    metadata from front matter, else ``memory_index.json``, else derived (type from the folder,
+    date and title from the file name, insight from the text). A file that cannot be read is a
+    :class:`~soulpass.importers.base.Failure`; a folder that is none, holds no Markdown entries or
+    has an unreadable index is refused with ``InvalidInput``."""
+
+    def __init__(self, folder: str | Path) -> None:
+        self.root = Path(folder)
+        if not self.root.is_dir():
+            raise InvalidInput(f"{self.root} is not a folder", path=str(self.root))
+        self.index = _read_index(self.root)
+        self.files = list(self._markdown_files())
+        if not self.files:
+            raise InvalidInput(f"{self.root} holds no Markdown entries under {', '.join(FOLDER_OF_TYPE.values())}",
+                               path=str(self.root))
+        self.report = ImportReport(version=None, files=len(self.files))
+
+    def _markdown_files(self) -> Iterator[tuple[Path, str, str]]:
+        for sub in FOLDER_OF_TYPE.values():
+            base = self.root / sub
+            if not base.is_dir():
+                continue
+            for dirpath, dirs, files in os.walk(base):
+                dirs.sort()
+                for name in sorted(files):
+                    if name.endswith(".md") and not name.startswith("."):
+                        file = Path(dirpath, name)
+                        yield file, file.relative_to(self.root).as_posix(), TYPE_OF_FOLDER[sub]
+
+    def items(self) -> Iterator[tuple[JournalEntry, str] | Failure]:
+        for file, rel, folder_type in self.files:
+            try:
+                yield _entry(file, rel, folder_type, self.index.get(rel, {}), self.report), rel
+            except InvalidInput as exc:
+                yield failure(rel, exc)
+            except OSError as exc:
+                yield Failure(rel, f"{rel} cannot be read: {exc.strerror or exc}")
+
+
 def read_mira_folder(folder: str | Path) -> tuple[list[tuple[JournalEntry, str]], ImportReport]:
-    """Every Markdown entry of a Mira folder as ``(entry with a temporary id, file relative to
-    the folder)``, oldest first; metadata from front matter, else ``memory_index.json``, else
-    derived (type from the folder, date and title from the file name, insight from the text)."""
-    root = Path(folder)
-    if not root.is_dir():
-        raise InvalidInput(f"{root} is not a folder", path=str(root))
-    index = _read_index(root)
-    report = ImportReport(version=None, files=0)
-    out: list[tuple[JournalEntry, str]] = []
-    for sub in FOLDER_OF_TYPE.values():
-        base = root / sub
-        if not base.is_dir():
-            continue
-        for dirpath, dirs, files in os.walk(base):
-            dirs.sort()
-            for name in sorted(files):
-                if not name.endswith(".md") or name.startswith("."):
-                    continue
-                file = Path(dirpath, name)
-                rel = file.relative_to(root).as_posix()
-                report.files += 1
-                out.append((_entry(file, rel, TYPE_OF_FOLDER[sub], index.get(rel, {}), report), rel))
-    if not out:
-        raise InvalidInput(f"{root} holds no Markdown entries under {', '.join(FOLDER_OF_TYPE.values())}",
-                           path=str(root))
+    """Every readable Markdown entry of a Mira folder (see :class:`MiraFolder`) oldest first, and
+    the report so far (files, failures, hash mismatches, ignored front-matter keys)."""
+    source = MiraFolder(folder)
+    out, source.report.failures = split(source.items())
     out.sort(key=lambda x: (x[0].created_at, x[1]))
-    return out, report
+    return out, source.report
 
 
 def _read_index(root: Path) -> dict[str, dict[str, Any]]:
