@@ -22,13 +22,13 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
-from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog import CatalogHashLookup, CatalogRow, Filters
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
-from soulpass.journal import CatalogHashLookup, Journal
+from soulpass.journal import Journal
 from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,

@@ -25,7 +25,7 @@ from soulpass.consolidation.journal import JournalPlan, plan_journal_import
 from soulpass.consolidation.plan import IdAllocator
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
-from soulpass.journal import CatalogHashLookup
+from soulpass.index.catalog import CatalogHashLookup
 from soulpass.prose import ENTRY_TYPES, FOLDER_OF_TYPE, TYPE_OF_FOLDER, JournalEntry, split_front_matter
 from soulpass.store.fsio import atomic_write
 from soulpass.store.layout import JOURNAL_DIR

@@ -9,8 +9,8 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from soulpass.bench import locomo
-from soulpass.cli.main import State
 from soulpass.cli.output import console, table
+from soulpass.cli.state import State
 from soulpass.store.fsio import atomic_write
 
 __all__ = ["COMMANDS"]

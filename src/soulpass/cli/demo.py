@@ -8,8 +8,8 @@ from typing import Any
 import click
 from rich.progress import track
 
-from soulpass.cli.main import State
 from soulpass.cli.output import console, table
+from soulpass.cli.state import State
 from soulpass.engine import Account, Committed, Sandbox
 from soulpass.errors import Corrupted
 

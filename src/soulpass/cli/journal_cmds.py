@@ -8,9 +8,9 @@ from pathlib import Path
 
 import click
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.search_cmds import index
+from soulpass.cli.state import State, account_option
 from soulpass.mira import export_mira, import_mira
 from soulpass.prose import ENTRY_TYPES
 

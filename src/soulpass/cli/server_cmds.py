@@ -7,8 +7,8 @@ from typing import Literal
 
 import click
 
-from soulpass.cli.main import State
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State
 from soulpass.engine import Soulpass
 from soulpass.errors import BackendUnavailable
 from soulpass.server.keys import KeyStore

@@ -4,12 +4,14 @@ Derived from the files and rebuildable from them; it follows the store version b
 """
 
 from .catalog import CATALOG_FILE, Catalog, CatalogStatus, CatchUpReport, catalog_path, catch_up
+from .lookup import CatalogHashLookup
 from .query import Filters, fts_query, query_terms
 from .rows import CatalogRow, Traits
 
 __all__ = [
     "CATALOG_FILE",
     "Catalog",
+    "CatalogHashLookup",
     "CatalogRow",
     "CatalogStatus",
     "CatchUpReport",
