@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("store",)),
     ("index", ("index", "embed")),
     ("sessions", ("sessions", "consolidation")),
-    ("engine", ("engine", "journal")),  # the library API: soulpass.open -> Account -> Sandbox, Journal
+    ("engine", ("engine", "journal", "pool")),  # the library API: soulpass.open -> Account -> Sandbox, Journal
     # Built on the library API only: integrity and backup tools, importers, the seed facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
     ("library", ("integrity", "backup", "mira", "importers", "msp", "skynet", "agent", "bench")),

@@ -8,6 +8,7 @@ import click
 
 from soulpass.cli.output import ErrorHandlingGroup
 from soulpass.cli.state import State
+from soulpass.index.catalog import FullText
 
 __all__ = ["cli", "main"]
 
@@ -18,11 +19,14 @@ __all__ = ["cli", "main"]
 @click.option("--rules", "rules_file", envvar="SOULPASS_RULES", default=None,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Consolidation rules YAML (default: <home>/rules.yaml if present).")
+@click.option("--fulltext", envvar="SOULPASS_FULLTEXT", default=None, type=click.Choice(["fts5", "tantivy"]),
+              help="Full-text engine, recorded in each account's index (default: the recorded one, else fts5; "
+                   "tantivy needs the 'search' extra). Env SOULPASS_FULLTEXT.")
 @click.version_option(package_name="soulpass")
 @click.pass_context
-def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
+def cli(ctx: click.Context, home: Path, rules_file: Path | None, fulltext: FullText | None) -> None:
     """Soulpass: versioned, portable long-term memory for AI agents."""
-    ctx.obj = State(home=home.expanduser(), rules_file=rules_file)
+    ctx.obj = State(home=home.expanduser(), rules_file=rules_file, fulltext=fulltext)
 
 
 def _register() -> None:

@@ -10,6 +10,7 @@ import click
 
 from soulpass.consolidation.rules import Rules
 from soulpass.engine import Account, Soulpass
+from soulpass.index.catalog import FullText
 
 __all__ = ["State", "account_option"]
 
@@ -18,6 +19,7 @@ __all__ = ["State", "account_option"]
 class State:
     home: Path
     rules_file: Path | None
+    fulltext: FullText | None = None  # None: what each account's index records, else FTS5
 
     def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
         """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
@@ -27,7 +29,8 @@ class State:
             rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
         elif self.rules_file is not None:
             raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
-        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", **options)
+        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", fulltext=self.fulltext,
+                        **options)
 
     def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
         acct = self.engine(rerank=rerank, **options).account(name, create=create)
