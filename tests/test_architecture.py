@@ -46,12 +46,8 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
     "soulpass.engine": "Account sweeps .trash-* sandbox folders; recovery's job once store/files exists",
     "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
-    "soulpass.mira": "exports journal files by copying them; moves to importers/ (issue 12 part 3)",
     "soulpass.integrity": "audits txn/, log/ and index/ by path; to the library API next",
     "soulpass.backup": "copies core/, history/, log/ by path; to the library API next",
-    "soulpass.cli.demo": "counts sandbox folders; to the library API next",
-    "soulpass.cli.journal_cmds": "prints an entry's file; to the library API next",
-    "soulpass.index.catalog.rows": "knows core/ holds the master; to the library API next",
 }
 
 

@@ -5,6 +5,7 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 from collections.abc import Iterable, Iterator
@@ -186,7 +187,7 @@ class Soulpass:
         """The sandbox with this id in whichever account holds it."""
         check_name(sandbox_id, "sandbox id")
         for name in self.accounts():
-            if (self.home / "accounts" / name / "sandboxes" / sandbox_id / "metadata.json").exists():
+            with contextlib.suppress(NotFound):
                 return self.account(name).sandbox(sandbox_id)
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
