@@ -46,8 +46,10 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
     "soulpass.engine": "Account sweeps .trash-* sandbox folders; recovery's job once store/files exists",
     "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
-    "soulpass.integrity": "audits txn/, log/ and index/ by path; to the library API next",
-    "soulpass.backup": "copies core/, history/, log/ by path; to the library API next",
+    "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
+                          "pending txns, source files with their bytes and the index folder",
+    "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
+                       "the source files (the passport issue's lossless export)",
 }
 
 

@@ -220,7 +220,7 @@ class HnswIndex(ExactIndex):
                 continue
             try:
                 graph = _usearch_index_class().restore(str(path), view=False)
-            except (RuntimeError, ValueError):
+            except (RuntimeError, ValueError, OSError):  # OSError: a reader saw the writer replace it
                 graph = None
             binary = graph is not None and str(graph.dtype).endswith(".B1")
             if graph is None or graph.ndim != self._meta.dim or binary != (self.quantization == "b1"):
