@@ -313,10 +313,15 @@ def test_one_writer_and_readers_that_follow_it(name: str, tmp_path: Path) -> Non
     files = sorted(p.name for p in (tmp_path / "v").iterdir())
     reader.close()
     assert sorted(p.name for p in (tmp_path / "v").iterdir()) == files
+    late = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    assert _read_only(late)
     writer.close()
+    assert late.count() == 400 and not _read_only(late)  # the writer let go: the reader takes over
+    late.upsert(["new"], data[:1])
     again = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
-    assert not _read_only(again) and again.count() == 400
+    assert _read_only(again) and again.count() == 401
     again.close()
+    late.close()
 
 
 def test_handles_in_one_process_share_one_open_index(tmp_path: Path) -> None:

@@ -57,15 +57,9 @@ class RowStore:
         self.dim = dim
         self._row_bytes = dim * 4
         makedirs_durable(folder)
-        self._lock_fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        self._lock_fd = -1
         self._closed = False
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            self.read_only = False
-        except BlockingIOError:  # another process writes this index: read what it commits
-            os.close(self._lock_fd)
-            self._lock_fd = -1
-            self.read_only = True
+        self.read_only = not self._take_lock()  # another process writes this index: read what it commits
         try:
             self._open_generation()
         except BaseException:
@@ -141,9 +135,16 @@ class RowStore:
         self._open_generation()
 
     def refresh(self) -> bool:
-        """A reader catches up with what the writing process committed since; True when it moved."""
+        """A reader catches up with what the writing process committed since, or becomes the writer
+        once that process has let go (a server started beside a short ``soulpass search`` must not
+        stay a reader); True when it moved."""
         if not self.read_only or self._closed:
             return False
+        if self._take_lock():
+            self.read_only = False
+            self._close_files()
+            self._open_generation()
+            return True
         if _generation_in(self.folder / "state.json") != self._generation:  # compacted meanwhile
             self._close_files()
             self._open_generation()
@@ -160,6 +161,16 @@ class RowStore:
         self._closed = True
         self._close_files()
         self._release_lock()
+
+    def _take_lock(self) -> bool:
+        fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
 
     def _release_lock(self) -> None:
         if self._lock_fd >= 0:
