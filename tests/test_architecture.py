@@ -184,14 +184,32 @@ def account_paths(source: str) -> list[str]:
     hits = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
-            if isinstance(node.left, ast.Attribute) and node.left.attr == "path":
-                hits.append(f"line {node.lineno}: joins onto .{node.left.attr}")
+            if _is_path_attr(node.left):
+                hits.append(f"line {node.lineno}: joins onto .path")
             hits += [f"line {node.lineno}: joins {side.value!r}" for side in (node.left, node.right)
                      if isinstance(side, ast.Constant) and side.value in ACCOUNT_FOLDERS]
+        elif isinstance(node, ast.Call) and any(_is_path_attr(a) for a in _path_parts(node)):
+            hits.append(f"line {node.lineno}: builds a path from .path")
         elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
               and _FOLDER_PREFIX.match(node.value)):
             hits.append(f"line {node.lineno}: literal {node.value!r}")
     return hits
+
+
+def _path_parts(call: ast.Call) -> list[ast.expr]:
+    """What ``Path(...)``, ``os.path.join(...)`` or ``<x>.joinpath(...)`` builds a path from."""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in ("Path", "PurePath"):
+        return list(call.args)
+    if isinstance(func, ast.Attribute) and func.attr == "join" and ast.unparse(func.value) == "os.path":
+        return list(call.args)
+    if isinstance(func, ast.Attribute) and func.attr == "joinpath":
+        return [func.value]
+    return []
+
+
+def _is_path_attr(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "path"
 
 
 # --- the rules over the real tree -----------------------------------------------------------------
@@ -303,6 +321,9 @@ def test_the_files_backend_rule_catches_an_import(tmp_path: Path) -> None:
     "rel = 'history/' + name\n",
     "rel = f'core/{kind}/x.json'\n",
     "BACKED_UP = ('sandboxes/x',)\n",
+    "p = os.path.join(store.path, name)\n",
+    "p = Path(acct.store.path, 'x')\n",
+    "p = store.path.joinpath('x')\n",
 ])
 def test_the_path_rule_catches_a_join_into_an_account(code: str) -> None:
     assert account_paths(code)

@@ -328,7 +328,8 @@ def test_handles_in_one_process_share_one_open_index(tmp_path: Path) -> None:
     data = clustered(20)
     first = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
     second = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
-    assert isinstance(first, SharedIndex) and not first.read_only and not second.read_only
+    assert isinstance(first, SharedIndex) and isinstance(second, SharedIndex)
+    assert not first.read_only and not second.read_only
     first.upsert(["a", "b"], data[:2])
     assert second.count() == 2 and second.search(data[1], 1)[0][0] == "b"
     with pytest.raises(ConfigError, match="open as"):
