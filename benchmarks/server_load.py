@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 
 import soulpass
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import FileKeyStore
 
 RESULTS = Path(__file__).resolve().parent / "results" / "server_load.json"
 
@@ -192,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
         names = [f"load{i}" for i in range(max(1, args.accounts))]
         for name in names:
             sp.create_account(name)
-        keys = {name: KeyStore(home).create(name).secret for name in names}
+        keys = {name: FileKeyStore(home).create(name).secret for name in names}
         port = _free_port()
         server = _start_server(home, port, args.embedder, work / "server.log")
         base = f"http://127.0.0.1:{port}"

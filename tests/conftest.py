@@ -19,11 +19,11 @@ if TYPE_CHECKING:
 
 @pytest.fixture(params=["fts5", "tantivy"])
 def engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """The full-text engine: FTS5 alone, and the tantivy sidecar (when it is installed)."""
+    """The full-text engine: FTS5 alone, and the tantivy sidecar (when it is installed), as the
+    default of every catalog the test opens without a choice of its own."""
     if request.param == "tantivy":
         pytest.importorskip("tantivy")
-    else:
-        monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
+    monkeypatch.setattr("soulpass.index.catalog.catalog.DEFAULT_FULLTEXT", request.param)
     return str(request.param)
 
 

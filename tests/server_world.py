@@ -11,7 +11,7 @@ from fastapi import FastAPI
 
 import soulpass
 from soulpass.server.app import create_app
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import FileKeyStore
 
 
 @dataclass
@@ -45,7 +45,7 @@ class World:
         return create_app(self.engine, **kwargs)
 
 
-def _tenant(sp: soulpass.Soulpass, keys: KeyStore, name: str, marker: str) -> Tenant:
+def _tenant(sp: soulpass.Soulpass, keys: FileKeyStore, name: str, marker: str) -> Tenant:
     acct = sp.create_account(name)
     sb = acct.create_sandbox("first")
     sb.add_turn("user", f"{marker} my locker code is {marker}")
@@ -64,7 +64,7 @@ def _tenant(sp: soulpass.Soulpass, keys: KeyStore, name: str, marker: str) -> Te
 
 def build_world(home: Path) -> World:
     sp = soulpass.open(home, embedder="none")
-    keys = KeyStore(home)
+    keys = FileKeyStore(home)
     ann = _tenant(sp, keys, "ann", "annmarker7731")
     bob = _tenant(sp, keys, "bob", "bobmarker4409")
     return World(home=home, engine=sp, ann=ann, bob=bob, admin_key=keys.create(None).secret)

@@ -1,68 +1,262 @@
 """Layer order of DESIGN §9: records/ids/errors -> store -> index/embed -> sessions/consolidation
--> engine -> cli/server/mcp/worker. Imports point one way; only entry points read the environment."""
+-> engine -> cli/server/mcp/worker. Imports point one way (relative, lazy and type-only imports
+count), no two modules import each other even through others, nothing outside ``store/`` imports
+the files backend or joins paths into an account, and only entry points read the environment."""
 
 from __future__ import annotations
 
 import ast
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 
-LAYERS: list[tuple[int, tuple[str, ...]]] = [
-    (0, ("soulpass.errors", "soulpass.ids", "soulpass.records", "soulpass.prose")),
-    (1, ("soulpass.store",)),
-    (2, ("soulpass.index", "soulpass.embed")),
-    (3, ("soulpass.sessions", "soulpass.consolidation")),
-    (4, ("soulpass.engine", "soulpass.msp", "soulpass.skynet", "soulpass.bench", "soulpass.agent", "soulpass")),
-    (5, ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")),
-]
+# Named layers, bottom to top: a module may import its own layer and the layers below it. Each
+# top-level module or package of src/soulpass is listed by name ("" is the package root itself).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("foundation", ("errors", "ids", "records", "prose")),
+    ("store", ("store",)),
+    ("index", ("index", "embed")),
+    ("sessions", ("sessions", "consolidation")),
+    ("engine", ("engine", "journal", "pool")),  # the library API: soulpass.open -> Account -> Sandbox, Journal
+    # Built on the library API only: integrity and backup tools, importers, the seed facades
+    # (MSP, MemoryManager), the agent tiers and the benchmarks.
+    ("library", ("integrity", "backup", "mira", "importers", "msp", "skynet", "agent", "bench")),
+    ("package", ("",)),  # soulpass/__init__: the public names
+    ("entry points", ("cli", "server", "mcp", "worker")),
+)
+LAYER_NAMES = tuple(name for name, _ in LAYERS)
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")
+FILES_BACKEND = "soulpass.store.files"
+
+# Modules outside store/ that still know where an account keeps its files, each with the reason it
+# cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
+PATH_JOIN_ALLOWED: Mapping[str, str] = {
+    "soulpass.sessions.sandbox": "sandbox folders; moves into the files backend's SessionLog (issue 12 part 2)",
+    "soulpass.consolidation.plan": "writes log/ids/ shards; becomes a typed Change (issue 12 part 3)",
+    "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
+    "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
+    "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
+    "soulpass.index.catalog.sync": "walks core/ and history/; becomes changes(since=...) (issue 12 part 3)",
+    "soulpass.index.search": "opens vectors by folder; by account scope in issue 12 part 3",
+    "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
+    "soulpass.engine": "Account sweeps .trash-* sandbox folders; recovery's job once store/files exists",
+    "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
+    "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
+                          "pending txns, source files with their bytes and the index folder",
+    "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
+                       "the source files (the passport issue's lossless export)",
+}
 
 
 def layer_of(module: str) -> int:
-    best: tuple[int, int] | None = None  # (prefix length, layer)
-    for layer, prefixes in LAYERS:
-        for p in prefixes:
-            if (module == p or module.startswith(p + ".")) and (best is None or len(p) > best[0]):
-                best = (len(p), layer)
-    assert best is not None, f"{module} is in no layer: add it to LAYERS in this test"
-    return best[1]
+    """The index in LAYERS of a ``soulpass`` module, by its top-level name."""
+    parts = module.split(".")
+    assert parts[0] == "soulpass", module
+    top = parts[1] if len(parts) > 1 else ""
+    for n, (_, tops) in enumerate(LAYERS):
+        if top in tops:
+            return n
+    raise AssertionError(f"soulpass.{top} is in no layer: give it a named place in LAYERS in this test")
 
 
 def modules() -> list[tuple[str, Path]]:
     out = []
     for path in sorted(SRC.rglob("*.py")):
-        rel = path.relative_to(SRC.parent).with_suffix("")
-        parts = list(rel.parts)
+        parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
         out.append((".".join(parts), path))
     return out
 
 
-def imports_of(module: str, path: Path) -> list[tuple[int, str]]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    found = []
-    for node in ast.walk(tree):
+MODULES = modules()
+KNOWN = frozenset(m for m, _ in MODULES)
+IDS = [m for m, _ in MODULES]
+
+
+@dataclass(frozen=True)
+class Import:
+    line: int
+    target: str  # a soulpass module (the deepest one the statement names)
+
+
+def _resolve(name: str, known: frozenset[str]) -> str:
+    """The deepest known module that ``name`` starts with (``soulpass.x.y.Name`` -> ``soulpass.x.y``)."""
+    parts = name.split(".")
+    while len(parts) > 1 and ".".join(parts) not in known:
+        parts.pop()
+    return ".".join(parts)
+
+
+def imports_of(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[Import]:
+    """Every ``soulpass`` import of a module: absolute and relative, top-level, lazy and type-only."""
+    is_package = path.name == "__init__.py"
+    found: list[Import] = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "soulpass"]
-        elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 0
-              and node.module.split(".")[0] == "soulpass"):
-            found.append((node.lineno, node.module))
+            found += [Import(node.lineno, _resolve(a.name, known)) for a in node.names
+                      if a.name.split(".")[0] == "soulpass"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                package = module.split(".") if is_package else module.split(".")[:-1]
+                base = ".".join(package[: len(package) - node.level + 1] + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            if base.split(".")[0] != "soulpass":
+                continue
+            found += [Import(node.lineno, _resolve(f"{base}.{a.name}", known)) for a in node.names]
     return found
 
 
-@pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
+def import_graph(sources: Iterable[tuple[str, Path]], known: frozenset[str] = KNOWN) -> dict[str, set[str]]:
+    return {m: {i.target for i in imports_of(m, p, known) if i.target != m} for m, p in sources}
+
+
+def find_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
+    """One shortest cycle per group of modules that import each other (Tarjan's strongly connected
+    components), each as ``[a, b, ..., a]``."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.add(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                groups.append(group)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return [_shortest_cycle(graph, group) for group in groups]
+
+
+def _shortest_cycle(graph: Mapping[str, set[str]], group: set[str]) -> list[str]:
+    start = min(group)
+    paths = {start: [start]}
+    frontier = [start]
+    while frontier:
+        nxt = []
+        for v in frontier:
+            for w in sorted(graph.get(v, set()) & group):
+                if w == start:
+                    return [*paths[v], start]
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    nxt.append(w)
+        frontier = nxt
+    raise AssertionError(f"no cycle through {start}")  # pragma: no cover - a component of size > 1 has one
+
+
+ACCOUNT_FOLDERS = frozenset({"accounts", "sandboxes", "history", "core", "txn", "index", "log"})
+_FOLDER_PREFIX = re.compile(r"^(?:\./)?(?:sandboxes|history|core|txn|log|index|accounts)/")
+
+
+def account_paths(source: str) -> list[str]:
+    """Where code builds a path into an account: ``<x>.path / ...`` joins, ``/ "sandboxes"``-style
+    joins with an account folder name, and string literals like ``"history/..."``."""
+    tree = ast.parse(source)
+    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+            if _is_path_attr(node.left):
+                hits.append(f"line {node.lineno}: joins onto .path")
+            hits += [f"line {node.lineno}: joins {side.value!r}" for side in (node.left, node.right)
+                     if isinstance(side, ast.Constant) and side.value in ACCOUNT_FOLDERS]
+        elif isinstance(node, ast.Call) and any(_is_path_attr(a) for a in _path_parts(node)):
+            hits.append(f"line {node.lineno}: builds a path from .path")
+        elif (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+              and _FOLDER_PREFIX.match(node.value)):
+            hits.append(f"line {node.lineno}: literal {node.value!r}")
+    return hits
+
+
+def _path_parts(call: ast.Call) -> list[ast.expr]:
+    """What ``Path(...)``, ``os.path.join(...)`` or ``<x>.joinpath(...)`` builds a path from."""
+    func = call.func
+    if isinstance(func, ast.Name) and func.id in ("Path", "PurePath"):
+        return list(call.args)
+    if isinstance(func, ast.Attribute) and func.attr == "join" and ast.unparse(func.value) == "os.path":
+        return list(call.args)
+    if isinstance(func, ast.Attribute) and func.attr == "joinpath":
+        return [func.value]
+    return []
+
+
+def _is_path_attr(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "path"
+
+
+# --- the rules over the real tree -----------------------------------------------------------------
+
+
+def test_every_top_level_module_has_a_named_layer() -> None:
+    tops = {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"} | {p.name for p in SRC.iterdir()
+                                                                        if (p / "__init__.py").exists()}
+    placed = {top for _, names in LAYERS for top in names}
+    assert not tops - placed, f"top-level modules in no layer: {sorted(tops - placed)}"
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
 def test_imports_point_one_way(module: str, path: Path) -> None:
     mine = layer_of(module)
-    bad = [f"{path.name}:{line} imports {target} (layer {layer_of(target)} > {mine})"
-           for line, target in imports_of(module, path) if layer_of(target) > mine]
+    bad = [f"{path.name}:{i.line} imports {i.target} ({LAYER_NAMES[layer_of(i.target)]} is above "
+           f"{LAYER_NAMES[mine]})" for i in imports_of(module, path) if layer_of(i.target) > mine]
     assert not bad, "\n".join(bad)
 
 
-@pytest.mark.parametrize(("module", "path"), modules(), ids=[m for m, _ in modules()])
+def test_no_import_cycles() -> None:
+    cycles = find_cycles(import_graph(MODULES))
+    assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_only_store_imports_the_files_backend(module: str, path: Path) -> None:
+    if module == "soulpass.store" or module.startswith("soulpass.store."):
+        return
+    bad = [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path)
+           if i.target == FILES_BACKEND or i.target.startswith(FILES_BACKEND + ".")]
+    assert not bad, "only soulpass.store may import the files backend:\n" + "\n".join(bad)
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_no_account_paths_outside_store(module: str, path: Path) -> None:
+    if module == "soulpass.store" or module.startswith("soulpass.store."):
+        return
+    hits = account_paths(path.read_text(encoding="utf-8"))
+    if module in PATH_JOIN_ALLOWED:
+        assert hits, f"{module} no longer builds account paths: remove it from PATH_JOIN_ALLOWED"
+        return
+    assert not hits, (f"{module} builds paths into an account (only store/ knows the layout; use the "
+                      "library API):\n" + "\n".join(hits))
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
 def test_only_entry_points_read_environment(module: str, path: Path) -> None:
     if module.startswith(ENTRY_POINTS):
         return
@@ -72,8 +266,70 @@ def test_only_entry_points_read_environment(module: str, path: Path) -> None:
     assert not hits, f"{module} reads the environment at lines {hits}; only entry points may"
 
 
+# --- the checker fails on synthetic violations ------------------------------------------------------
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
 def test_layer_map_catches_a_violation(tmp_path: Path) -> None:
-    bad = tmp_path / "bad.py"
-    bad.write_text("from soulpass.engine import Soulpass\n", encoding="utf-8")
-    assert [layer_of(t) for _, t in imports_of("soulpass.store.bad", bad)] == [4]
-    assert layer_of("soulpass.store.bad") == 1
+    bad = _write(tmp_path, "bad.py", "from soulpass.engine import Soulpass\n")
+    assert [layer_of(i.target) for i in imports_of("soulpass.store.bad", bad)] == [LAYER_NAMES.index("engine")]
+    assert layer_of("soulpass.store.bad") == LAYER_NAMES.index("store")
+
+
+def test_relative_imports_count(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "from ..engine import Soulpass\nfrom . import layout\n")
+    targets = [i.target for i in imports_of("soulpass.store.bad", bad)]
+    assert targets == ["soulpass.engine", "soulpass.store.layout"]
+    assert layer_of(targets[0]) > layer_of("soulpass.store.bad")
+
+
+def test_an_unplaced_top_level_module_fails() -> None:
+    with pytest.raises(AssertionError, match=r"soulpass\.newthing is in no layer"):
+        layer_of("soulpass.newthing.x")
+
+
+def test_the_cycle_check_names_the_cycle(tmp_path: Path) -> None:
+    a = _write(tmp_path, "a.py", "from soulpass.fake_b import f\n")
+    b = _write(tmp_path, "b.py",
+               "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from soulpass.fake_c import g\n")
+    c = _write(tmp_path, "c.py", "def h():\n    from soulpass.fake_a import x\n")
+    d = _write(tmp_path, "d.py", "from soulpass.fake_a import x\n")
+    known = frozenset({"soulpass.fake_a", "soulpass.fake_b", "soulpass.fake_c", "soulpass.fake_d"})
+    graph = import_graph([("soulpass.fake_a", a), ("soulpass.fake_b", b), ("soulpass.fake_c", c),
+                          ("soulpass.fake_d", d)], known)
+    assert find_cycles(graph) == [["soulpass.fake_a", "soulpass.fake_b", "soulpass.fake_c", "soulpass.fake_a"]]
+    assert find_cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_the_files_backend_rule_catches_an_import(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "from soulpass.store.files.layout import CORE\nimport soulpass.store.files\n")
+    known = KNOWN | {"soulpass.store.files", "soulpass.store.files.layout"}
+    targets = [i.target for i in imports_of("soulpass.engine", bad, known)]
+    assert targets == ["soulpass.store.files.layout", "soulpass.store.files"]
+    assert all(t == FILES_BACKEND or t.startswith(FILES_BACKEND + ".") for t in targets)
+
+
+@pytest.mark.parametrize("code", [
+    "root = store.path / 'index' / 'vectors'\n",
+    "p = acct.store.path / rel\n",
+    "p = home / 'accounts' / name / 'sandboxes' / sid\n",
+    "rel = 'history/' + name\n",
+    "rel = f'core/{kind}/x.json'\n",
+    "BACKED_UP = ('sandboxes/x',)\n",
+    "p = os.path.join(store.path, name)\n",
+    "p = Path(acct.store.path, 'x')\n",
+    "p = store.path.joinpath('x')\n",
+])
+def test_the_path_rule_catches_a_join_into_an_account(code: str) -> None:
+    assert account_paths(code)
+
+
+def test_the_path_rule_ignores_docstrings_and_other_paths() -> None:
+    code = ('"""Writes core/ and history/."""\n\n'
+            'def f(folder):\n    """Reads sandboxes/."""\n    return folder / "x.json"\n')
+    assert account_paths(code) == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -135,3 +136,26 @@ def test_cli_backup_and_restore(sp: soulpass.engine.Soulpass, tmp_path: Path) ->
     assert "verified" in run(fresh, "restore", "-a", "ann", "--from", out["repo"])
     run(fresh, "restore", "-a", "ann", "--from", out["repo"], code=4)  # exists: Conflict
     assert _files(fresh / "accounts/ann") == _files(sp.home / "accounts/ann")
+
+
+def test_restore_fsyncs_what_it_wrote_not_the_machine(sp: soulpass.engine.Soulpass, tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    repo = tmp_path / "repo"
+    res = backup(sp, "ann", repo)
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def machine_wide() -> None:
+        raise AssertionError("os.sync() flushes the whole machine")
+
+    monkeypatch.setattr(os, "sync", machine_wide)
+    monkeypatch.setattr(os, "fsync", fsync)
+    empty = soulpass.open(tmp_path / "elsewhere", embedder="none")
+    assert restore(empty, "ann", repo).files == res.files
+    staged = {p.split("/.restore-ann-", 1)[1].partition("/")[2] for p in synced if "/.restore-ann-" in p}
+    restored = set(_files(empty.home / "accounts" / "ann"))
+    assert len(restored) == res.files and restored <= staged  # every file fsynced before the move

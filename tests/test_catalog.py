@@ -640,3 +640,43 @@ def test_tantivy_required_but_missing(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
     with pytest.raises(BackendUnavailable, match="tantivy"):
         Catalog(tmp_path / "c.sqlite", fulltext="tantivy")
+
+
+def test_fulltext_engine_is_configured_and_recorded(tmp_path: Path, engine: str,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chosen by configuration, recorded in the index, never switched by what is importable."""
+    monkeypatch.setattr("soulpass.index.catalog.catalog.DEFAULT_FULLTEXT", "fts5")  # the shipped default
+    if engine == "tantivy":  # installed, yet a catalog nobody configured still ranks with FTS5
+        plain = soulpass.open(tmp_path / "plain", embedder="none").account("a", create=True)
+        plain.search("anything")
+        assert plain.index().catalog.fulltext == "fts5"
+        assert plain.index().catalog.status().fulltext == "fts5 (default)"
+        assert not list((tmp_path / "plain").rglob("*.fulltext-*"))
+        plain.close()
+        return
+    pytest.importorskip("tantivy")
+    home = tmp_path / "home"
+    acct = soulpass.open(home, embedder="none", fulltext="tantivy").account("a", create=True)
+    build_history(acct)
+    assert list(acct.search("sourdough")) and acct.index().catalog.fulltext == "tantivy"
+    acct.close()
+    later = soulpass.open(home, embedder="none").account("a")  # no choice of its own: the recorded one
+    assert later.index().catalog.fulltext == "tantivy" and later.index().catalog.status().fulltext == "tantivy"
+    later.close()
+    switched = soulpass.open(home, embedder="none", fulltext="fts5").account("a")
+    assert switched.index().catalog.fulltext == "fts5"
+    switched.close()
+    with Catalog.open(switched.store) as c:
+        assert c.recorded_fulltext() == "fts5"
+    with pytest.raises(InvalidInput, match="fulltext"):
+        Catalog(tmp_path / "c.sqlite", fulltext="lucene")  # type: ignore[arg-type]
+
+
+def test_a_recorded_engine_that_is_missing_says_so(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Catalog(tmp_path / "c.sqlite") as c:
+        c.record_fulltext("tantivy")
+    monkeypatch.setattr("soulpass.index.catalog.catalog.tantivy_module", lambda: None)
+    with pytest.raises(BackendUnavailable, match="'search' extra"):
+        Catalog(tmp_path / "c.sqlite")
+    with Catalog(tmp_path / "c.sqlite", fulltext="fts5") as c:  # an explicit choice still opens it
+        assert c.fulltext == "fts5" and c.recorded_fulltext() == "tantivy"

@@ -55,53 +55,7 @@ SEED = 20240611
 VOLATILE = frozenset({"timestamp", "updated_at", "archived_at"})
 MIN_ARCHIVE_KILLS = 200
 
-HALF_REMOVED_TXN = (
-    "bug: apply_txn deletes a finished txn with a plain shutil.rmtree; a kill in the middle leaves "
-    "COMMITTED without manifest.json (every later open raises FileNotFoundError) or, for bulk, "
-    "manifest.json without COMMITTED (recovery then deletes the committed records)"
-)
-LEFTOVER_TRASH = (
-    "bug: a kill while remove_sandbox_folder() deletes the renamed sandbox leaves "
-    "sandboxes/.trash-<id>-<hex>/ behind for good: nothing sweeps .trash-* folders on open"
-)
-STALE_HANDLE = (
-    "bug: commits do not recover under the lock: an Account opened before another process died "
-    "after COMMITTED plans on the stale HEAD, rmtree()s the committed txn (losing that version) or, "
-    "when VERSION.json was already written, lets a later recovery move HEAD backwards"
-)
-
-
 Check = Callable[[soulpass.Account, int], None]
-
-
-class KnownBug(Exception):
-    """A check failed in a state that one of the bugs above produces (``head``: HEAD, if known)."""
-
-    def __init__(self, message: str, head: int | None) -> None:
-        super().__init__(message)
-        self.head = head
-
-
-class Bugs:
-    """Collects the kill instants whose check failed because of a known bug, then xfails once.
-
-    Every other check keeps running, so a known bug never hides an unknown one.
-    """
-
-    def __init__(self) -> None:
-        self.hits: dict[str, list[str]] = {}
-
-    def verify(self, label: str, case: Case, home: Path, check: Check, sandbox_id: str | None = None) -> int | None:
-        try:
-            return _verify(case, home, check, sandbox_id)
-        except KnownBug as bug:
-            self.hits.setdefault(str(bug), []).append(label)
-            return bug.head
-
-    def xfail_if_any(self) -> None:
-        if self.hits:
-            pytest.xfail(" || ".join(f"{msg} [after {len(where)} kill(s): {', '.join(where[:8])}]"
-                                     for msg, where in self.hits.items()))
 
 
 # --- file trees ------------------------------------------------------------------------------
@@ -118,7 +72,7 @@ def _files(root: Path) -> dict[str, bytes]:
         for name in names:
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
-            if rel != ".lock" and not rel.startswith("sandboxes/.trash-"):  # trash: see LEFTOVER_TRASH
+            if rel != ".lock" and not rel.startswith("sandboxes/.trash-"):  # trash: _verify asserts there is none
                 out[rel] = p.read_bytes()
     return out
 
@@ -440,14 +394,6 @@ def _stage(home: Path, n: int, sandbox_id: str | None = None) -> str:
     return "before txn"
 
 
-def _half_removed_txn(home: Path, n: int) -> bool:
-    """Version n+1 is logged but its txn folder is half deleted (one of the markers is gone)."""
-    path = _acct_path(home)
-    txn = path / "txn" / f"{n + 1:08d}"
-    return (_last_logged(path) == n + 1 and txn.is_dir()
-            and not ((txn / "COMMITTED").exists() and (txn / "manifest.json").exists()))
-
-
 def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
     """Reopen (runs recovery) and check the invariants every outcome must satisfy."""
     acct = soulpass.open(home).account(ACCOUNT)
@@ -481,19 +427,15 @@ def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
     return acct, head
 
 
-def _verify(case: Case, home: Path, check: Check, sandbox_id: str | None = None) -> int:
-    """Full check of one killed run; raises ``KnownBug`` if it fails in a known-bug state."""
-    half_removed = _half_removed_txn(home, case.n)
+def _verify(label: str, case: Case, home: Path, check: Check, sandbox_id: str | None = None) -> int:
+    """Full check of one killed run (``label`` says where it was killed); returns HEAD."""
     try:
         acct, head = _reopen_and_check(case, home)
         check(acct, head)
-    except Exception as exc:
-        if half_removed:
-            raise KnownBug(HALF_REMOVED_TXN, None) from exc
-        raise
-    trash = sorted(p.name for p in (acct.store.path / "sandboxes").glob(".trash-*"))
-    if trash:  # everything else was checked: readers ignore these folders, but nothing removes them
-        raise KnownBug(LEFTOVER_TRASH, head)
+        trash = sorted(p.name for p in (acct.store.path / "sandboxes").glob(".trash-*"))
+        assert not trash, f"half-removed sandbox folders left behind: {trash}"
+    except AssertionError as exc:
+        raise AssertionError(f"killed at {label}: {exc}") from exc
     return head
 
 
@@ -561,7 +503,6 @@ def test_archive_killed_at_every_step_and_at_random_instants(scenario: Scenario,
     assert steps.count("txn_file") == steps.count("file_applied") >= 15
     assert steps.count("history_copied") == len(sc.plan.replaced)
     check, quick_check = _archive_check(sc), _archive_check(sc, rearchive=False)
-    bugs = Bugs()
     per_step: Counter[str] = Counter()
     outcomes: Counter[int | None] = Counter()
 
@@ -570,7 +511,7 @@ def test_archive_killed_at_every_step_and_at_random_instants(scenario: Scenario,
         home = _copy(case.start, tmp_path / f"hook{k}")
         assert _reap(_spawn(_archive_work(home, sid, _die_at(k)))), f"never reached hook call {k}"
         per_step[steps[k - 1]] += 1
-        outcomes[bugs.verify(f"hook {k}", case, home, check, sid)] += 1
+        outcomes[_verify(f"hook {k}", case, home, check, sid)] += 1
     # Killed before the commit point -> N, after it -> N+1.
     committed = steps.index("committed") + 1
     assert outcomes == {case.n: committed - 1, case.n + 1: len(steps) - committed + 1}
@@ -596,11 +537,11 @@ def test_archive_killed_at_every_step_and_at_random_instants(scenario: Scenario,
         delay = _delay(rng, timing, i)
         home = _copy(case.start, tmp_path / f"timer{i}")
         if not _kill_after(_archive_work(home, sid), delay):
-            assert bugs.verify(f"timer {delay:.4f}s", case, home, check, sid) == case.n + 1  # finished first
+            assert _verify(f"timer {delay:.4f}s", case, home, check, sid) == case.n + 1  # finished first
             continue
         stages[_stage(home, case.n, sid)] += 1
         every_8th = check if i % 8 == 0 else quick_check
-        timer_outcomes[bugs.verify(f"timer {delay:.4f}s", case, home, every_8th, sid)] += 1
+        timer_outcomes[_verify(f"timer {delay:.4f}s", case, home, every_8th, sid)] += 1
 
     instants = outcomes.total() + timer_outcomes.total()
     print(f"\narchive: {instants} kill instants; after hook calls, per step: {dict(per_step)}; "
@@ -613,7 +554,6 @@ def test_archive_killed_at_every_step_and_at_random_instants(scenario: Scenario,
     # The random kills land on both sides of the commit point and inside the commit.
     assert {case.n, case.n + 1} <= set(timer_outcomes), timer_outcomes
     assert stages["before txn"] and stages["txn write"] + stages["apply"] >= 10, stages
-    bugs.xfail_if_any()
 
 
 def test_rollback_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> None:
@@ -646,14 +586,13 @@ def test_rollback_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
             assert acct.rollback(target) == case.n + 1  # rolling back later gives the same result
             assert _normalized(_files(acct.store.path)) == case.done_norm
 
-    bugs = Bugs()
     per_step: Counter[str] = Counter()
     outcomes: Counter[int | None] = Counter()
     for k in range(1, len(steps) + 1):
         home = _copy(case.start, tmp_path / f"hook{k}")
         assert _reap(_spawn(work(home, _die_at(k))))
         per_step[steps[k - 1]] += 1
-        outcomes[bugs.verify(f"hook {k}", case, home, check)] += 1
+        outcomes[_verify(f"hook {k}", case, home, check)] += 1
     committed = steps.index("committed") + 1
     assert outcomes == {case.n: committed - 1, case.n + 1: len(steps) - committed + 1}
     timing = _probe(case.start, tmp_path, lambda home, hook: work(home, hook)())
@@ -663,10 +602,9 @@ def test_rollback_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
         delay = _delay(rng, timing, i)
         home = _copy(case.start, tmp_path / f"timer{i}")
         timer_kills += _kill_after(work(home, None), delay)
-        bugs.verify(f"timer {delay:.4f}s", case, home, check)
+        _verify(f"timer {delay:.4f}s", case, home, check)
     print(f"\nrollback: {outcomes.total() + timer_kills} kill instants; after hook calls, per step: {dict(per_step)}")
     assert set(per_step) == set(COMMIT_STEPS) and per_step["retired"] >= 10
-    bugs.xfail_if_any()
 
 
 def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scenario, tmp_path: Path) -> None:
@@ -706,17 +644,16 @@ def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scena
     def strays(home: Path) -> int:
         return sum(1 for rel in _files(_acct_path(home)) if rel.startswith("core/") and rel not in case.base)
 
-    bugs = Bugs()
     outcomes: Counter[int | None] = Counter()
     for k in range(1, len(steps) + 1):
         home = _copy(case.start, tmp_path / f"hook{k}")
         assert _reap(_spawn(work(home, _die_at(k))))
-        outcomes[bugs.verify(f"hook {k}", case, home, check)] += 1
+        outcomes[_verify(f"hook {k}", case, home, check)] += 1
     # Killed with every record file already in place but no commit marker: recovery deletes them.
     home = _copy(case.start, tmp_path / "sync")
     assert _reap(_spawn(work(home, die_at_sync=True)))
     assert strays(home) >= len(records)
-    outcomes[bugs.verify("at os.sync", case, home, check)] += 1
+    outcomes[_verify("at os.sync", case, home, check)] += 1
     # Random instants, half of them inside the commit (the direct writes come before the hooks).
     timing = _probe(case.start, tmp_path, lambda home, hook: work(home, hook)())
     rng = random.Random(SEED + 2)
@@ -729,7 +666,7 @@ def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scena
         stage = _stage(home, case.n)
         uncommitted_with_strays += stage == "txn write" and strays(home) > 0
         every_4th = check if i % 4 == 0 else functools.partial(check, redo=False)
-        head = bugs.verify(f"timer {delay:.4f}s", case, home, every_4th)
+        head = _verify(f"timer {delay:.4f}s", case, home, every_4th)
         if killed:
             outcomes[head] += 1
             stages[stage] += 1
@@ -737,7 +674,6 @@ def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scena
           f"({timing.end * 1000:.0f} ms per bulk_append of {len(records)} records), per stage: {dict(stages)}; "
           f"uncommitted kills with record files for recovery to delete: {uncommitted_with_strays + 1}")
     assert {case.n, case.n + 1} <= set(outcomes)
-    bugs.xfail_if_any()
 
 
 def test_recovery_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> None:
@@ -757,7 +693,6 @@ def test_recovery_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
 
         return run
 
-    bugs = Bugs()
     kills = 0
     for first in (committed, mid_apply):
         crashed = _copy(case.start, tmp_path / f"crashed{first}")
@@ -769,15 +704,14 @@ def test_recovery_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
             recover(_acct_path(dry), _record_steps(redo))
         assert redo[-3:] == ["version_written", "log_appended", "done"]
         assert redo.count("file_applied") == steps[first:].count("file_applied")
-        assert bugs.verify("dry", case, dry, check, sid) == case.n + 1
+        assert _verify("dry", case, dry, check, sid) == case.n + 1
         for k in range(1, len(redo) + 1):
             home = _copy(crashed, tmp_path / f"crashed{first}-{k}")
             assert _reap(_spawn(recovery(home, _die_at(k))))
-            assert bugs.verify(f"{first}/{k}", case, home, check, sid) in (case.n + 1, None)
+            assert _verify(f"{first}/{k}", case, home, check, sid) in (case.n + 1, None)
             kills += 1
     print(f"\nrecovery: {kills} kill instants")
     assert kills >= 2 * steps.count("file_applied")
-    bugs.xfail_if_any()
 
 
 def test_archive_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_path: Path) -> None:
@@ -785,7 +719,6 @@ def test_archive_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_
     the finished txn, then of the archived sandbox."""
     case, sid = scenario.archive, scenario.sandbox_id
     check = _archive_check(scenario)
-    bugs = Bugs()
     stages: Counter[str] = Counter()
     k = 0
     while True:
@@ -793,13 +726,12 @@ def test_archive_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_
         assert k < 500
         home = _copy(case.start, tmp_path / f"rm{k}")
         if not _reap(_spawn(_archive_work(home, sid, _die_at_removal(k)))):
-            assert bugs.verify("no kill", case, home, check, sid) == case.n + 1
+            assert _verify("no kill", case, home, check, sid) == case.n + 1
             break
         stages[_stage(home, case.n, sid)] += 1
-        assert bugs.verify(f"removal {k}", case, home, check, sid) in (case.n + 1, None)
+        assert _verify(f"removal {k}", case, home, check, sid) in (case.n + 1, None)
     print(f"\ncleanup after archive: {k - 1} kill instants, per stage {dict(stages)}")
     assert stages["txn removal"] >= 10 and stages["sandbox removal"] >= 3
-    bugs.xfail_if_any()
 
 
 def test_bulk_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_path: Path) -> None:
@@ -814,19 +746,17 @@ def test_bulk_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_pat
     def check(acct: soulpass.Account, head: int) -> None:
         assert head == case.n + 1
 
-    bugs = Bugs()
     k = 0
     while True:
         k += 1
         assert k < 500
         home = _copy(case.start, tmp_path / f"rm{k}")
         if not _reap(_spawn(work(home, k))):
-            bugs.verify("no kill", case, home, check)
+            _verify("no kill", case, home, check)
             break
-        bugs.verify(f"removal {k}", case, home, check)
+        _verify(f"removal {k}", case, home, check)
     print(f"\ncleanup after bulk: {k - 1} kill instants")
     assert k > 3
-    bugs.xfail_if_any()
 
 
 def test_long_lived_handle_commits_after_another_process_crashed(scenario: Scenario, tmp_path: Path) -> None:
@@ -862,5 +792,5 @@ def test_long_lived_handle_commits_after_another_process_crashed(scenario: Scena
                     fresh.record(rid)
         except (AssertionError, NotFound) as exc:
             failures.append(f"killed after {name}: {exc}".split("\n")[0])
-    if failures:
-        pytest.xfail(f"{STALE_HANDLE}: {failures}")
+    assert not failures, ("a handle opened before another process crashed mid-commit must recover under "
+                          f"the lock before it commits: {failures}")

@@ -11,11 +11,11 @@ from click.testing import CliRunner
 
 from soulpass.cli.main import cli
 from soulpass.errors import InvalidInput, NotFound
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import ApiKey, FileKeyStore, KeyStore, NewKey
 
 
 def test_key_is_returned_once_and_only_its_hash_is_stored(tmp_path: Path) -> None:
-    keys = KeyStore(tmp_path)
+    keys = FileKeyStore(tmp_path)
     new = keys.create("ann", label="laptop")
     raw = (tmp_path / "keys.json").read_text(encoding="utf-8")
     assert new.secret not in raw
@@ -28,7 +28,7 @@ def test_key_is_returned_once_and_only_its_hash_is_stored(tmp_path: Path) -> Non
 
 
 def test_wrong_malformed_and_revoked_keys_are_refused(tmp_path: Path) -> None:
-    keys = KeyStore(tmp_path)
+    keys = FileKeyStore(tmp_path)
     a = keys.create("ann")
     admin = keys.create(None)
     assert admin.key.admin
@@ -37,24 +37,24 @@ def test_wrong_malformed_and_revoked_keys_are_refused(tmp_path: Path) -> None:
         assert keys.verify(bad) is None, bad
     keys.revoke(a.key.key_id)
     assert keys.verify(a.secret) is None
-    assert KeyStore(tmp_path).verify(admin.secret) == admin.key  # another process sees the same file
+    assert FileKeyStore(tmp_path).verify(admin.secret) == admin.key  # another process sees the same file
     with pytest.raises(NotFound):
         keys.revoke(a.key.key_id)
 
 
 def test_keys_survive_a_reopen_and_a_leftover_temp_file(tmp_path: Path) -> None:
-    keys = KeyStore(tmp_path)
+    keys = FileKeyStore(tmp_path)
     a = keys.create("ann")
     (tmp_path / ".keys.json.tmp").write_text("{ torn", encoding="utf-8")  # a crash mid-write leaves this
-    again = KeyStore(tmp_path)
+    again = FileKeyStore(tmp_path)
     assert again.verify(a.secret) == a.key
     b = again.create("bob")
-    assert {k.key_id for k in KeyStore(tmp_path).list()} == {a.key.key_id, b.key.key_id}
+    assert {k.key_id for k in FileKeyStore(tmp_path).list()} == {a.key.key_id, b.key.key_id}
     assert json.loads((tmp_path / "keys.json").read_text(encoding="utf-8"))["format"] == "soulpass-keys/1"
 
 
 def test_bad_account_names_and_labels_are_refused(tmp_path: Path) -> None:
-    keys = KeyStore(tmp_path)
+    keys = FileKeyStore(tmp_path)
     for bad in ("../x", "", "a/b"):
         with pytest.raises(InvalidInput):
             keys.create(bad)
@@ -75,13 +75,56 @@ def test_cli_key_create_list_revoke(tmp_path: Path) -> None:
     run("key", "create", "ann", code=3)  # no such account
     run("account", "create", "ann")
     secret = run("key", "create", "ann", "--label", "ci").strip()
-    assert KeyStore(home).verify(secret) is not None
+    assert FileKeyStore(home).verify(secret) is not None
     admin = run("key", "create", "--admin").strip()
-    assert KeyStore(home).verify(admin).admin  # type: ignore[union-attr]
+    assert FileKeyStore(home).verify(admin).admin  # type: ignore[union-attr]
     run("key", "create", "ann", "--admin", code=2)
     listed = json.loads(run("key", "list", "--json"))
     assert {k["account"] for k in listed} == {"ann", None}
     assert secret not in json.dumps(listed)
     key_id = next(k["key_id"] for k in listed if k["account"] == "ann")
     run("key", "revoke", key_id)
-    assert KeyStore(home).verify(secret) is None
+    assert FileKeyStore(home).verify(secret) is None
+
+
+class MemoryKeys:
+    """A second ``KeyStore``: the server needs nothing but the Protocol."""
+
+    def __init__(self) -> None:
+        self.keys: dict[str, ApiKey] = {}
+
+    def list(self) -> list[ApiKey]:
+        return list(self.keys.values())
+
+    def verify(self, secret: str) -> ApiKey | None:
+        return self.keys.get(secret)
+
+    def create(self, account: str | None, label: str = "") -> NewKey:
+        key = ApiKey(key_id=f"k{len(self.keys)}", account=account, created_at="2025-01-01", label=label, sha256="")
+        self.keys[f"secret-{key.key_id}"] = key
+        return NewKey(key, f"secret-{key.key_id}")
+
+    def revoke(self, key_id: str) -> ApiKey:
+        secret = next(s for s, k in self.keys.items() if k.key_id == key_id)
+        return self.keys.pop(secret)
+
+
+def test_the_server_takes_any_key_store(tmp_path: Path) -> None:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    import soulpass
+    from soulpass.server.app import create_app
+
+    sp = soulpass.open(tmp_path, embedder="none")
+    sp.create_account("ann").close()
+    keys: KeyStore = MemoryKeys()
+    secret, admin = keys.create("ann").secret, keys.create(None).secret
+    with TestClient(create_app(sp, keys=keys)) as client:
+        ok = client.get("/v1/accounts/ann", headers={"Authorization": f"Bearer {secret}"})
+        assert ok.status_code == 200, ok.text
+        assert client.get("/v1/accounts/ann", headers={"Authorization": "Bearer nope"}).status_code == 401
+        made = client.post("/v1/accounts/ann/keys", json={"label": "ci"}, headers={"Authorization": f"Bearer {admin}"})
+        assert made.status_code == 201, made.text
+    assert not (tmp_path / "keys.json").exists()  # the file store was never touched
+    assert sorted(k.label for k in keys.list()) == ["", "", "ci"]

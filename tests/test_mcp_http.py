@@ -21,7 +21,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 import soulpass
 from soulpass.mcp.server import http_app
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import FileKeyStore, KeyStore
 
 
 def _free_port() -> int:
@@ -36,7 +36,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, KeyStore, soulpass.Soulpass]]:
     sp = soulpass.open(home, embedder="none")
     for name in ("ann", "bob"):
         sp.create_account(name)
-    keys = KeyStore(home)
+    keys = FileKeyStore(home)
     port = _free_port()
     server = uvicorn.Server(uvicorn.Config(http_app(sp, keys), host="127.0.0.1", port=port, log_level="warning",
                                            lifespan="on"))

@@ -51,8 +51,8 @@ def test_long_texts_get_their_opening_or_windows_not_a_vector_per_sentence() -> 
 
 def test_what_is_embedded_of_a_huge_turn_is_bounded() -> None:
     row = CatalogRow(id="tu_temp_abcdef", kind="turn_user", version=0, valid_to=None, replaced_at=None, path="p",
-                     text=" ".join(f"w{n}" for n in range(70_000)), event_time=T0, agent="ann", session_id=None, persona_id=None,
-                     event_id=None, tags=(), superseded_by=None, semantic_hash="", content_hash="")
+                     text=" ".join(f"w{n}" for n in range(70_000)), event_time=T0, agent="ann", session_id=None,
+                     persona_id=None, event_id=None, tags=(), superseded_by=None, semantic_hash="", content_hash="")
     assert len(embed_text(row)) == len("ann: ") + passages.EMBED_CHARS
     assert len(embed_passages(row)) == passages.MAX_PASSAGES
 

@@ -19,8 +19,8 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from soulpass.errors import ConfigError, Conflict, InvalidInput
-from soulpass.index.vectors import ChromaIndex, ExactIndex, HnswIndex, VectorIndex, open_vector_index
+from soulpass.errors import BackendUnavailable, ConfigError, InvalidInput
+from soulpass.index.vectors import ChromaIndex, ExactIndex, HnswIndex, SharedIndex, VectorIndex, open_vector_index
 
 DIM = 32
 MODEL = "test/model-a"
@@ -289,13 +289,58 @@ def test_compaction_keeps_results(name: str, tmp_path: Path) -> None:
     index.close()
 
 
+def _read_only(index: VectorIndex) -> bool:
+    assert isinstance(index, ExactIndex)  # the local backends (HnswIndex is one)
+    return index.read_only
+
+
 @pytest.mark.parametrize("name", LOCAL)
-def test_one_owner_at_a_time(name: str, tmp_path: Path) -> None:
-    index = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
-    with pytest.raises(Conflict):
-        OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
-    index.close()
-    OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM).close()
+def test_one_writer_and_readers_that_follow_it(name: str, tmp_path: Path) -> None:
+    """A second open of a folder another owner writes is a reader: it searches what the writer
+    commits (after compaction too), refuses to write, and leaves the writer's files alone."""
+    data = clustered(5000)
+    writer = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    writer.upsert([f"r{i}" for i in range(10)], data[:10])
+    reader = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    assert _read_only(reader) and not _read_only(writer)
+    assert reader.count() == 10 and reader.search(data[3], 1)[0][0] == "r3"
+    with pytest.raises(BackendUnavailable, match="another process"):
+        reader.upsert(["x"], data[:1])
+    writer.upsert([f"r{i}" for i in range(10, 5000)], data[10:])
+    assert reader.count() == 5000 and reader.search(data[4321], 1)[0][0] == "r4321"
+    writer.delete([f"r{i}" for i in range(4600)])  # compacts into a new generation
+    assert reader.count() == 400 and reader.search(data[4700], 1)[0][0] == "r4700"
+    files = sorted(p.name for p in (tmp_path / "v").iterdir())
+    reader.close()
+    assert sorted(p.name for p in (tmp_path / "v").iterdir()) == files
+    late = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    assert _read_only(late)
+    writer.close()
+    assert late.count() == 400 and not _read_only(late)  # the writer let go: the reader takes over
+    late.upsert(["new"], data[:1])
+    again = OPENERS[name](tmp_path / "v", model_id=MODEL, dim=DIM)
+    assert _read_only(again) and again.count() == 401
+    again.close()
+    late.close()
+
+
+def test_handles_in_one_process_share_one_open_index(tmp_path: Path) -> None:
+    data = clustered(20)
+    first = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
+    second = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
+    assert isinstance(first, SharedIndex) and isinstance(second, SharedIndex)
+    assert not first.read_only and not second.read_only
+    first.upsert(["a", "b"], data[:2])
+    assert second.count() == 2 and second.search(data[1], 1)[0][0] == "b"
+    with pytest.raises(ConfigError, match="open as"):
+        open_vector_index(tmp_path / "v", model_id="other/model", dim=DIM, backend="exact")
+    first.close()
+    first.close()  # idempotent: releases its handle once
+    second.upsert(["c"], data[2:3])  # still open for the other handle
+    second.close()
+    writer = ExactIndex(tmp_path / "v", model_id=MODEL, dim=DIM)  # the folder was released
+    assert not writer.read_only and writer.count() == 3
+    writer.close()
 
 
 @pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
@@ -316,7 +361,7 @@ def test_lost_graph_is_rebuilt(tmp_path: Path) -> None:
 
 def test_open_vector_index_picks_the_backend(tmp_path: Path) -> None:
     index = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
-    assert isinstance(index, ExactIndex) and index.meta.backend == "exact" and index.meta.model_id == MODEL
+    assert isinstance(index, SharedIndex) and index.meta.backend == "exact" and index.meta.model_id == MODEL
     index.close()
 
 

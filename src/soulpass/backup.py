@@ -156,7 +156,7 @@ def restore(sp: Soulpass, name: str, source: str | Path | None = None, *, ref: s
         _extract(repo, commit, staging)
         (staging / MANIFEST).unlink(missing_ok=True)
         _verify(staging, manifest)
-        os.sync()
+        _fsync_tree(staging)
         if existed:
             aside = target.with_name(f".replaced-{name}-{time.time_ns()}")
             os.replace(target, aside)
@@ -170,6 +170,19 @@ def restore(sp: Soulpass, name: str, source: str | Path | None = None, *, ref: s
             shutil.rmtree(staging)
     return RestoreResult(account=name, commit=commit, version=int(manifest["version"]),
                          files=len(manifest["files"]), replaced_existing=existed)
+
+
+def _fsync_tree(folder: Path) -> None:
+    """Make what was extracted durable before it moves into place: each file, then each folder
+    (what restore wrote, not the whole machine's caches as ``os.sync()`` would)."""
+    for dirpath, _dirs, names in os.walk(folder, topdown=False):
+        for n in names:
+            fd = os.open(Path(dirpath, n), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        fsync_dir(Path(dirpath))
 
 
 def _extract(repo: Path, commit: str, dest: Path) -> None:

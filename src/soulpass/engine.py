@@ -5,8 +5,11 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import threading
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -22,13 +25,13 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
-from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog import Catalog, CatalogHashLookup, CatalogRow, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
-from soulpass.journal import CatalogHashLookup, Journal
+from soulpass.journal import Journal
 from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,
@@ -109,8 +112,8 @@ Indexing = Literal["inline", "background", "deferred"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
-         reranker: RerankerChoice = "none", indexing: Indexing = "inline") -> Soulpass:
+         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
+         indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
     """Open (or start) a Soulpass home folder.
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
@@ -123,18 +126,20 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
     and searches say when records are not embedded yet; "deferred" only queues them (another process,
     e.g. ``soulpass index drain``, embeds them). Pass a
     :class:`soulpass.embed.remote.RemoteEmbedder` as ``embedder`` to embed on Redis workers.
+    ``fulltext``: "fts5" or "tantivy" (extra ``search``) ranks full text, recorded in each account's
+    index for every later handle; None: what the index records, else FTS5.
     """
     return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend,
-                    reranker=reranker, indexing=indexing)
+                    reranker=reranker, indexing=indexing, fulltext=fulltext)
 
 
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw",
-                 reranker: RerankerChoice = "none", indexing: Indexing = "inline") -> None:
+                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
+                 indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
         if indexing not in ("inline", "background", "deferred"):
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
-        self.indexing = indexing
+        self.indexing, self.fulltext = indexing, fulltext
         self.home = Path(home).expanduser()
         self.rules = rules or Rules()
         self.limits = limits or Limits()
@@ -182,16 +187,18 @@ class Soulpass:
         """The sandbox with this id in whichever account holds it."""
         check_name(sandbox_id, "sandbox id")
         for name in self.accounts():
-            if (self.home / "accounts" / name / "sandboxes" / sandbox_id / "metadata.json").exists():
+            with contextlib.suppress(NotFound):
                 return self.account(name).sandbox(sandbox_id)
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
 class Account:
-    """One account's master state, versions and sandboxes."""
+    """One account's master state, versions and sandboxes. Safe to share between threads, and a
+    process may hold several handles on one account (they share its open vector index)."""
 
     def __init__(self, sp: Soulpass, store: AccountStore) -> None:
         self.sp, self.store, self.name = sp, store, store.name
+        self._lock = threading.RLock()  # this handle's index: opened once, caught up in place
         self._index: AccountIndex | None = None
         self._indexer: BackgroundIndexer | None = None
         self._sweep_archived()
@@ -309,17 +316,27 @@ class Account:
 
     # --- the derived index ---------------------------------------------------------------
 
+    @contextmanager
+    def exclusive(self) -> Iterator[Account]:
+        """This handle's index to the calling thread for the block (a compound read, e.g. a context)."""
+        with self._lock:
+            yield self
+
     def index(self) -> AccountIndex:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
-        if self._index is None:
-            self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
-                                       reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline")
-            if self.sp.indexing == "background" and self._index.embedder is not None:
-                self._indexer = BackgroundIndexer(self._index).start()
-        self._index.catch_up()  # the catalog (full text) always; vectors inline or by the indexer
-        if self._indexer is not None:
-            self._indexer.wake()
-        return self._index
+        with self._lock:
+            if self._index is None:
+                if self.sp.fulltext is not None:  # recorded in the index, so AccountIndex opens it so
+                    with Catalog.open(self.store, fulltext=self.sp.fulltext) as catalog:
+                        catalog.record_fulltext(self.sp.fulltext)
+                self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
+                                           reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline")
+                if self.sp.indexing == "background" and self._index.embedder is not None:
+                    self._indexer = BackgroundIndexer(self._index).start()
+            self._index.catch_up()  # the catalog (full text) always; vectors inline or by the indexer
+            if self._indexer is not None:
+                self._indexer.wake()
+            return self._index
 
     def indexer(self) -> BackgroundIndexer | None:
         """The background indexer (``indexing="background"``, once the index is open), else None."""
@@ -335,20 +352,22 @@ class Account:
             self.store.check_version(at)
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
-        index = self.index()
-        return search_results(index, index.search(query, k, filters))
+        with self._lock:
+            index = self.index()
+            return search_results(index, index.search(query, k, filters))
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
         return Journal(self)
 
     def close(self) -> None:
-        if self._indexer is not None:
-            self._indexer.stop()
-            self._indexer = None
-        if self._index is not None:
-            self._index.close()
-            self._index = None
+        with self._lock:
+            if self._indexer is not None:
+                self._indexer.stop()
+                self._indexer = None
+            if self._index is not None:
+                self._index.close()
+                self._index = None
 
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
@@ -507,8 +526,9 @@ class Sandbox:
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
-        index = acct.index()
-        return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
+        with acct.exclusive():
+            index = acct.index()
+            return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
 
     def _buffer_rows(self) -> list[CatalogRow]:
         path = f"{sandbox_dir(self.id)}/{BUFFER_FILE}"

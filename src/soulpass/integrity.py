@@ -101,7 +101,7 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     files = dict(_master_files(store.path))
     report.files = len(files)
     try:
-        catalog = Catalog.open(store, fulltext="fts5")
+        catalog = Catalog.open(store)
     except BackendUnavailable as exc:
         report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
         return report
@@ -240,7 +240,7 @@ def reset_index(acct: Account) -> bool:
     rebuild makes it again from the files). Returns whether anything was deleted."""
     path = acct.store.path / CATALOG_FILE
     try:
-        with Catalog(path, fulltext="fts5") as catalog:
+        with Catalog(path, fulltext="fts5") as catalog:  # only opens it: no sidecar
             catalog.version()
         return False
     except (BackendUnavailable, sqlite3.DatabaseError, KeyError):

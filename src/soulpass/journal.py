@@ -11,44 +11,23 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
+from soulpass.embed.base import Embedder
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
 from soulpass.index.catalog import Catalog, CatalogRow, Filters
+from soulpass.index.search import AccountIndex
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
 from soulpass.store.account import AccountStore
-from soulpass.store.copies import load_copy
 from soulpass.store.layout import JOURNAL_DIR
 
-if TYPE_CHECKING:
-    from soulpass.engine import Account
-
-__all__ = ["CatalogHashLookup", "Journal", "JournalItem", "PatternGroup", "Patterns"]
+__all__ = ["Journal", "JournalAccount", "JournalItem", "PatternGroup", "Patterns"]
 
 JOURNAL = ("journal",)
 NEAR_THRESHOLD = 0.85  # cosine of MiniLM embeddings of two core insights that say the same thing
-
-
-class CatalogHashLookup:
-    """Entries in force with a given semantic hash, from the account's catalog (caught up once)."""
-
-    def __init__(self, store: AccountStore) -> None:
-        self.store = store
-        self._catalog: Catalog | None = None
-
-    def __call__(self, shash: str) -> list[tuple[str, str]]:
-        if self._catalog is None:
-            self._catalog = Catalog.open(self.store)
-            self._catalog.catch_up(self.store)
-        return [(r.id, r.path) for r in self._catalog.with_semantic_hash([shash], Filters(kinds=JOURNAL))]
-
-    def close(self) -> None:
-        if self._catalog is not None:
-            self._catalog.close()
-            self._catalog = None
 
 
 @dataclass(frozen=True)
@@ -99,10 +78,41 @@ class Patterns:
                 "similar": [g.to_json() for g in self.similar], "notes": list(self.notes)}
 
 
+class _Sandbox(Protocol):
+    def add_journal(self, text: str, *, type: str = ..., title: str = ..., tags: Iterable[str] = ...,
+                    core_insight: str = ..., brief_summary: str = ..., timestamp: datetime | None = ...,
+                    agent: str | None = ...) -> str: ...
+
+    def archive(self) -> object: ...
+
+    def discard(self) -> None: ...
+
+
+class _Embedders(Protocol):
+    def embedder(self) -> Embedder | None: ...
+
+
+class JournalAccount(Protocol):
+    """What the journal needs of an account (:class:`soulpass.engine.Account` is one); a Protocol so
+    the journal does not import the engine that hands it out."""
+
+    @property
+    def store(self) -> AccountStore: ...
+
+    @property
+    def sp(self) -> _Embedders: ...
+
+    def head(self) -> int: ...
+
+    def index(self) -> AccountIndex: ...
+
+    def create_sandbox(self, name: str) -> _Sandbox: ...
+
+
 class Journal:
     """``account.journal()``: the prose records of one account."""
 
-    def __init__(self, account: Account) -> None:
+    def __init__(self, account: JournalAccount) -> None:
         self.account = account
 
     # --- writing -------------------------------------------------------------------------
@@ -171,10 +181,9 @@ class Journal:
         return JournalEntry.model_validate(raw), row.path
 
     def read(self, relpath: str) -> JournalEntry:
-        try:
-            raw = load_copy(self.account.store.path / relpath)
-        except FileNotFoundError as exc:
-            raise NotFound(f"{relpath} does not exist", path=relpath) from exc
+        raw = self.account.store.read_at(relpath)
+        if raw is None:
+            raise NotFound(f"{relpath} does not exist", path=relpath)
         return JournalEntry.model_validate(raw)
 
     def entries(self) -> list[tuple[JournalEntry, str]]:

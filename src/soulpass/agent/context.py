@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from soulpass.agent.orientation import render_orientation
 from soulpass.agent.types import ClipboardView, ContextBlock, ContextSection, LogEntry, Orientation
 from soulpass.records import SituationContext
 
@@ -109,7 +108,7 @@ class _Parts:
                                       truncated=self.dropped.get(name, 0) > 0, dropped=self.dropped.get(name, 0)))
 
         if self.orientation is not None:
-            add("orientation", render_orientation(self.orientation, self.digest))
+            add("orientation", self.orientation.text(self.digest))
         add("clipboard", self.clipboard)
         if self.guidance or self.dropped.get("guidance"):  # a section cut whole stays listed, empty
             add("guidance", "[SITUATION]\n" + "\n".join(f"- {g}" for g in self.guidance) + "\n[/SITUATION]"

@@ -4,31 +4,17 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from soulpass.agent.types import LogEntry, Orientation
+from soulpass.agent.types import LogEntry
 from soulpass.index.catalog import Filters
 from soulpass.records import Episode
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
 
-__all__ = ["committed_episode_lines", "digest_lines", "format_duration", "render_orientation"]
-
-
-def format_duration(delta: timedelta) -> str:
-    """``8 hours``, ``1 hour 30 minutes``, ``2 days 3 hours``, ``45 minutes``."""
-    minutes = int(delta.total_seconds() // 60)
-    days, rem = divmod(minutes, 24 * 60)
-    hours, mins = divmod(rem, 60)
-    parts = []
-    for n, unit in ((days, "day"), (hours, "hour"), (mins, "minute")):
-        if n:
-            parts.append(f"{n} {unit}{'s' if n != 1 else ''}")
-    if days:
-        parts = parts[:2]
-    return " ".join(parts) or "less than a minute"
+__all__ = ["committed_episode_lines", "digest_lines"]
 
 
 def _clip(text: str, limit: int = 160) -> str:
@@ -81,19 +67,3 @@ def committed_episode_lines(acct: Account, me: str, start: datetime, end: dateti
         lines.append(f"{' and '.join(others)}: committed episode {rec.id} ({_when(rec.created_at, start)}): "
                      f"{_clip(what)}")
     return lines
-
-
-def render_orientation(o: Orientation, digest: Iterable[str] | None = None) -> str:
-    lines = ["[ORIENTATION]",
-             f"You slept for {format_duration(o.duration)} (from {o.slept_from:%Y-%m-%d %H:%M} to "
-             f"{o.slept_to:%Y-%m-%d %H:%M} UTC). It is now {o.now or o.slept_to:%Y-%m-%d %H:%M} UTC."]
-    items = list(o.digest if digest is None else digest)
-    if items:
-        lines.append("While you slept:")
-        lines += [f"- {d}" for d in items]
-    else:
-        lines.append("While you slept, the other agents recorded nothing.")
-    if o.scribed_episode:
-        lines.append(f"Older log entries were summarised into episode {o.scribed_episode}.")
-    lines.append("[/ORIENTATION]")
-    return "\n".join(lines)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -23,6 +23,21 @@ __all__ = [
 
 Clock = Callable[[], datetime]
 EntryKind = Literal["intent", "outcome"]
+
+
+
+def format_duration(delta: timedelta) -> str:
+    """``8 hours``, ``1 hour 30 minutes``, ``2 days 3 hours``, ``45 minutes``."""
+    minutes = int(delta.total_seconds() // 60)
+    days, rem = divmod(minutes, 24 * 60)
+    hours, mins = divmod(rem, 60)
+    parts = []
+    for n, unit in ((days, "day"), (hours, "hour"), (mins, "minute")):
+        if n:
+            parts.append(f"{n} {unit}{'s' if n != 1 else ''}")
+    if days:
+        parts = parts[:2]
+    return " ".join(parts) or "less than a minute"
 
 
 @dataclass(frozen=True)
@@ -105,10 +120,21 @@ class Orientation:
     def duration(self) -> timedelta:
         return self.slept_to - self.slept_from
 
-    def text(self) -> str:
-        from soulpass.agent.orientation import render_orientation
-
-        return render_orientation(self)
+    def text(self, digest: Iterable[str] | None = None) -> str:
+        """The ``[ORIENTATION]`` block; ``digest`` replaces the stored digest lines when given."""
+        lines = ["[ORIENTATION]",
+                 f"You slept for {format_duration(self.duration)} (from {self.slept_from:%Y-%m-%d %H:%M} to "
+                 f"{self.slept_to:%Y-%m-%d %H:%M} UTC). It is now {self.now or self.slept_to:%Y-%m-%d %H:%M} UTC."]
+        items = list(self.digest if digest is None else digest)
+        if items:
+            lines.append("While you slept:")
+            lines += [f"- {d}" for d in items]
+        else:
+            lines.append("While you slept, the other agents recorded nothing.")
+        if self.scribed_episode:
+            lines.append(f"Older log entries were summarised into episode {self.scribed_episode}.")
+        lines.append("[/ORIENTATION]")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         return {"agent": self.agent, "slept_from": self.slept_from.isoformat(),

@@ -15,8 +15,8 @@ import click
 
 from soulpass.agent import AgentConfig, AgentMemory, ChatEndpoint, ChatSummariser, RedisInbox
 from soulpass.agent.scribe import Summariser
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, err_console
+from soulpass.cli.state import State, account_option
 from soulpass.consolidation.clipboard import read_clipboard_items
 from soulpass.engine import Account, Committed
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console
 from soulpass.cli.search_cmds import index
+from soulpass.cli.state import State, account_option
 from soulpass.embed.base import Embedder
 from soulpass.embed.remote import RemoteEmbedder
 from soulpass.embed.wire import DEFAULT_QUEUE, QueueNames

@@ -11,8 +11,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from soulpass.bench import locomo
 from soulpass.bench.context import ContextMeter
-from soulpass.cli.main import State
 from soulpass.cli.output import console, table
+from soulpass.cli.state import State
 from soulpass.store.fsio import atomic_write
 
 __all__ = ["COMMANDS"]

@@ -8,8 +8,8 @@ from typing import Any
 import click
 from rich.progress import track
 
-from soulpass.cli.main import State
 from soulpass.cli.output import console, table
+from soulpass.cli.state import State
 from soulpass.engine import Account, Committed, Sandbox
 from soulpass.errors import Corrupted
 
@@ -81,9 +81,9 @@ def demo(state: State, account: str) -> None:
 
     sb_x = _session(acct, "Sandbox X (discarded)", 900, 4, day + timedelta(minutes=120))
     sb_x.discard()
-    traces = list((acct.store.path / "sandboxes").glob("*"))
+    traces = acct.sandboxes()
     timeline.append(("11:15", "Sandbox X wrote 4, discarded", f"HEAD still v{acct.head()}, "
-                     f"{len(traces)} sandbox folders left", _episodes(acct)))
+                     f"{len(traces)} sandboxes left", _episodes(acct)))
 
     table(f"Timeline of {account} (home {state.home})", ["time", "event", "detail", "episodes"], timeline)
     d = acct.diff(1, acct.head())

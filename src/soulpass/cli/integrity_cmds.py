@@ -8,8 +8,8 @@ from pathlib import Path
 import click
 
 from soulpass.backup import backup, restore
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State, account_option
 from soulpass.integrity import audit, prune
 
 __all__ = ["COMMANDS"]

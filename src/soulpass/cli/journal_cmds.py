@@ -8,11 +8,11 @@ from pathlib import Path
 
 import click
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.search_cmds import index
+from soulpass.cli.state import State, account_option
 from soulpass.importers.mira import export_mira, import_mira
-from soulpass.prose import ENTRY_TYPES
+from soulpass.prose import ENTRY_TYPES, render_markdown
 
 __all__ = ["COMMANDS"]
 
@@ -89,9 +89,8 @@ def journal_list(state: State, account: str, tags: tuple[str, ...], since: datet
 @click.pass_obj
 def journal_show(state: State, account: str, entry_id: str) -> None:
     """Print an entry's file verbatim (front matter and body)."""
-    acct = state.account(account)
-    _entry, path = acct.journal().get(entry_id)
-    click.echo((acct.store.path / path).read_text(encoding="utf-8"), nl=False)
+    entry, _path = state.account(account).journal().get(entry_id)
+    click.echo(render_markdown(entry).decode("utf-8"), nl=False)
 
 
 @click.command("patterns")

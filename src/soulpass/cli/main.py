@@ -2,46 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import click
 
 from soulpass.cli.output import ErrorHandlingGroup
-from soulpass.consolidation.rules import Rules
-from soulpass.engine import Account, Soulpass
+from soulpass.cli.state import State
+from soulpass.index.catalog import FullText
 
-__all__ = ["State", "account_option", "main"]
-
-
-@dataclass
-class State:
-    home: Path
-    rules_file: Path | None
-
-    def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
-        """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
-        rules = None
-        path = self.rules_file or (self.home / "rules.yaml")
-        if path.exists():
-            rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
-        elif self.rules_file is not None:
-            raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
-        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", **options)
-
-    def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
-        acct = self.engine(rerank=rerank, **options).account(name, create=create)
-        ctx = click.get_current_context(silent=True)
-        if ctx is not None:
-            ctx.call_on_close(acct.close)  # release the index (its vector files are locked while open)
-        return acct
-
-
-account_option = click.option(
-    "--account", "-a", "account", envvar="SOULPASS_ACCOUNT", required=True,
-    help="Account name (env SOULPASS_ACCOUNT).",
-)
+__all__ = ["cli", "main"]
 
 
 @click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,11 +19,14 @@ account_option = click.option(
 @click.option("--rules", "rules_file", envvar="SOULPASS_RULES", default=None,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Consolidation rules YAML (default: <home>/rules.yaml if present).")
+@click.option("--fulltext", envvar="SOULPASS_FULLTEXT", default=None, type=click.Choice(["fts5", "tantivy"]),
+              help="Full-text engine, recorded in each account's index (default: the recorded one, else fts5; "
+                   "tantivy needs the 'search' extra). Env SOULPASS_FULLTEXT.")
 @click.version_option(package_name="soulpass")
 @click.pass_context
-def cli(ctx: click.Context, home: Path, rules_file: Path | None) -> None:
+def cli(ctx: click.Context, home: Path, rules_file: Path | None, fulltext: FullText | None) -> None:
     """Soulpass: versioned, portable long-term memory for AI agents."""
-    ctx.obj = State(home=home.expanduser(), rules_file=rules_file)
+    ctx.obj = State(home=home.expanduser(), rules_file=rules_file, fulltext=fulltext)
 
 
 def _register() -> None:

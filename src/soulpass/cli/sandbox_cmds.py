@@ -9,8 +9,8 @@ from typing import Any
 
 import click
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State, account_option
 from soulpass.engine import AlreadyArchived, Planned
 from soulpass.errors import InvalidInput
 

@@ -8,8 +8,8 @@ from datetime import datetime
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State, account_option
 from soulpass.integrity import reset_index
 
 __all__ = ["COMMANDS"]

@@ -7,11 +7,11 @@ from typing import Literal
 
 import click
 
-from soulpass.cli.main import State
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State
 from soulpass.engine import Soulpass
 from soulpass.errors import BackendUnavailable
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import FileKeyStore
 
 __all__ = ["COMMANDS"]
 
@@ -49,7 +49,7 @@ def serve(state: State, host: str, port: int, max_body: int, embedder: Literal["
     if print_openapi:
         click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
         return
-    if not KeyStore(state.home).list():
+    if not FileKeyStore(state.home).list():
         console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
                       "'soulpass key create --admin'", soft_wrap=True)
     import uvicorn
@@ -78,7 +78,7 @@ def mcp(state: State, account: str | None, transport: str, host: str, port: int,
             raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
         run_stdio(engine, account)
     else:
-        run_http(engine, KeyStore(state.home), host=host, port=port)
+        run_http(engine, FileKeyStore(state.home), host=host, port=port)
 
 
 @click.group()
@@ -97,7 +97,7 @@ def key_create(state: State, account: str | None, admin: bool, label: str) -> No
         raise click.UsageError("give either ACCOUNT or --admin")
     if account is not None:
         state.engine().account(account)  # NotFound when it does not exist
-    new = KeyStore(state.home).create(account, label)
+    new = FileKeyStore(state.home).create(account, label)
     click.echo(new.secret)
     click.echo(f"key {new.key.key_id} for {account or 'admin'}: store it now, it cannot be shown again", err=True)
 
@@ -107,7 +107,7 @@ def key_create(state: State, account: str | None, admin: bool, label: str) -> No
 @click.pass_obj
 def key_list(state: State, as_json: bool) -> None:
     """List keys (ids, accounts, labels; never the keys themselves)."""
-    keys = KeyStore(state.home).list()
+    keys = FileKeyStore(state.home).list()
     if as_json:
         emit_json([k.public() for k in keys])
     else:
@@ -120,7 +120,7 @@ def key_list(state: State, as_json: bool) -> None:
 @click.pass_obj
 def key_revoke(state: State, key_id: str) -> None:
     """Revoke the key KEY_ID; it stops working at the next request."""
-    gone = KeyStore(state.home).revoke(key_id)
+    gone = FileKeyStore(state.home).revoke(key_id)
     console.print(f"revoked {gone.key_id} ({gone.account or 'admin'})")
 
 

@@ -9,8 +9,8 @@ from typing import Any
 import click
 from rich.json import JSON
 
-from soulpass.cli.main import State, account_option
 from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State, account_option
 from soulpass.consolidation.rules import Rules
 from soulpass.prose import JournalEntry
 from soulpass.records import (

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -28,8 +27,15 @@ from soulpass.consolidation.plan import IdAllocator
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
 from soulpass.importers.base import Failure, failure, split
-from soulpass.journal import CatalogHashLookup
-from soulpass.prose import ENTRY_TYPES, FOLDER_OF_TYPE, TYPE_OF_FOLDER, JournalEntry, split_front_matter
+from soulpass.index.catalog import CatalogHashLookup
+from soulpass.prose import (
+    ENTRY_TYPES,
+    FOLDER_OF_TYPE,
+    TYPE_OF_FOLDER,
+    JournalEntry,
+    render_markdown,
+    split_front_matter,
+)
 from soulpass.store.fsio import atomic_write
 from soulpass.store.layout import JOURNAL_DIR
 
@@ -68,10 +74,11 @@ class ImportReport:
                 "entries": self.imported}
 
 
-def mira_index(account: Account) -> dict[str, Any]:
-    """The account's journal as a ``memory_index.json`` document (the seed's schema)."""
+def mira_index(account: Account, journal: list[tuple[JournalEntry, str]] | None = None) -> dict[str, Any]:
+    """The account's journal (``journal``: its entries, if already read) as a ``memory_index.json``
+    document (the seed's schema)."""
     entries = []
-    for entry, path in account.journal().entries():
+    for entry, path in account.journal().entries() if journal is None else journal:
         entries.append({
             "id": entry.id, "timestamp": entry.created_at.isoformat(), "type": entry.type,
             "file_path": path.removeprefix(JOURNAL_DIR + "/"), "semantic_hash": entry.semantic_hash,
@@ -84,12 +91,13 @@ def export_mira(account: Account, target: str | Path, *, with_files: bool = Fals
     ``with_files`` the Markdown files are copied beside it, making a complete Mira folder."""
     target = Path(target)
     path = target / INDEX_FILE if target.is_dir() else target
-    doc = mira_index(account)
+    journal = account.journal().entries()
+    doc = mira_index(account, journal)
     if with_files:
-        for e in doc["entries"]:
-            dst = path.parent / e["file_path"]
+        for entry, relpath in journal:
+            dst = path.parent / relpath.removeprefix(JOURNAL_DIR + "/")
             dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(account.store.path / JOURNAL_DIR / e["file_path"], dst)
+            dst.write_bytes(render_markdown(entry))  # the stored file's bytes: entries are stored rendered
     atomic_write(path, (json.dumps(doc, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
     return doc
 

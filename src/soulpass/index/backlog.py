@@ -160,7 +160,10 @@ class EmbedBacklog:
 
     def drain(self, embed: EmbedFn, limit: int = 256) -> int:
         """Embed the oldest ``limit`` entries and remove them; returns how many were handled (0: empty).
-        When ``embed`` raises, the entries stay for the next try."""
+        When ``embed`` raises, the entries stay for the next try. A reader of a vector index another
+        process writes (``read_only``) drains nothing: that process embeds them."""
+        if getattr(self.vectors, "read_only", False):
+            return 0
         with self._draining:
             with self._lock:
                 todo = self._cat.execute(

@@ -9,7 +9,7 @@ locomo``): R@10 0.791 -> 0.80, NDCG@10 0.600 -> 0.606; restricting passages to l
 characters) loses the gain.
 
 A long record is not cut into sentences: an assistant's 4,000-character reply has 40 of them, and a
-vector per sentence made indexing a user–assistant chat crawl (BEAM-500K: 4.3 turns/s). Embedding
+vector per sentence made indexing a user-assistant chat crawl (BEAM-500K: 4.3 turns/s). Embedding
 costs what it reads, so a long record gets what it needs to be found by meaning and no more:
 - up to ``LONG_TEXT`` characters, its own vector only, of its opening (``EMBED_CHARS``, about 128
   tokens, the length MiniLM was trained on), where a reply says what it is about; full text covers

@@ -67,7 +67,8 @@ RERANK_WEIGHT = 1.0
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
-EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows"  # what ``embed_text`` / ``embed_passages`` make of a row
+# What ``embed_text`` / ``embed_passages`` make of a row: another recipe re-embeds everything.
+EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows"
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,8 @@ from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
+from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
-from soulpass.server.pool import AccountPool
 
 __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_http", "run_stdio"]
 

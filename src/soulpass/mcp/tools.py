@@ -13,7 +13,7 @@ from typing import Any, Literal
 from soulpass.agent import AgentMemory
 from soulpass.engine import AlreadyArchived, Committed, Sandbox
 from soulpass.errors import InvalidInput, NotFound
-from soulpass.server.pool import AccountPool
+from soulpass.pool import AccountPool
 
 __all__ = ["SESSION_NAME", "MemoryTools"]
 

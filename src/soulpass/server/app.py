@@ -22,10 +22,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
+from soulpass.pool import AccountPool
 from soulpass.server.deps import Forbidden, Unauthorized
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import FileKeyStore, KeyStore
 from soulpass.server.models import ErrorOut
-from soulpass.server.pool import AccountPool
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
@@ -54,7 +54,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     )
     app.state.engine = engine
     app.state.pool = pool
-    app.state.keys = keys or KeyStore(engine.home)
+    app.state.keys = keys or FileKeyStore(engine.home)
     app.state.home = str(engine.home)
     for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent):
         app.include_router(module.router)

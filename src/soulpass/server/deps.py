@@ -13,9 +13,9 @@ from fastapi import Depends, Path, Request, Security
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from soulpass.ids import MAX_NAME_LENGTH
+from soulpass.pool import AccountPool
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.models import NAME_PATTERN
-from soulpass.server.pool import AccountPool
 
 __all__ = ["AccountName", "Admin", "Caller", "Forbidden", "Keys", "Pool", "Unauthorized", "SandboxId"]
 

@@ -1,8 +1,12 @@
 """API keys: one or more per account, plus admin keys; only a SHA-256 of each key is stored.
 
+The server and the MCP endpoint use the narrow :class:`KeyStore` Protocol (list, verify, create,
+revoke); :class:`FileKeyStore` is the implementation for one Soulpass home, and another (say, a
+table beside a PostgreSQL store) can stand in.
+
 A key reads ``sp_<key id>_<secret>``: the key id (8 hex characters) finds the stored entry, the
 SHA-256 of the whole key is compared in constant time. Keys are random 256-bit tokens, so a plain
-hash is enough (nothing to brute-force the way a password is). The file is
+hash is enough (nothing to brute-force the way a password is). ``FileKeyStore``'s file is
 ``<home>/keys.json``, rewritten whole (temp + fsync + rename) under a lock; readers re-read it
 when its stamp changes, so a revoked key stops working at the next request.
 """
@@ -17,13 +21,13 @@ import secrets
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
 
-__all__ = ["KEYS_FILE", "ApiKey", "KeyStore", "NewKey"]
+__all__ = ["KEYS_FILE", "ApiKey", "FileKeyStore", "KeyStore", "NewKey"]
 
 KEYS_FILE = "keys.json"
 _KEY_RE = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
@@ -61,8 +65,28 @@ def _hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
-class KeyStore:
-    """The keys of one Soulpass home."""
+class KeyStore(Protocol):
+    """Where API keys are kept: what the REST server, the MCP endpoint and ``soulpass key`` use."""
+
+    def list(self) -> list[ApiKey]:
+        """Every key (hashes included; show ``ApiKey.public()``), by account then age."""
+        ...
+
+    def verify(self, secret: str) -> ApiKey | None:
+        """The key ``secret`` is, or None when it is malformed, unknown or revoked."""
+        ...
+
+    def create(self, account: str | None, label: str = "") -> NewKey:
+        """A new key for ``account`` (None: an admin key); only its hash is kept."""
+        ...
+
+    def revoke(self, key_id: str) -> ApiKey:
+        """Forget the key (``NotFound`` when there is none): it stops working at the next request."""
+        ...
+
+
+class FileKeyStore:
+    """The keys of one Soulpass home, in ``<home>/keys.json``: a :class:`KeyStore`."""
 
     def __init__(self, home: str | Path) -> None:
         self.home = Path(home).expanduser()

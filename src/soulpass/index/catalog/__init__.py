@@ -3,17 +3,30 @@
 Derived from the files and rebuildable from them; it follows the store version by version.
 """
 
-from .catalog import CATALOG_FILE, Catalog, CatalogStatus, CatchUpReport, catalog_path, catch_up
+from .catalog import (
+    CATALOG_FILE,
+    DEFAULT_FULLTEXT,
+    Catalog,
+    CatalogStatus,
+    CatchUpReport,
+    FullText,
+    catalog_path,
+    catch_up,
+)
+from .lookup import CatalogHashLookup
 from .query import Filters, fts_query, query_terms
 from .rows import CatalogRow, Traits
 
 __all__ = [
     "CATALOG_FILE",
+    "DEFAULT_FULLTEXT",
     "Catalog",
+    "CatalogHashLookup",
     "CatalogRow",
     "CatalogStatus",
     "CatchUpReport",
     "Filters",
+    "FullText",
     "Traits",
     "catalog_path",
     "catch_up",

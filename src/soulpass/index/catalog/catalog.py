@@ -19,14 +19,19 @@ from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import Progress, SyncCounts, apply_version, rebuild_rows
 
-__all__ = ["CATALOG_FILE", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path", "catch_up"]
+__all__ = ["CATALOG_FILE", "DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path",
+           "catch_up"]
 
 CATALOG_FILE = "index/catalog.sqlite"
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
 _FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
-FullText = Literal["auto", "fts5", "tantivy"]
+FullText = Literal["fts5", "tantivy"]
+FULLTEXT_ENGINES: tuple[FullText, ...] = ("fts5", "tantivy")
+# What ranks full text when neither the caller nor the catalog names an engine. Never decided by what
+# is importable: tantivy's BM25 is on another scale, so a switch is a configuration change.
+DEFAULT_FULLTEXT: FullText = "fts5"
 # Lookups of given ids go through the (id, version) key: left to itself the planner may walk a
 # whole kind through its index instead and test each row against the id list.
 _BY_ID = "catalog AS c INDEXED BY sqlite_autoindex_catalog_1"
@@ -53,6 +58,7 @@ class CatalogStatus:
     generation: int
     rows: int
     in_force: dict[str, int]
+    fulltext: str  # the engine recorded in the catalog ("fts5" or "tantivy"), or "fts5 (default)"
 
 
 def catalog_path(store: AccountStore) -> Path:
@@ -68,12 +74,14 @@ def catch_up(store: AccountStore) -> CatchUpReport:
 class Catalog:
     """SQLite catalog at ``<account>/index/catalog.sqlite``; safe to share between threads."""
 
-    def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText = "auto") -> None:
-        """``fulltext``: "auto" ranks with the tantivy sidecar when the package is installed, else
-        FTS5; "fts5" never uses the sidecar; "tantivy" requires it."""
-        self._tantivy = None if fulltext == "fts5" else tantivy_module()
-        if fulltext == "tantivy" and self._tantivy is None:
-            raise BackendUnavailable("full text with fulltext='tantivy' needs the tantivy package: pip install tantivy")
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> None:
+        """``fulltext``: what ranks full text for this handle: "fts5" (SQLite's, always there) or
+        "tantivy" (the sidecar, extra ``search``); None: the engine the catalog records
+        (``record_fulltext``), else ``DEFAULT_FULLTEXT``."""
+        if fulltext is not None and fulltext not in FULLTEXT_ENGINES:
+            raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
+                               field="fulltext")
+        self._tantivy: Any = None
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -86,10 +94,33 @@ class Catalog:
         except sqlite3.Error as exc:
             self._conn.close()
             raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+        self.fulltext: FullText = fulltext or self.recorded_fulltext() or DEFAULT_FULLTEXT
+        if self.fulltext == "tantivy":
+            self._tantivy = tantivy_module()
+            if self._tantivy is None:
+                self._conn.close()
+                raise BackendUnavailable(f"the catalog {path} ranks full text with tantivy: install the 'search' "
+                                         "extra (pip install 'soulpass[search]') or open it with fulltext='fts5'",
+                                         path=str(path))
 
     @classmethod
-    def open(cls, store: AccountStore, *, busy_timeout: float = 30.0, fulltext: FullText = "auto") -> Catalog:
+    def open(cls, store: AccountStore, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> Catalog:
         return cls(catalog_path(store), busy_timeout=busy_timeout, fulltext=fulltext)
+
+    def recorded_fulltext(self) -> FullText | None:
+        """The full-text engine recorded in the catalog, if one was."""
+        with self._lock:
+            found = self._meta().get("fulltext")
+        return found if found in FULLTEXT_ENGINES else None
+
+    def record_fulltext(self, engine: FullText) -> None:
+        """Record ``engine`` as the one that ranks this catalog's full text: every handle opened later
+        without a choice of its own (another process, ``soulpass search``) uses it."""
+        if engine not in FULLTEXT_ENGINES:
+            raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {engine!r}",
+                               field="fulltext")
+        with self._lock, transaction(self._conn):
+            self._conn.execute("INSERT OR REPLACE INTO meta (key, value) VALUES ('fulltext', ?)", (engine,))
 
     def close(self) -> None:
         with self._lock:
@@ -119,7 +150,8 @@ class Catalog:
                 "SELECT kind, count(*) FROM catalog WHERE valid_to IS NULL GROUP BY kind ORDER BY kind").fetchall())
         return CatalogStatus(path=str(self.path), store_version=int(meta["store_version"]),
                              schema_version=int(meta["schema_version"]), generation=int(meta["generation"]),
-                             rows=rows, in_force=by_kind)
+                             rows=rows, in_force=by_kind,
+                             fulltext=meta.get("fulltext") or f"{DEFAULT_FULLTEXT} (default)")
 
     # --- following the store ---------------------------------------------------------------
 

@@ -26,7 +26,7 @@ from soulpass.records import (
     SemanticFact,
     semantic_hash,
 )
-from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
+from soulpass.store.layout import CORE, KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
 __all__ = ["ASKS_SQL", "COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
            "make_row", "mostly_asks", "record_row", "row_id", "to_us"]
@@ -147,7 +147,7 @@ def is_catalogued(relpath: str) -> bool:
     every prose record (``core/04_Journal/<folder>/<name>.md``)."""
     if relpath.endswith(".md"):
         return is_journal_path(relpath)
-    return relpath.startswith("core/") and relpath.endswith(".json") and relpath != VERSION_FILE
+    return relpath.startswith(CORE + "/") and relpath.endswith(".json") and relpath != VERSION_FILE
 
 
 def make_row(relpath: str, data: bytes, raw: dict[str, Any], replaced_at: int | None) -> CatalogRow:

@@ -18,6 +18,7 @@ from soulpass.index.vectors.base import IndexMeta, VectorIndex
 from soulpass.index.vectors.chroma import ChromaIndex
 from soulpass.index.vectors.exact import ExactIndex
 from soulpass.index.vectors.hnsw import HnswIndex
+from soulpass.index.vectors.shared import SharedIndex, open_shared
 
 __all__ = [
     "Backend",
@@ -25,6 +26,7 @@ __all__ = [
     "ExactIndex",
     "HnswIndex",
     "IndexMeta",
+    "SharedIndex",
     "VectorIndex",
     "open_vector_index",
 ]
@@ -33,7 +35,15 @@ Backend = Literal["hnsw", "exact", "chroma"]
 
 
 def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> VectorIndex:
-    """Open (or create) the vector index of ``backend`` in ``folder`` for embedder ``model_id``."""
+    """Open (or create) the vector index of ``backend`` in ``folder`` for embedder ``model_id``.
+
+    Handles opened in one process on one folder share one open index (``shared.py``); when another
+    process writes the folder, a local index is opened as a reader (``rows.py``)."""
+    return open_shared(folder, IndexMeta(backend=backend, model_id=model_id, dim=dim),
+                       lambda path: _open_backend(path, model_id=model_id, dim=dim, backend=backend))
+
+
+def _open_backend(folder: Path, *, model_id: str, dim: int, backend: Backend) -> VectorIndex:
     match backend:
         case "hnsw":
             return HnswIndex(folder, model_id=model_id, dim=dim)

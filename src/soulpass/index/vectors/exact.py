@@ -58,6 +58,12 @@ class ExactIndex:
     def meta(self) -> IndexMeta:
         return self._meta
 
+    @property
+    def read_only(self) -> bool:
+        """Another process writes this folder: this handle searches what it commits, writes raise
+        ``BackendUnavailable``."""
+        return self._rows.read_only
+
     def upsert(self, ids: Sequence[str], vectors: npt.ArrayLike) -> None:
         id_list = check_ids(ids)
         rows = unit_rows(vectors, len(id_list), self._meta.dim)
@@ -78,12 +84,17 @@ class ExactIndex:
         if allowed is not None:
             allowed = as_id_set(allowed)
         with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
             rows, scores = self._ranked(query, k, allowed)
             ids = self._rows.ids
             return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
     def count(self) -> int:
-        return self._rows.live_count
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            return self._rows.live_count
 
     def close(self) -> None:
         with self._lock:
@@ -92,8 +103,11 @@ class ExactIndex:
     # -- for subclasses --------------------------------------------------------------------------
 
     def _after_write(self) -> None:
-        if self._rows.needs_compaction():
+        if not self.read_only and self._rows.needs_compaction():
             self._rows.compact()
+
+    def _refreshed(self) -> None:
+        """A reader's rows moved on (``RowStore.refresh``)."""
 
     def _ranked(self, query: Scores, k: int, allowed: Collection[str] | None) -> tuple[Rows, Scores]:
         if allowed is not None:

@@ -125,7 +125,7 @@ class HnswIndex(ExactIndex):
 
     def close(self) -> None:
         with self._lock:
-            if self._graph is not None and self._saved_rows < self._graph_rows:
+            if self._graph is not None and self._saved_rows < self._graph_rows and not self.read_only:
                 self._save_graph()
             self._graph = None
             super().close()
@@ -137,6 +137,13 @@ class HnswIndex(ExactIndex):
         if self._rows.generation != self._generation:  # compacted: rows were renumbered
             self._generation = self._rows.generation
             self._graph, self._graph_rows, self._saved_rows = None, 0, 0
+        self._seal_if_due()
+
+    def _refreshed(self) -> None:
+        if self._rows.generation != self._generation:  # the writer compacted: its graph is saved for it
+            self._generation = self._rows.generation
+            self._graph, self._graph_rows, self._saved_rows = None, 0, 0
+            self._load_graph()
         self._seal_if_due()
 
     def _seal_if_due(self) -> None:
@@ -157,7 +164,7 @@ class HnswIndex(ExactIndex):
             self._graph.add(part.astype(np.uint64), self._graph_vectors(np.asarray(self._rows.matrix()[part])))
         self._graph_rows = end
         self._graph.expansion_search = self._ef_for(len(self._graph))
-        if end - self._saved_rows >= max(self.seal_rows, self._saved_rows // 4):
+        if end - self._saved_rows >= max(self.seal_rows, self._saved_rows // 4) and not self.read_only:
             self._save_graph()
 
     def _save_graph(self) -> None:
@@ -201,19 +208,23 @@ class HnswIndex(ExactIndex):
                 found.append((int(covered), path))
         return sorted(found)
 
+    def _drop(self, path: Path) -> None:
+        if not self.read_only:  # a reader leaves the writer's files alone
+            path.unlink(missing_ok=True)
+
     def _load_graph(self) -> None:
         files = self._graph_files()
         for covered, path in reversed(files):
             if covered > self._rows.rows:  # names rows the journal never committed
-                path.unlink(missing_ok=True)
+                self._drop(path)
                 continue
             try:
                 graph = _usearch_index_class().restore(str(path), view=False)
-            except (RuntimeError, ValueError):
+            except (RuntimeError, ValueError, OSError):  # OSError: a reader saw the writer replace it
                 graph = None
             binary = graph is not None and str(graph.dtype).endswith(".B1")
             if graph is None or graph.ndim != self._meta.dim or binary != (self.quantization == "b1"):
-                path.unlink(missing_ok=True)  # unreadable or of another kind: rebuilt from the rows
+                self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
             graph.expansion_search = self._ef_for(len(graph))
             self._graph, self._graph_rows, self._saved_rows = graph, covered, covered

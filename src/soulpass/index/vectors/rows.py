@@ -7,7 +7,7 @@ Layout of the folder (``G`` is the generation named in ``state.json``)::
     vectors-G.f32      row r = dim float32 values at offset r * dim * 4, unit length, never rewritten
     journal-G.log      frames [u32 length][u32 crc32][JSON]: {"u": [ids], "at": r0} gives ids[j] row r0+j
                        (an id's older row dies), {"d": [ids]} forgets ids
-    lock               flock held while the index is open
+    lock               flock held while the index is open for writing
 
 Why this shape: rows are only ever appended, so an update is "new row, old row dead" and a write
 can tear only past the committed end. ``append`` writes the rows, fsyncs, then appends one journal
@@ -16,6 +16,11 @@ off and vector bytes past the last committed row are truncated. Because row numb
 within a generation, an ANN graph keyed by row stays valid as rows are added and deleted.
 ``compact`` (when dead rows outweigh live ones) writes generation G+1 with live rows only and
 switches by rewriting ``state.json`` atomically; files of other generations are swept on open.
+
+One process writes (it holds ``lock``); a store opened while another process holds it is a reader:
+it never writes, truncates or sweeps, reads only intact frames, and ``refresh`` catches it up with
+what the writer committed since (a new generation reopens it). Rows are written and fsynced before
+the frame that names them, so a reader never sees a row that is not whole.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.errors import Conflict, Corrupted
+from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.vectors.base import Matrix
 from soulpass.store.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
 
@@ -52,16 +57,13 @@ class RowStore:
         self.dim = dim
         self._row_bytes = dim * 4
         makedirs_durable(folder)
-        self._lock_fd = os.open(folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(self._lock_fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError as exc:
-            os.close(self._lock_fd)
-            raise Conflict(f"vector index at {folder} is open elsewhere", path=str(folder)) from exc
+        self._lock_fd = -1
+        self._closed = False
+        self.read_only = not self._take_lock()  # another process writes this index: read what it commits
         try:
             self._open_generation()
         except BaseException:
-            os.close(self._lock_fd)
+            self._release_lock()
             raise
 
     # -- reading ---------------------------------------------------------------------------------
@@ -88,6 +90,7 @@ class RowStore:
         """Give each id a new row holding its vector; an id's previous row dies. Durable on return."""
         if not ids:
             return
+        self._check_writable()
         first = self.rows
         data = np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
         _pwrite_all(self._vectors_fd, data, first * self._row_bytes)
@@ -100,6 +103,7 @@ class RowStore:
         """Kill the rows of ids that are live; others are ignored. Durable on return."""
         present = [i for i in ids if i in self.row_of]
         if present:
+            self._check_writable()
             self._write_frame({"d": present})
             self._apply_delete(present)
 
@@ -109,6 +113,7 @@ class RowStore:
 
     def compact(self) -> None:
         """Write a new generation holding only live rows (renumbered in row order) and switch to it."""
+        self._check_writable()
         old = self._generation
         new = old + 1
         keep = np.flatnonzero(self.live_mask())
@@ -129,43 +134,78 @@ class RowStore:
         self._close_files()
         self._open_generation()
 
+    def refresh(self) -> bool:
+        """A reader catches up with what the writing process committed since, or becomes the writer
+        once that process has let go (a server started beside a short ``soulpass search`` must not
+        stay a reader); True when it moved."""
+        if not self.read_only or self._closed:
+            return False
+        if self._take_lock():
+            self.read_only = False
+            self._close_files()
+            self._open_generation()
+            return True
+        if _generation_in(self.folder / "state.json") != self._generation:  # compacted meanwhile
+            self._close_files()
+            self._open_generation()
+            return True
+        if os.fstat(self._journal_fd).st_size <= self._journal_end:
+            return False
+        self._apply_frames(self._journal_end)
+        self._remap()
+        return True
+
     def close(self) -> None:
-        if self._lock_fd < 0:
+        if self._closed:
             return
+        self._closed = True
         self._close_files()
-        os.close(self._lock_fd)
-        self._lock_fd = -1
+        self._release_lock()
+
+    def _take_lock(self) -> bool:
+        fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._lock_fd = fd
+        return True
+
+    def _release_lock(self) -> None:
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise BackendUnavailable(f"vector index at {self.folder} is written by another process; "
+                                     "this handle only reads it", path=str(self.folder))
 
     # -- internals -------------------------------------------------------------------------------
 
     def _open_generation(self) -> None:
         state = self.folder / "state.json"
-        if not state.exists():
+        if not state.exists() and not self.read_only:
             atomic_write(state, dump_json({"generation": 0}))
-        try:
-            self._generation = int(load_json(state)["generation"])
-        except (KeyError, TypeError, ValueError) as exc:
-            raise Corrupted(f"{state} names no generation", path=str(state)) from exc
-        self._sweep_other_generations()
+        self._generation = _generation_in(state)
+        if not self.read_only:
+            self._sweep_other_generations()
         self.ids: list[str | None] = []
         self.row_of: dict[str, int] = {}
         self._live = np.zeros(1024, dtype=np.bool_)
-        journal = self.journal_path
-        self._journal_fd = os.open(journal, os.O_RDWR | os.O_CREAT, 0o644)
-        self._vectors_fd = os.open(self.vectors_path, os.O_RDWR | os.O_CREAT, 0o644)
-        fsync_dir(self.folder)
-        good_end = 0
-        for end, frame in _read_frames(journal):
-            if "u" in frame:
-                if frame.get("at") != self.rows:
-                    raise Corrupted(f"{journal}: frame at byte {good_end} starts at row {frame.get('at')}, "
-                                    f"expected {self.rows}; rebuild the index", path=str(journal))
-                self._apply_upsert([str(i) for i in frame["u"]], self.rows)
-            else:
-                self._apply_delete([str(i) for i in frame["d"]])
-            good_end = end
-        if os.fstat(self._journal_fd).st_size > good_end:  # a torn last frame: it never committed
-            os.ftruncate(self._journal_fd, good_end)
+        flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
+        self._journal_fd = os.open(self.journal_path, flags, 0o644)
+        self._vectors_fd = os.open(self.vectors_path, flags, 0o644)
+        self._journal_end = 0
+        if not self.read_only:
+            fsync_dir(self.folder)
+        self._apply_frames(0)
+        if self.read_only:
+            self._remap()
+            return
+        if os.fstat(self._journal_fd).st_size > self._journal_end:  # a torn last frame: it never committed
+            os.ftruncate(self._journal_fd, self._journal_end)
             os.fsync(self._journal_fd)
         os.lseek(self._journal_fd, 0, os.SEEK_END)
         size = os.fstat(self._vectors_fd).st_size
@@ -177,6 +217,19 @@ class RowStore:
             os.ftruncate(self._vectors_fd, committed)
             os.fsync(self._vectors_fd)
         self._remap()
+
+    def _apply_frames(self, start: int) -> None:
+        """Apply the intact frames of the journal from byte ``start`` on."""
+        journal = self.journal_path
+        for end, frame in _read_frames(journal, start):
+            if "u" in frame:
+                if frame.get("at") != self.rows:
+                    raise Corrupted(f"{journal}: frame at byte {self._journal_end} starts at row {frame.get('at')}, "
+                                    f"expected {self.rows}; rebuild the index", path=str(journal))
+                self._apply_upsert([str(i) for i in frame["u"]], self.rows)
+            else:
+                self._apply_delete([str(i) for i in frame["d"]])
+            self._journal_end = end
 
     @property
     def generation(self) -> int:
@@ -252,9 +305,21 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         offset += n
 
 
-def _read_frames(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(end offset, frame)`` for each intact frame; stop at the first torn or unchecked one."""
-    data = path.read_bytes()
+def _generation_in(state: Path) -> int:
+    if not state.exists():
+        return 0
+    try:
+        return int(load_json(state)["generation"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise Corrupted(f"{state} names no generation", path=str(state)) from exc
+
+
+def _read_frames(path: Path, offset: int = 0) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(end offset, frame)`` for each intact frame from byte ``offset``; stop at the first
+    torn or unchecked one."""
+    with open(path, "rb") as fh:
+        fh.seek(offset)
+        data = fh.read()
     pos = 0
     while pos + _HEADER.size <= len(data):
         length, crc = _HEADER.unpack_from(data, pos)
@@ -268,5 +333,5 @@ def _read_frames(path: Path) -> Iterator[tuple[int, dict[str, Any]]]:
             return
         if not isinstance(frame, dict) or not ("u" in frame or "d" in frame):
             return
-        yield end, frame
+        yield offset + end, frame
         pos = end

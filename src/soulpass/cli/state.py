@@ -1,0 +1,46 @@
+"""What every command shares: the home folder and rules from the root options, and ``--account``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+
+from soulpass.consolidation.rules import Rules
+from soulpass.engine import Account, Soulpass
+from soulpass.index.catalog import FullText
+
+__all__ = ["State", "account_option"]
+
+
+@dataclass
+class State:
+    home: Path
+    rules_file: Path | None
+    fulltext: FullText | None = None  # None: what each account's index records, else FTS5
+
+    def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
+        """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
+        rules = None
+        path = self.rules_file or (self.home / "rules.yaml")
+        if path.exists():
+            rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
+        elif self.rules_file is not None:
+            raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
+        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", fulltext=self.fulltext,
+                        **options)
+
+    def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
+        acct = self.engine(rerank=rerank, **options).account(name, create=create)
+        ctx = click.get_current_context(silent=True)
+        if ctx is not None:
+            ctx.call_on_close(acct.close)  # release the index (its vector files are locked while open)
+        return acct
+
+
+account_option = click.option(
+    "--account", "-a", "account", envvar="SOULPASS_ACCOUNT", required=True,
+    help="Account name (env SOULPASS_ACCOUNT).",
+)
