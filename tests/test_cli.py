@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,5 +160,9 @@ def test_search_and_index_commands(run, tmp_path: Path) -> None:  # type: ignore
     assert [h["kind"] for h in only_eva] == ["turn_llm"]
     status = json.loads(run("index", "status", "-a", "ann", "--json"))
     assert status["catalog_version"] == 1 and status["vectors"] == 2 and status["pending_embeddings"] == 0
+    assert status["fulltext"] == "fts5 (default)"
+    if importlib.util.find_spec("tantivy") is not None:  # chosen once, recorded for the next command
+        assert run("--fulltext", "tantivy", "search", "Miso", "-a", "ann", "--json")
+        assert json.loads(run("index", "status", "-a", "ann", "--json"))["fulltext"] == "tantivy"
     assert "rebuilt at version 1" in run("index", "rebuild", "-a", "ann")
     assert json.loads(run("search", "Miso", "-a", "ann", "--json"))[0]["id"] == hits[0]["id"]

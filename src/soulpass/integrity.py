@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -29,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
-from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow
+from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
 from soulpass.index.vectors import open_vector_index
 from soulpass.store.copies import parse_copy
@@ -238,20 +237,13 @@ def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
 def reset_index(acct: Account) -> bool:
     """Delete the account's catalog files when they cannot be opened (the index is derived: a
     rebuild makes it again from the files). Returns whether anything was deleted."""
-    path = acct.store.path / CATALOG_FILE
     try:
-        with Catalog(path, fulltext="fts5") as catalog:  # only opens it: no sidecar
+        with Catalog.open(acct.store, fulltext="fts5") as catalog:  # only opens it: no sidecar
             catalog.version()
         return False
     except (BackendUnavailable, sqlite3.DatabaseError, KeyError):
         pass
     acct.close()
-    for p in path.parent.glob(path.name + "*"):
-        if p.is_dir():
-            shutil.rmtree(p, ignore_errors=True)
-        else:
-            p.unlink(missing_ok=True)
-    for p in path.parent.glob(path.stem + ".fulltext-*"):
-        shutil.rmtree(p, ignore_errors=True)
+    remove_catalog(acct.store)
     return True
 

@@ -67,12 +67,13 @@ def index() -> None:
 @click.pass_obj
 def index_status(state: State, account: str, as_json: bool) -> None:
     """How far the index follows the store, what it holds, and the embedding backlog."""
-    st = state.account(account, indexing="deferred").index().status()  # report the backlog, don't drain it
+    idx = state.account(account, indexing="deferred").index()  # report the backlog, don't drain it
+    st, fulltext = idx.status(), idx.catalog.status().fulltext
     if as_json:
-        emit_json(asdict(st))
+        emit_json({**asdict(st), "fulltext": fulltext})
         return
     table(f"Index of {account}", ["what", "value"], [
-        ("store version", st.store_version), ("catalog version", st.catalog_version),
+        ("store version", st.store_version), ("catalog version", st.catalog_version), ("full text", fulltext),
         ("catalog rows", st.rows), ("vectors", st.vectors), ("embedder", st.embedder or "none (full text only)"),
         ("embedding backlog (not embedded yet)", st.pending_embeddings),
         *((f"in force: {kind}", n) for kind, n in st.in_force.items()),

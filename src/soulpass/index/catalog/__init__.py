@@ -12,6 +12,7 @@ from .catalog import (
     FullText,
     catalog_path,
     catch_up,
+    remove_catalog,
 )
 from .lookup import CatalogHashLookup
 from .query import Filters, fts_query, query_terms
@@ -32,4 +33,5 @@ __all__ = [
     "catch_up",
     "fts_query",
     "query_terms",
+    "remove_catalog",
 ]

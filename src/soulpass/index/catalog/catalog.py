@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -20,7 +21,7 @@ from .sidecar import TantivySidecar, tantivy_module
 from .sync import Progress, SyncCounts, apply_version, rebuild_rows
 
 __all__ = ["CATALOG_FILE", "DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path",
-           "catch_up"]
+           "catch_up", "remove_catalog"]
 
 CATALOG_FILE = "index/catalog.sqlite"
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
@@ -63,6 +64,17 @@ class CatalogStatus:
 
 def catalog_path(store: AccountStore) -> Path:
     return store.path / CATALOG_FILE
+
+
+def remove_catalog(store: AccountStore) -> None:
+    """Delete the account's catalog files and tantivy sidecars (derived: a rebuild makes them again).
+    Nobody may have the catalog open."""
+    path = catalog_path(store)
+    for p in [*path.parent.glob(path.name + "*"), *path.parent.glob(path.stem + ".fulltext-*")]:
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+        else:
+            p.unlink(missing_ok=True)
 
 
 def catch_up(store: AccountStore) -> CatchUpReport:
