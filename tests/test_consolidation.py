@@ -16,7 +16,7 @@ import pytest
 import soulpass
 from soulpass import Committed, ConfigError, Planned, Rules
 from soulpass.records import SemanticFact
-from soulpass.store.layout import record_path
+from soulpass.store.keys import record_path
 from treehash import digest
 
 

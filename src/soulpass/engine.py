@@ -50,7 +50,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER, BUFFER_FILE, Limits, check_json_safe
+from soulpass.sessions.buffer import Limits, check_json_safe
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -61,9 +61,10 @@ from soulpass.sessions.sandbox import (
     session_buffer_view,
 )
 from soulpass.sessions.seed_format import episode_from_seed_dict
-from soulpass.store.account import AccountStore, list_accounts
-from soulpass.store.commit import Hook
-from soulpass.store.layout import (
+from soulpass.store.contract import Hook
+from soulpass.store.files.account import AccountStore, list_accounts
+from soulpass.store.files.session_log import ARCHIVED_MARKER, BUFFER_FILE
+from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
     GKS_SHARDS,

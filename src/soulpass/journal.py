@@ -19,9 +19,9 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
 from soulpass.index.catalog import Catalog, CatalogRow, Filters
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
-from soulpass.store.account import AccountStore
-from soulpass.store.copies import load_copy
-from soulpass.store.layout import JOURNAL_DIR
+from soulpass.store.files.account import AccountStore
+from soulpass.store.files.copies import load_copy
+from soulpass.store.keys import JOURNAL_DIR
 
 if TYPE_CHECKING:
     from soulpass.engine import Account

@@ -27,8 +27,8 @@ from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
 from soulpass.journal import CatalogHashLookup
 from soulpass.prose import ENTRY_TYPES, FOLDER_OF_TYPE, TYPE_OF_FOLDER, JournalEntry, split_front_matter
-from soulpass.store.fsio import atomic_write
-from soulpass.store.layout import JOURNAL_DIR
+from soulpass.store.files.fsio import atomic_write
+from soulpass.store.keys import JOURNAL_DIR
 
 if TYPE_CHECKING:
     from soulpass.engine import Account

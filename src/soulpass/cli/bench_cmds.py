@@ -11,7 +11,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from soulpass.bench import locomo
 from soulpass.cli.main import State
 from soulpass.cli.output import console, table
-from soulpass.store.fsio import atomic_write
+from soulpass.store.files.fsio import atomic_write
 
 __all__ = ["COMMANDS"]
 

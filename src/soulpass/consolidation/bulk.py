@@ -16,9 +16,9 @@ from soulpass.consolidation.rules import SemanticRule
 from soulpass.consolidation.semantic import functional_base
 from soulpass.errors import InvalidInput
 from soulpass.records import Episode, Record, SemanticFact, TurnLLM, TurnUser
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
-from soulpass.store.layout import GKS_DATA, record_path
+from soulpass.store.files.commit import Changeset, FileWrite
+from soulpass.store.files.fsio import dump_json
+from soulpass.store.keys import GKS_DATA, record_path
 
 __all__ = ["plan_bulk_append"]
 

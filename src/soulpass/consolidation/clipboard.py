@@ -12,10 +12,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from soulpass.ids import check_name
+from soulpass.store.files.copies import encode_clipboard
 
 __all__ = [
     "CLIPBOARD_DIR",
@@ -91,12 +91,14 @@ def read_clipboard_items(master: _Reader, agent: str, at: int | None = None) -> 
     return [str(i) for i in (raw or {}).get("items", [])]
 
 
+def clipboard_document(agent: str, items: list[str], version: int, now: datetime) -> dict[str, Any]:
+    """The clipboard document ``version`` writes for ``agent`` (its front matter, in order)."""
+    return {"kind": "clipboard", "agent": agent, "version": version, "updated_at": now.isoformat(),
+            "schema_version": 1, "items": items}
+
+
 def render_clipboard(agent: str, items: list[str], version: int, now: datetime) -> bytes:
-    front = {"kind": "clipboard", "agent": agent, "version": version, "updated_at": now.isoformat(),
-             "schema_version": 1, "items": items}
-    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1_000_000)
-    body = "\n".join(f"- {' '.join(i.splitlines())}" for i in items) or "(empty)"
-    return f"---\n{head}---\n\n# Clipboard of {agent}\n\n{body}\n".encode()
+    return encode_clipboard(clipboard_document(agent, items, version, now))
 
 
 class ClipboardWrite(BaseModel):

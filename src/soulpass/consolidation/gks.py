@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from soulpass.records import normalize_text
-from soulpass.store.layout import GKS_FUNCTIONAL, gks_shard_path
+from soulpass.store.keys import GKS_FUNCTIONAL, gks_shard_path
 
 __all__ = ["GKSWorkingSet", "node_id"]
 

@@ -14,9 +14,9 @@ from typing import Any, Protocol
 from soulpass.consolidation.rules import JournalRule
 from soulpass.errors import Corrupted
 from soulpass.prose import FOLDER_OF_TYPE, JournalEntry, render_markdown, slug
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
-from soulpass.store.layout import journal_path
+from soulpass.store.files.commit import Changeset, FileWrite
+from soulpass.store.files.fsio import dump_json
+from soulpass.store.keys import journal_path
 
 __all__ = ["HashLookup", "JournalPlan", "JournalReader", "empty_lookup", "plan_journal", "plan_journal_import"]
 

@@ -39,11 +39,11 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER
 from soulpass.sessions.sandbox import SandboxInfo
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
-from soulpass.store.layout import (
+from soulpass.store.files.commit import Changeset, FileWrite
+from soulpass.store.files.fsio import dump_json
+from soulpass.store.files.session_log import ARCHIVED_MARKER
+from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
     USER_PROFILE,

@@ -8,9 +8,9 @@ from typing import Any
 
 from soulpass.consolidation.plan import MasterReader
 from soulpass.errors import NotFound
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.copies import encode_copy
-from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS
+from soulpass.store.files.commit import Changeset, FileWrite
+from soulpass.store.files.copies import encode_copy
+from soulpass.store.keys import KIND_BY_PREFIX, RECORD_DIRS
 from soulpass.store.versions import touched_paths
 
 __all__ = ["plan_rollback"]

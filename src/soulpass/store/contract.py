@@ -277,7 +277,10 @@ class SessionLog(Protocol):
     """A sandbox's append-only session buffer, shared by several writers."""
 
     def append_many(self, events: Sequence[PendingEvent], at: datetime | None = None) -> list[BufferEvent]:
-        """Append all of ``events`` or none of them; refused once the sandbox is closed."""
+        """Append all of ``events`` or none of them; refused once the sandbox is closed.
+
+        The caller checks the values (``sessions.buffer.check_json_safe``: text limits, no NaN);
+        the backend refuses what it cannot store and events over its size limit."""
         ...
 
     def events(self, after: int = 0) -> list[BufferEvent]:

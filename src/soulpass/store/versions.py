@@ -6,7 +6,7 @@ from collections import defaultdict
 from typing import Any
 
 from soulpass.errors import InvalidInput
-from soulpass.store.layout import KIND_BY_PREFIX
+from soulpass.store.keys import KIND_BY_PREFIX
 
 __all__ = ["diff_entries", "touched_paths"]
 
@@ -76,7 +76,7 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
 
 def touched_paths(log: list[dict[str, Any]], after: int) -> set[str]:
     """Every core path that versions after ``after`` wrote, replaced or retired."""
-    from soulpass.store.layout import record_path
+    from soulpass.store.keys import record_path
 
     paths: set[str] = set()
     for entry in log:

@@ -26,7 +26,7 @@ from soulpass.records import (
     SemanticFact,
     semantic_hash,
 )
-from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
+from soulpass.store.keys import KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
 __all__ = ["COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
            "make_row", "record_row", "row_id", "to_us"]

@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from soulpass.errors import Corrupted, InvalidInput
-from soulpass.store.copies import parse_copy
-from soulpass.store.layout import HISTORY, history_dir, is_journal_path, record_path
+from soulpass.store.files.copies import parse_copy
+from soulpass.store.files.layout import HISTORY, history_dir
+from soulpass.store.keys import is_journal_path, record_path
 
 from .rows import COLUMNS, CatalogRow, is_catalogued, make_row, row_id
 

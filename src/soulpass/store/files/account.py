@@ -14,19 +14,13 @@ from pydantic import ValidationError
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.records import RECORD_MODELS, Document, Record
-from soulpass.store.commit import LOG_FILE, Changeset, Hook, commit, recover
-from soulpass.store.copies import load_copy
-from soulpass.store.fsio import file_lock, load_json, makedirs_durable
-from soulpass.store.layout import (
-    HISTORY,
-    RECORD_DIRS,
-    VERSION_FILE,
-    history_dir,
-    kind_of_id,
-    record_path,
-)
+from soulpass.store.files.commit import Changeset, Hook, commit, recover
+from soulpass.store.files.copies import load_copy
+from soulpass.store.files.fsio import file_lock, load_json, makedirs_durable
+from soulpass.store.files.layout import HISTORY, LOG_FILE, history_dir
+from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
 
-__all__ = ["AccountStore", "list_accounts"]
+__all__ = ["AccountStore", "list_accounts", "parse_model"]
 
 D = TypeVar("D", bound=Document)
 
@@ -111,14 +105,17 @@ class AccountStore:
         entries = self._read_log()
         if expand_after is None:
             return entries
-        for e in entries:
-            if int(e["version"]) > expand_after and e.get("added_file"):
-                side = load_json(self.path / e["added_file"])
-                e["added"] = side["added"]
-                for key in ("written", "journal"):  # an import's journal files, named there too
-                    if key in side:
-                        e[key] = side[key]
-        return entries
+        return [self.expanded(e) if int(e["version"]) > expand_after else e for e in entries]
+
+    def expanded(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry`` with the id lists a bulk version keeps in its ``added_file`` inlined."""
+        if entry.get("added_file"):
+            side = load_json(self.path / entry["added_file"])
+            entry["added"] = side["added"]
+            for key in ("written", "journal"):  # an import's journal files, named there too
+                if key in side:
+                    entry[key] = side[key]
+        return entry
 
     def _read_log(self) -> list[dict[str, Any]]:
         path = self.path / LOG_FILE
@@ -162,12 +159,12 @@ class AccountStore:
         raw = self.read_at(record_path(record_id), version)
         if raw is None:
             raise NotFound(f"record {record_id} does not exist at version {version}", id=record_id)
-        rec: Record = _parse(RECORD_MODELS[kind], raw, record_path(record_id))
+        rec: Record = parse_model(RECORD_MODELS[kind], raw, record_path(record_id))
         return rec
 
     def document(self, relpath: str, model: type[D], at: int | None = None) -> D | None:
         raw = self.read_at(relpath, self.check_version(at))
-        return None if raw is None else _parse(model, raw, relpath)
+        return None if raw is None else parse_model(model, raw, relpath)
 
     def iter_paths(self, folder: str, at: int | None = None) -> Iterator[str]:
         """Account-relative paths under core ``folder`` that exist at version ``at``."""
@@ -199,7 +196,7 @@ class AccountStore:
         for rel in self.iter_paths(RECORD_DIRS[kind], version):
             raw = self.read_at(rel, version)
             if raw is not None:
-                yield _parse(model, raw, rel)
+                yield parse_model(model, raw, rel)
 
     def history_versions(self, relpath: str) -> list[int]:
         hist = self.path / history_dir(relpath)
@@ -208,7 +205,7 @@ class AccountStore:
         return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
 
 
-def _parse(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
+def parse_model(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
     try:
         return model.model_validate(raw)
     except (ValidationError, InvalidInput) as exc:

@@ -17,9 +17,11 @@ __all__ = [
     "dump_json",
     "file_lock",
     "fsync_dir",
+    "fsync_files",
     "load_json",
     "makedirs_durable",
     "write_durable",
+    "write_many_durable",
 ]
 
 
@@ -72,6 +74,32 @@ def write_durable(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
+def write_many_durable(files: list[tuple[Path, bytes]]) -> None:
+    """Create many new files and make them durable: every file and every directory that gained
+    an entry is fsynced (never ``os.sync()``, which would flush the whole machine).
+
+    All files are written before any is fsynced, so the kernel writes them back together."""
+    dirs: set[Path] = set()
+    for path, data in files:
+        if path.parent not in dirs and not path.parent.exists():
+            makedirs_durable(path.parent)
+        dirs.add(path.parent)
+        path.write_bytes(data)
+    fsync_files([path for path, _data in files], dirs)
+
+
+def fsync_files(paths: list[Path], dirs: set[Path]) -> None:
+    """Fsync files already written, then the directories that hold them."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    for d in dirs:
+        fsync_dir(d)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync directory."""
     makedirs_durable(path.parent)
@@ -82,9 +110,13 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, shared: bool = False) -> Iterator[int]:
-    """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block."""
-    makedirs_durable(path.parent)
+def file_lock(path: Path, shared: bool = False, *, create_parent: bool = True) -> Iterator[int]:
+    """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block.
+
+    With ``create_parent`` off, a missing folder raises ``FileNotFoundError`` instead of being made
+    again (a sandbox removed while its lock was awaited must stay removed)."""
+    if create_parent:
+        makedirs_durable(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
