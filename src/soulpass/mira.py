@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from soulpass.consolidation.journal import JournalPlan, plan_journal_import
-from soulpass.consolidation.plan import IdAllocator
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
 from soulpass.journal import CatalogHashLookup
@@ -178,14 +177,13 @@ def import_mira(account: Account, folder: str | Path, *, dry_run: bool = False) 
     with store.locked():
         lookup = CatalogHashLookup(store)
         try:
-            ids = IdAllocator(store, store.head() + 1)
-            cs, plan = plan_journal_import(store, [e for e, _ in entries], utc_now(), ids=ids, ids_writes=ids.writes,
-                                           rule=account.sp.rules.journal, lookup=lookup)
+            change, plan = plan_journal_import(store.snapshot(), [e for e, _ in entries], utc_now(),
+                                               rule=account.sp.rules.journal, lookup=lookup)
         finally:
             lookup.close()
         _fill(report, plan, source)
         if not dry_run and plan.added:
-            report.version = store.commit(cs)
+            report.version = store.commit_change(change)
     return report
 
 

@@ -111,6 +111,8 @@ def test_a_snapshot_reads_records_and_documents_by_name(backend: Backend) -> Non
     assert now.record("SF_20260102_001") == changes[1].records[1]  # superseded: rewritten at 2
     assert old.record("EP_20260102_003") is None and now.record("EP_20260102_003") == changes[2].records[0]
     assert list(old.keys(STATE_DIR)) == [STATE] and list(now.keys(STATE_DIR)) == []
+    assert list(old.keys("core/04_Journal")) == [JOURNAL] and list(now.keys("core/04_Journal")) == []
+    assert list(now.keys("core/06_Clipboard")) == [CLIPBOARD]
     assert now.entry().version == 3 and now.entry().retired == (STATE, JOURNAL)
 
 

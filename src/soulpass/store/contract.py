@@ -132,6 +132,19 @@ class VersionDiff:
     rebases: tuple[Mapping[str, Any], ...]
     conflicts: tuple[Mapping[str, Any], ...]
 
+    def to_json(self) -> dict[str, Any]:
+        """The diff as ``soulpass diff --json`` and ``GET …/diff`` show it."""
+        return {
+            "from": self.from_version,
+            "to": self.to_version,
+            "added": {k: list(v) for k, v in self.added.items()},
+            "superseded": [{"fact": s.fact, "by": s.by} for s in self.superseded],
+            "replaced": list(self.replaced),
+            "retired": list(self.retired),
+            "rebases": [dict(r) for r in self.rebases],
+            "conflicts": [dict(c) for c in self.conflicts],
+        }
+
 
 @dataclass(frozen=True)
 class DocumentPut:
@@ -211,7 +224,7 @@ class VersionChanges:
     entry: VersionEntry
     puts: tuple[StoredCopy, ...]
     retired: tuple[str, ...]
-    unreadable: tuple[str, ...] = field(default=())  # "key@version: why" of copies that failed to load
+    unreadable: tuple[tuple[str, str], ...] = field(default=())  # (key, why) of copies that could not be read
 
 
 class Snapshot(Protocol):

@@ -39,7 +39,8 @@ from soulpass.store.files.fsio import (
 from soulpass.store.files.layout import LOG_FILE, history_path
 from soulpass.store.keys import CORE, VERSION_FILE
 
-__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "recover"]
+__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_log_line",
+           "recover"]
 
 COMMIT_STEPS = (
     "txn_file",
@@ -182,9 +183,10 @@ def _remove_finished(txn: Path) -> None:
     fsync_dir(txn.parent)
 
 
-def _last_logged_version(log: Path) -> int:
+def last_log_line(log: Path) -> bytes:
+    """The last line of the version log (b"" when there is none), read from the end."""
     if not log.exists():
-        return 0
+        return b""
     with log.open("rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
@@ -195,7 +197,11 @@ def _last_logged_version(log: Path) -> int:
             if b"\n" in data or window >= size:
                 break
             window *= 4
-        tail = data.rsplit(b"\n", 1)[-1]
+        return data.rsplit(b"\n", 1)[-1]
+
+
+def _last_logged_version(log: Path) -> int:
+    tail = last_log_line(log)
     if not tail:
         return 0
     try:

@@ -1,13 +1,13 @@
-"""The files backend behind the store contract: :class:`FilesMasterStore` and its snapshots."""
+"""The files backend behind the store contract: :class:`FilesMasterStore` (snapshots: ``account.FilesSnapshot``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from soulpass.errors import Corrupted, InvalidInput
-from soulpass.records import RECORD_MODELS, Record
 from soulpass.store.contract import (
     Change,
     CommitOutcome,
@@ -18,47 +18,13 @@ from soulpass.store.contract import (
     VersionChanges,
     VersionEntry,
 )
-from soulpass.store.files.account import AccountStore, parse_model
-from soulpass.store.files.copies import encode_change, parse_copy
-from soulpass.store.files.layout import history_dir
-from soulpass.store.keys import kind_of_id, record_path
+from soulpass.store.files.account import AccountStore, FilesSnapshot
+from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
+from soulpass.store.files.layout import HISTORY, history_dir
+from soulpass.store.keys import CORE, record_path
 
-__all__ = ["FilesMasterStore", "FilesSnapshot", "read_copy", "version_keys"]
-
-EMPTY_ENTRY = VersionEntry({"version": 0, "parent": None, "counts": {}})
-
-
-class FilesSnapshot:
-    """An account's files as of one version (:class:`soulpass.store.contract.Snapshot`)."""
-
-    def __init__(self, store: AccountStore, version: int) -> None:
-        self._store, self._version = store, version
-
-    @property
-    def version(self) -> int:
-        return self._version
-
-    def entry(self) -> VersionEntry:
-        if self._version == 0:
-            return EMPTY_ENTRY
-        for raw in reversed(self._store.log()):
-            if int(raw["version"]) == self._version:
-                return VersionEntry(self._store.expanded(raw))
-        raise Corrupted(f"version {self._version} has no line in the version log", account=self._store.name)
-
-    def record(self, record_id: str) -> Record | None:
-        rel = record_path(record_id)
-        raw = self._store.read_at(rel, self._version)
-        return None if raw is None else parse_model(RECORD_MODELS[kind_of_id(record_id)], raw, rel)
-
-    def document(self, key: str) -> Mapping[str, Any] | None:
-        return self._store.read_at(key, self._version)
-
-    def keys(self, prefix: str) -> Iterator[str]:
-        return self._store.iter_paths(prefix, self._version)
-
-    def records(self, kind: str) -> Iterator[Record]:
-        return self._store.iter_records(kind, self._version)
+__all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes", "version_keys",
+           "walk_copies"]
 
 
 class FilesMasterStore:
@@ -71,7 +37,7 @@ class FilesMasterStore:
         return self.store.head()
 
     def snapshot(self, at: int | None = None) -> FilesSnapshot:
-        return FilesSnapshot(self.store, self.store.check_version(at))
+        return self.store.snapshot(at)
 
     def log(self, since: int = 0) -> list[VersionEntry]:
         return [VersionEntry(e) for e in self.store.log(expand_after=since) if int(e["version"]) > since]
@@ -85,7 +51,7 @@ class FilesMasterStore:
             head = self.store.head()
             if head != parent:
                 return HeadMoved(parent=parent, head=head)
-            return Committed(self.store.commit(encode_change(change), hook))
+            return Committed(self.store.commit_change(change, hook))
 
     def changes(self, since: int) -> Iterator[VersionChanges]:
         for entry in self.log(since):
@@ -109,22 +75,22 @@ def version_keys(entry: VersionEntry) -> tuple[list[str], list[str]]:
 def version_changes(account: Path, entry: VersionEntry) -> VersionChanges:
     """The copies one version wrote, read back, and the keys it retired."""
     puts: list[StoredCopy] = []
-    unreadable: list[str] = []
+    unreadable: list[tuple[str, str]] = []
     put_keys, retired = version_keys(entry)
     for key in put_keys:
         try:
             got = read_copy(account, key, entry.version)
         except Corrupted as exc:
-            unreadable.append(f"{key}@{entry.version}: {exc}")
+            unreadable.append((key, str(exc)))
             continue
         if got is None:
-            unreadable.append(f"{key}@{entry.version}: no copy written by version {entry.version}")
+            unreadable.append((key, f"no copy written by version {entry.version}"))
         else:
             puts.append(StoredCopy(key, got[0], got[1]))
     return VersionChanges(entry, tuple(puts), tuple(retired), tuple(unreadable))
 
 
-def _load(path: Path) -> tuple[bytes, dict[str, Any]] | None:
+def load_stored(path: Path) -> tuple[bytes, dict[str, Any]] | None:
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -132,7 +98,8 @@ def _load(path: Path) -> tuple[bytes, dict[str, Any]] | None:
     return data, parse_copy(str(path), data)  # JSON, or a Markdown entry's front matter + text
 
 
-def _version_of(raw: Mapping[str, Any]) -> int:
+def copy_version(raw: Mapping[str, Any]) -> int:
+    """The version a stored copy says wrote it (-1 when unreadable)."""
     try:
         return int(raw.get("version", 0))
     except (TypeError, ValueError):
@@ -142,8 +109,8 @@ def _version_of(raw: Mapping[str, Any]) -> int:
 def read_copy(account: Path, relpath: str, version: int) -> tuple[bytes, dict[str, Any]] | None:
     """The bytes of the copy of ``relpath`` that ``version`` wrote: the current file, or the copy
     under ``history/`` that the first later version replaced (the same lookup as ``read_at``)."""
-    got = _load(account / relpath)
-    if got is not None and _version_of(got[1]) == version:
+    got = load_stored(account / relpath)
+    if got is not None and copy_version(got[1]) == version:
         return got
     hist = account / history_dir(relpath)
     try:
@@ -153,6 +120,27 @@ def read_copy(account: Path, relpath: str, version: int) -> tuple[bytes, dict[st
         return None
     for n in retired:
         if n > version:
-            got = _load(hist / f"{n:08d}{suffix}")
-            return got if got is not None and _version_of(got[1]) == version else None
+            got = load_stored(hist / f"{n:08d}{suffix}")
+            return got if got is not None and copy_version(got[1]) == version else None
     return None
+
+
+def walk_copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
+    """(file, key, replaced_at) of every copy the account holds: current files, then history.
+
+    A rebuild reads them all; current files come first, so a copy that a concurrent commit moves
+    into ``history/`` mid-walk is seen at least once."""
+    core = account / CORE
+    for dirpath, dirs, files in os.walk(core):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(COPY_SUFFIXES) and not name.startswith("."):
+                path = Path(dirpath, name)
+                yield path, path.relative_to(account).as_posix(), None
+    hist = account / HISTORY
+    for dirpath, dirs, files in os.walk(hist):
+        dirs.sort()
+        for name in sorted(files):
+            stem, suffix = os.path.splitext(name)
+            if suffix in COPY_SUFFIXES and stem.isdigit():
+                yield Path(dirpath, name), f"{CORE}/{Path(dirpath).relative_to(hist).as_posix()}{suffix}", int(stem)
