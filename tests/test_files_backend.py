@@ -40,8 +40,9 @@ def test_a_head_not_logged_yet_reads_its_header_from_the_version_file(tmp_path: 
     assert (entry.version, entry.parent, entry.counts) == (1, 0, {"episode": 5})
 
 
+@pytest.mark.parametrize("n", [3, 200])  # one after another, and from several threads
 def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
     synced: list[str] = []
     real_fsync = os.fsync
 
@@ -54,9 +55,8 @@ def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
 
     monkeypatch.setattr(os, "fsync", fsync)
     monkeypatch.setattr(os, "sync", no_sync)
-    files = [(tmp_path / "a" / "1.json", b"1"), (tmp_path / "a" / "2.json", b"2"),
-             (tmp_path / "b" / "c" / "3.json", b"3")]
+    files = [(tmp_path / ("a" if i % 2 else "b/c") / f"{i}.json", b"%d" % i) for i in range(n)]
     write_many_durable(files)
     assert {str(p) for p, _ in files} <= set(synced)
     assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
-    assert [p.read_bytes() for p, _ in files] == [b"1", b"2", b"3"]
+    assert [p.read_bytes() for p, _ in files] == [b"%d" % i for i in range(n)]

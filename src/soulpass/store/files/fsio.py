@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,9 @@ __all__ = [
     "write_durable",
     "write_many_durable",
 ]
+
+_PARALLEL_FSYNC = 64  # files in one durable write from which fsyncs run in parallel
+_FSYNC_THREADS = 16
 
 
 def dump_json(value: Any) -> bytes:
@@ -78,26 +82,51 @@ def write_many_durable(files: list[tuple[Path, bytes]]) -> None:
     """Create many new files and make them durable: every file and every directory that gained
     an entry is fsynced (never ``os.sync()``, which would flush the whole machine).
 
-    All files are written before any is fsynced, so the kernel writes them back together."""
-    dirs: set[Path] = set()
+    All files (and missing folders) are made before any fsync, so the kernel writes them back
+    together, and the fsyncs run from several threads."""
+    gained: set[Path] = set()  # directories that gained an entry
+    made: set[Path] = set()
     for path, data in files:
-        if path.parent not in dirs and not path.parent.exists():
-            makedirs_durable(path.parent)
-        dirs.add(path.parent)
+        if path.parent not in made:
+            _makedirs(path.parent, gained)
+            made.add(path.parent)
+        gained.add(path.parent)
         path.write_bytes(data)
-    fsync_files([path for path, _data in files], dirs)
+    fsync_files([path for path, _data in files], gained)
+
+
+def _makedirs(path: Path, gained: set[Path]) -> None:
+    missing: list[Path] = []
+    p = path
+    while not p.exists():
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            d.mkdir()
+        gained.add(d.parent)
 
 
 def fsync_files(paths: list[Path], dirs: set[Path]) -> None:
-    """Fsync files already written, then the directories that hold them."""
-    for path in paths:
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-    for d in dirs:
-        fsync_dir(d)
+    """Fsync files already written, then the directories that hold them.
+
+    Many are fsynced from a few threads at once: the file system commits concurrent fsyncs
+    together, several times faster than one after another."""
+    for batch, sync in ((paths, _fsync_file), (sorted(dirs), fsync_dir)):
+        if len(batch) < _PARALLEL_FSYNC:
+            for path in batch:
+                sync(path)
+        else:
+            with ThreadPoolExecutor(max_workers=_FSYNC_THREADS) as pool:
+                list(pool.map(sync, batch))
+
+
+def _fsync_file(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def atomic_write(path: Path, data: bytes) -> None:
