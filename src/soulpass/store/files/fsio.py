@@ -54,15 +54,8 @@ def fsync_dir(path: Path) -> None:
 
 def makedirs_durable(path: Path) -> None:
     """Create ``path`` and any missing parents, fsyncing each parent that gained an entry."""
-    missing: list[Path] = []
-    p = path
-    while not p.exists():
-        missing.append(p)
-        p = p.parent
-    for d in reversed(missing):
-        with contextlib.suppress(FileExistsError):
-            d.mkdir()
-        fsync_dir(d.parent)
+    for parent in _makedirs(path):
+        fsync_dir(parent)
 
 
 def write_durable(path: Path, data: bytes) -> None:
@@ -88,14 +81,15 @@ def write_many_durable(files: list[tuple[Path, bytes]]) -> None:
     made: set[Path] = set()
     for path, data in files:
         if path.parent not in made:
-            _makedirs(path.parent, gained)
+            gained.update(_makedirs(path.parent))
             made.add(path.parent)
         gained.add(path.parent)
         path.write_bytes(data)
     fsync_files([path for path, _data in files], gained)
 
 
-def _makedirs(path: Path, gained: set[Path]) -> None:
+def _makedirs(path: Path) -> list[Path]:
+    """Create ``path`` and any missing parents; the folders that gained an entry, top down."""
     missing: list[Path] = []
     p = path
     while not p.exists():
@@ -104,7 +98,7 @@ def _makedirs(path: Path, gained: set[Path]) -> None:
     for d in reversed(missing):
         with contextlib.suppress(FileExistsError):
             d.mkdir()
-        gained.add(d.parent)
+    return [d.parent for d in reversed(missing)]
 
 
 def fsync_files(paths: list[Path], dirs: set[Path]) -> None:
