@@ -281,7 +281,8 @@ def archive_once(acct: soulpass.Account, n: int, rng: random.Random) -> dict[str
     if added != expected or len(plan.superseded) != 1:
         raise RuntimeError(f"unexpected archive outcome: added {added}, superseded {plan.superseded}, "
                            f"rejected {plan.rejected}, duplicates {plan.duplicates}")
-    return {"seconds": dt, "version": result.version, "files_written": len(plan.changeset.writes),
+    files = len(plan.change.records) + len(plan.change.documents) + 1  # + the sandbox's ARCHIVED.json
+    return {"seconds": dt, "version": result.version, "files_written": files,
             "superseded": len(plan.superseded)}
 
 

@@ -36,7 +36,7 @@ from soulpass.index.catalog import (
 from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_version
 from soulpass.records import SensoryRecord, TurnUser
-from soulpass.store.layout import record_path
+from soulpass.store.keys import record_path
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

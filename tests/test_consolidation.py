@@ -16,7 +16,7 @@ import pytest
 import soulpass
 from soulpass import Committed, ConfigError, Planned, Rules
 from soulpass.records import SemanticFact
-from soulpass.store.layout import record_path
+from soulpass.store.keys import record_path
 from treehash import digest
 
 
@@ -566,3 +566,20 @@ def test_source_ref_to_a_duplicate_candidate_points_at_the_existing_fact(acct: s
                      f"'not in this session' and dropped (got {refs}, conflicts {res.plan.conflicts})")
     assert refs == (coffee,)
     assert [c for c in res.plan.conflicts if c["type"] == "unresolved_reference"] == []
+
+
+def test_a_rebased_core_proposal_needs_the_parent_snapshot(acct: soulpass.Account) -> None:
+    """The careful merge compares with the core the sandbox saw: a planner handed only HEAD refuses."""
+    from soulpass.consolidation.plan import plan_consolidation
+    from soulpass.errors import InvalidInput
+
+    stale, other = acct.create_sandbox("stale"), acct.create_sandbox("other")
+    other.add_fact("User", "likes", "tea", confidence=0.9)
+    other.archive()
+    stale.propose_core("identity", "Ada", key="name", confidence=0.95, reason="told")
+    events = stale._buffer.events()
+    with pytest.raises(InvalidInput, match="rebased"):
+        plan_consolidation(acct.store.snapshot(), stale.info, events, Rules(), datetime.now(UTC))
+    plan = plan_consolidation(acct.store.snapshot(), stale.info, events, Rules(), datetime.now(UTC),
+                              parent=acct.store.snapshot(stale.info.parent_version))
+    assert plan.rebased and plan.core_changes[0]["new"] == "Ada" and acct.head() == 1  # planned, not written

@@ -1,4 +1,4 @@
-"""Crash safety of the commit protocol (soulpass.store.commit).
+"""Crash safety of the commit protocol (soulpass.store.files.commit).
 
 A forked child archives (or rolls back, or bulk-appends) and is SIGKILLed at hundreds of
 instants: after every hook call of a full commit (so every name in ``COMMIT_STEPS`` is hit,
@@ -40,9 +40,11 @@ from soulpass.consolidation.plan import ConsolidationPlan
 from soulpass.errors import NotFound
 from soulpass.ids import new_temp_id
 from soulpass.records import Episode, Record, SemanticFact, TurnLLM, TurnUser
-from soulpass.store.commit import COMMIT_STEPS, LOG_FILE, Hook, recover
-from soulpass.store.fsio import file_lock
-from soulpass.store.layout import RECORD_DIRS, history_path
+from soulpass.store.files import fsio
+from soulpass.store.files.commit import COMMIT_STEPS, LOG_FILE, Hook, recover
+from soulpass.store.files.fsio import file_lock
+from soulpass.store.files.layout import history_path
+from soulpass.store.keys import RECORD_DIRS
 
 pytestmark = [
     pytest.mark.slow,
@@ -618,7 +620,7 @@ def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scena
             if hook:
                 _with_hook(acct, hook)
             if die_at_sync:  # every record file written straight into place, nothing committed yet
-                os.sync = _suicide
+                fsio.fsync_files = lambda *_: _suicide()
             acct.bulk_append(records)
 
         return run

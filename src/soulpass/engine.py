@@ -53,7 +53,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER, BUFFER_FILE, Limits
+from soulpass.sessions.buffer import Limits
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -64,9 +64,10 @@ from soulpass.sessions.sandbox import (
     session_buffer_view,
 )
 from soulpass.sessions.seed_format import episode_from_seed_dict
-from soulpass.store.account import AccountStore, list_accounts
-from soulpass.store.commit import Hook
-from soulpass.store.layout import (
+from soulpass.store.contract import Hook
+from soulpass.store.files.account import AccountStore, list_accounts
+from soulpass.store.files.session_log import ARCHIVED_MARKER, BUFFER_FILE
+from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
     GKS_SHARDS,
@@ -238,14 +239,15 @@ class Account:
     def diff(self, a: int, b: int) -> dict[str, Any]:
         self.store.check_version(a)
         self.store.check_version(b)
-        return diff_entries(self.store.log(expand_after=a), a, b)
+        return diff_entries(self.store.log(expand_after=a), a, b).to_json()
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""
         with self.store.locked():
             version = self.store.check_version(target)
-            cs = plan_rollback(self.store, self.store.log(expand_after=version), version, utc_now())
-            return self.store.commit(cs, hook)
+            change = plan_rollback(self.store.snapshot(), self.store.snapshot(version),
+                                   self.store.log(expand_after=version), utc_now())
+            return self.store.commit_change(change, hook)
 
     def record(self, record_id: str, at: int | None = None) -> Record:
         return self.store.record(record_id, at)
@@ -372,8 +374,8 @@ class Account:
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
         with self.store.locked():
-            cs = plan_bulk_append(self.store, list(records), utc_now(), self.sp.rules.semantic)
-            return self.store.commit(cs)
+            change = plan_bulk_append(self.store.snapshot(), list(records), utc_now(), self.sp.rules.semantic)
+            return self.store.commit_change(change)
 
     # --- archive and discard ------------------------------------------------------------
 
@@ -393,14 +395,16 @@ class Account:
             with buffer.locked():
                 info = load_sandbox(self.store, sandbox_id)  # a discard may have won the buffer lock
                 lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
+                head = self.store.snapshot()
+                parent = head if info.parent_version == head.version else self.store.snapshot(info.parent_version)
                 try:
-                    plan = plan_consolidation(self.store, info, buffer.events(), self.sp.rules, utc_now(),
-                                              journal_lookup=lookup)
+                    plan = plan_consolidation(head, info, buffer.events(), self.sp.rules, utc_now(),
+                                              journal_lookup=lookup, parent=parent)
                 finally:
                     lookup.close()
                 if dry_run:
                     return Planned(plan)
-                self.store.commit(plan.changeset, hook)
+                self.store.commit_change(plan.change, hook)
                 remove_sandbox_folder(info)
         if self._indexer is not None:
             self._indexer.wake()  # committed: the indexer catches up behind this call

@@ -31,8 +31,8 @@ from soulpass.ids import check_name
 from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
 from soulpass.index.vectors import open_vector_index
-from soulpass.store.copies import parse_copy
-from soulpass.store.layout import CORE
+from soulpass.store.files.copies import parse_copy
+from soulpass.store.keys import CORE
 
 if TYPE_CHECKING:
     from soulpass.engine import Account, Soulpass

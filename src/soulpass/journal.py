@@ -21,8 +21,8 @@ from soulpass.ids import check_record_id
 from soulpass.index.catalog import Catalog, CatalogRow, Filters
 from soulpass.index.search import AccountIndex
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
-from soulpass.store.account import AccountStore
-from soulpass.store.layout import JOURNAL_DIR
+from soulpass.store.files.account import AccountStore
+from soulpass.store.keys import JOURNAL_DIR
 
 __all__ = ["Journal", "JournalAccount", "JournalItem", "PatternGroup", "Patterns"]
 

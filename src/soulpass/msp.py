@@ -183,7 +183,8 @@ class MSP:
             raise InvalidInput(f"buffer belongs to {acct.name!r}, master to {master.user_id!r}", field="master")
         if master.version != acct.head():
             raise Conflict(f"master is version {master.version} but HEAD is {acct.head()}")
-        plan = plan_consolidation(acct.store, sb.info, sb._buffer.events(), self.engine.rules, utc_now())
+        plan = plan_consolidation(acct.store.snapshot(), sb.info, sb._buffer.events(), self.engine.rules, utc_now(),
+                                  parent=acct.store.snapshot(sb.info.parent_version))
         return ConsolidatedData(account=acct.name, plan=plan)
 
     def merge_into_master(self, master: MasterState, consolidated: ConsolidatedData) -> MasterState:

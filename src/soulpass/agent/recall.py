@@ -13,8 +13,8 @@ from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent
-from soulpass.sessions.buffer import BUFFER_FILE
-from soulpass.store.layout import sandbox_dir
+from soulpass.store.files.session_log import BUFFER_FILE
+from soulpass.store.keys import sandbox_dir
 
 if TYPE_CHECKING:
     from soulpass.engine import Sandbox

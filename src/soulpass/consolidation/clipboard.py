@@ -9,13 +9,14 @@ The file is Markdown with YAML front matter: ``items`` is the truth, the body re
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from soulpass.ids import check_name
+from soulpass.store.contract import Snapshot
 
 __all__ = [
     "CLIPBOARD_DIR",
@@ -25,7 +26,6 @@ __all__ = [
     "clipboard_path",
     "plan_clipboards",
     "read_clipboard_items",
-    "render_clipboard",
 ]
 
 CLIPBOARD_DIR = "core/06_Clipboard"
@@ -64,8 +64,10 @@ class ClipboardOp(BaseModel):
         return self
 
 
-class _Reader(Protocol):
-    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None: ...
+class Versions(Protocol):
+    """Anything that opens a snapshot at a version: a ``MasterStore`` (or the files account)."""
+
+    def snapshot(self, at: int | None = None) -> Snapshot: ...
 
 
 def clipboard_path(agent: str) -> str:
@@ -85,41 +87,39 @@ def apply_ops(items: Iterable[str], ops: Iterable[ClipboardOp]) -> list[str]:
     return out
 
 
-def read_clipboard_items(master: _Reader, agent: str, at: int | None = None) -> list[str]:
+def read_clipboard_items(master: Versions, agent: str, at: int | None = None) -> list[str]:
     """The items of ``agent``'s clipboard as of version ``at`` (default HEAD); [] if it has none."""
-    raw = master.read_at(clipboard_path(agent), at)
+    raw = master.snapshot(at).document(clipboard_path(agent))
     return [str(i) for i in (raw or {}).get("items", [])]
 
 
-def render_clipboard(agent: str, items: list[str], version: int, now: datetime) -> bytes:
-    front = {"kind": "clipboard", "agent": agent, "version": version, "updated_at": now.isoformat(),
-             "schema_version": 1, "items": items}
-    head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1_000_000)
-    body = "\n".join(f"- {' '.join(i.splitlines())}" for i in items) or "(empty)"
-    return f"---\n{head}---\n\n# Clipboard of {agent}\n\n{body}\n".encode()
+def clipboard_document(agent: str, items: list[str], version: int, now: datetime) -> dict[str, Any]:
+    """The clipboard document ``version`` writes for ``agent`` (its front matter, in order); the
+    files backend renders ``items`` as the Markdown body."""
+    return {"kind": "clipboard", "agent": agent, "version": version, "updated_at": now.isoformat(),
+            "schema_version": 1, "items": items}
 
 
-class ClipboardWrite(BaseModel):
-    model_config = ConfigDict(frozen=True)
+@dataclass(frozen=True)
+class ClipboardPut:
+    """A clipboard document to write under ``key``; ``existed``: HEAD has one there."""
 
-    relpath: str
-    data: bytes
+    key: str
+    document: dict[str, Any]
     existed: bool
-    agent: str
-    items: tuple[str, ...] = Field(default=())
 
 
-def plan_clipboards(master: _Reader, ops: list[ClipboardOp], version: int, now: datetime) -> list[ClipboardWrite]:
-    """The clipboard files version ``version`` writes: one per agent whose items changed."""
+def plan_clipboards(master: Snapshot, ops: list[ClipboardOp], version: int, now: datetime) -> list[ClipboardPut]:
+    """The clipboards version ``version`` writes: one per agent whose items changed."""
     by_agent: dict[str, list[ClipboardOp]] = {}
     for op in ops:
         by_agent.setdefault(op.agent, []).append(op)
     out = []
     for agent, agent_ops in sorted(by_agent.items()):
-        raw = master.read_at(clipboard_path(agent))
+        raw = master.document(clipboard_path(agent))
         before = [str(i) for i in (raw or {}).get("items", [])]
         after = apply_ops(before, agent_ops)
         if after != before:
-            out.append(ClipboardWrite(relpath=clipboard_path(agent), data=render_clipboard(agent, after, version, now),
-                                      existed=raw is not None, agent=agent, items=tuple(after)))
+            doc = clipboard_document(agent, after, version, now)
+            out.append(ClipboardPut(clipboard_path(agent), doc, existed=raw is not None))
     return out

@@ -15,12 +15,12 @@ that no shard grows with the size of the master, not even for a hub node such as
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from soulpass.records import normalize_text
-from soulpass.store.layout import GKS_FUNCTIONAL, gks_shard_path
+from soulpass.store.keys import GKS_FUNCTIONAL, gks_shard_path
 
 __all__ = ["GKSWorkingSet", "node_id"]
 
@@ -37,7 +37,7 @@ def _shard(*parts: str) -> str:
 class GKSWorkingSet:
     """Shards loaded on demand and edited in memory by the planner (no I/O of its own)."""
 
-    read_doc: Callable[[str], dict[str, Any] | None]
+    read_doc: Callable[[str], Mapping[str, Any] | None]
     docs: dict[str, dict[str, Any]] = field(default_factory=dict)
     dirty: set[str] = field(default_factory=set)
     existed: set[str] = field(default_factory=set)

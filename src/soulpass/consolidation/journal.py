@@ -1,6 +1,6 @@
 """Planning prose records into a version: permanent ids, file paths, and the semantic-hash check.
 
-Pure: the master is only read (``read_at``) and existing hashes come from a lookup the caller
+Pure: the master is only read (a snapshot) and existing hashes come from a lookup the caller
 passes (the catalog), so ``archive --dry-run`` shows what would be stored, repeated or skipped.
 """
 
@@ -9,36 +9,26 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
+from soulpass.consolidation.ids import IdAllocator
 from soulpass.consolidation.rules import JournalRule
 from soulpass.errors import Corrupted
-from soulpass.prose import FOLDER_OF_TYPE, JournalEntry, render_markdown, slug
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
-from soulpass.store.layout import journal_path
+from soulpass.prose import FOLDER_OF_TYPE, JournalEntry, slug
+from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
+from soulpass.store.keys import journal_path
 
-__all__ = ["HashLookup", "JournalPlan", "JournalReader", "empty_lookup", "plan_journal", "plan_journal_import"]
+__all__ = ["HashLookup", "JournalPlan", "empty_lookup", "plan_journal", "plan_journal_import"]
 
 # (id, path) of the entries in force whose semantic hash is the one asked for, oldest first.
 HashLookup = Callable[[str], Sequence[tuple[str, str]]]
-
-
-class JournalReader(Protocol):
-    def head(self) -> int: ...
-    def version_doc(self) -> dict[str, Any]: ...
-    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None: ...
-
-
-class _Ids(Protocol):
-    def allocate(self, kind: str, when: datetime) -> str: ...
 
 
 @dataclass
 class JournalPlan:
     """What the entries of one version become: files, ids and the repeats found."""
 
-    writes: list[FileWrite] = field(default_factory=list)
+    documents: list[DocumentPut] = field(default_factory=list)  # the entries, under their paths
     added: list[dict[str, str]] = field(default_factory=list)  # {"id", "path", "temp_id"}
     duplicates: list[dict[str, Any]] = field(default_factory=list)  # not stored: linked to the original
     repeats: list[dict[str, Any]] = field(default_factory=list)  # stored: a recurring insight
@@ -49,7 +39,7 @@ class JournalPlan:
         return [a["path"] for a in self.added]
 
 
-def plan_journal(master: JournalReader, entries: Iterable[JournalEntry], *, version: int, ids: _Ids,
+def plan_journal(master: Snapshot, entries: Iterable[JournalEntry], *, version: int, ids: IdAllocator,
                  rule: JournalRule, lookup: HashLookup, session_id: str | None = None) -> JournalPlan:
     """Entries (temporary or imported ids) -> permanent ids, paths and file bytes for ``version``.
 
@@ -79,42 +69,42 @@ def plan_journal(master: JournalReader, entries: Iterable[JournalEntry], *, vers
             plan.repeats.append({"entry": new_id, "repeats": earlier[0][0], "path": path,
                                  "semantic_hash": entry.semantic_hash})
         final = entry.model_copy(update=update)
-        plan.writes.append(FileWrite(path, render_markdown(final)))
+        plan.documents.append(DocumentPut(path, final))
         plan.added.append({"id": new_id, "path": path, "temp_id": entry.id})
         plan.id_map[entry.id] = new_id
         planned.setdefault(entry.semantic_hash, []).append((new_id, path, entry.text))
     return plan
 
 
-def _earlier(master: JournalReader, lookup: HashLookup, planned: dict[str, list[tuple[str, str, str]]],
+def _earlier(master: Snapshot, lookup: HashLookup, planned: dict[str, list[tuple[str, str, str]]],
              shash: str) -> list[tuple[str, str, str]]:
     out = []
     for rid, path in lookup(shash):
-        raw = master.read_at(path)
+        raw = master.document(path)
         if raw is not None:
             out.append((rid, path, str(raw.get("text", ""))))
     return out + planned.get(shash, [])
 
 
-def _free_path(master: JournalReader, taken: set[str], entry: JournalEntry) -> str:
+def _free_path(master: Snapshot, taken: set[str], entry: JournalEntry) -> str:
     folder = FOLDER_OF_TYPE[entry.type]
     day = entry.created_at.strftime("%Y-%m-%d")
     title = slug(entry.title)
     for n in range(1, 10_000):
         path = journal_path(folder, day, title, n)
-        if path not in taken and master.read_at(path) is None:
+        if path not in taken and master.document(path) is None:
             return path
     raise Corrupted(f"more than 9,999 entries named {day}_{title} in {folder}/")
 
 
-def plan_journal_import(master: JournalReader, entries: Sequence[JournalEntry], now: datetime, *, ids: _Ids,
-                        ids_writes: Callable[[], list[FileWrite]], rule: JournalRule,
-                        lookup: HashLookup) -> tuple[Changeset, JournalPlan]:
-    """Many entries as one version, files written straight into place (``soulpass import mira``)."""
-    head = master.head()
+def plan_journal_import(master: Snapshot, entries: Sequence[JournalEntry], now: datetime, *, rule: JournalRule,
+                        lookup: HashLookup) -> tuple[Change, JournalPlan]:
+    """Many entries as one version on ``master`` (HEAD), a bulk change (``soulpass import mira``)."""
+    head = master.version
     version = head + 1
+    ids = IdAllocator(master, version)
     plan = plan_journal(master, entries, version=version, ids=ids, rule=rule, lookup=lookup)
-    counts = dict(master.version_doc().get("counts", {}))
+    counts = dict(master.entry().counts)
     counts["journal"] = int(counts.get("journal", 0)) + len(plan.added)
     stamp = now.isoformat()
     # The file lists would make one huge log line (the log's tail is read in 64 KiB): they go to a
@@ -122,17 +112,12 @@ def plan_journal_import(master: JournalReader, entries: Sequence[JournalEntry], 
     added_file = f"log/added/{version:08d}.json"
     side = {"version": version, "added": {}, "written": plan.paths,
             "journal": [{"id": a["id"], "path": a["path"]} for a in plan.added]}
-    return Changeset(
-        base_version=head,
-        writes=(*plan.writes, *ids_writes(), FileWrite(added_file, dump_json(side))),
-        version_doc={"version": version, "parent": head, "timestamp": stamp, "source_sandbox": None,
-                     "counts": counts},
-        log_entry={"version": version, "parent": head, "timestamp": stamp, "kind": "import",
-                   "added": {}, "added_file": added_file, "added_counts": {"journal": len(plan.added)},
-                   "written": [], "duplicates_count": len(plan.duplicates), "replaced": [], "retired": [],
-                   "superseded": [], "conflicts": [], "counts": counts},
-        bulk=True,
-    ), plan
+    entry = VersionEntry({"version": version, "parent": head, "timestamp": stamp, "kind": "import",
+                          "added": {}, "added_file": added_file, "added_counts": {"journal": len(plan.added)},
+                          "written": [], "duplicates_count": len(plan.duplicates), "replaced": [], "retired": [],
+                          "superseded": [], "conflicts": [], "counts": counts})
+    documents = (*plan.documents, *ids.documents(), DocumentPut(added_file, side))
+    return Change(entry, documents=documents, bulk=True), plan
 
 
 def empty_lookup(_shash: str) -> Sequence[tuple[str, str]]:

@@ -1,4 +1,4 @@
-"""The consolidation planner: buffer + master snapshot + rules -> a changeset (no I/O of its own).
+"""The consolidation planner: buffer + master snapshot + rules -> a typed change (no I/O of its own).
 
 Rebase is the same function: the plan is always made against HEAD, and when HEAD is newer than
 the sandbox's parent, appends commute, states are latest-wins by event time, facts are checked
@@ -10,18 +10,19 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.clipboard import ClipboardOp, plan_clipboards
 from soulpass.consolidation.documents import CoreMerge, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
-from soulpass.consolidation.journal import HashLookup, empty_lookup, plan_journal
+from soulpass.consolidation.ids import IdAllocator
+from soulpass.consolidation.journal import HashLookup, JournalPlan, empty_lookup, plan_journal
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import SemanticMerge
-from soulpass.errors import Corrupted
-from soulpass.ids import PERMANENT_PREFIXES, is_temp_id, permanent_id
+from soulpass.errors import Corrupted, InvalidInput
+from soulpass.ids import is_temp_id
 from soulpass.prose import JournalEntry
 from soulpass.records import (
     RECORD_MODELS,
@@ -39,28 +40,11 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
-from soulpass.sessions.buffer import ARCHIVED_MARKER
 from soulpass.sessions.sandbox import SandboxInfo
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.fsio import dump_json
-from soulpass.store.layout import (
-    CORE_MEMORY,
-    GKS_DATA,
-    USER_PROFILE,
-    record_path,
-    sandbox_dir,
-    state_path,
-)
+from soulpass.store.contract import Change, DocumentPut, SandboxClose, Snapshot, VersionEntry
+from soulpass.store.keys import CORE_MEMORY, GKS_DATA, USER_PROFILE, record_path, state_path
 
-__all__ = ["ConsolidationPlan", "IdAllocator", "MasterReader", "plan_consolidation"]
-
-
-class MasterReader(Protocol):
-    name: str
-
-    def head(self) -> int: ...
-    def version_doc(self) -> dict[str, Any]: ...
-    def read_at(self, relpath: str, at: int | None = None) -> dict[str, Any] | None: ...
+__all__ = ["ConsolidationPlan", "plan_consolidation"]
 
 
 @dataclass(frozen=True)
@@ -80,7 +64,7 @@ class ConsolidationPlan:
     conflicts: list[dict[str, Any]]
     core_changes: list[dict[str, Any]]
     state_changes: list[dict[str, Any]]
-    changeset: Changeset = field(repr=False)
+    change: Change = field(repr=False)
     journal: list[dict[str, str]] = field(default_factory=list)  # prose records added: id, path
     journal_repeats: list[dict[str, Any]] = field(default_factory=list)  # stored, same hash as an earlier one
 
@@ -109,29 +93,6 @@ class ConsolidationPlan:
         }
 
 
-class IdAllocator:
-    """Permanent id allocation from the per-month counter files (``log/ids/YYYYMM.json``)."""
-
-    def __init__(self, master: MasterReader, version: int) -> None:
-        self.master, self.version = master, version
-        self.months: dict[str, dict[str, dict[str, int]]] = {}
-
-    def allocate(self, kind: str, when: datetime) -> str:
-        day = when.strftime("%Y%m%d")
-        month = self.months.get(day[:6])
-        if month is None:
-            raw = self.master.read_at(f"log/ids/{day[:6]}.json")
-            month = self.months[day[:6]] = {d: dict(c) for d, c in (raw or {}).get("days", {}).items()}
-        prefix = PERMANENT_PREFIXES[kind]
-        n = month.setdefault(day, {}).get(prefix, 0) + 1
-        month[day][prefix] = n
-        return permanent_id(kind, day, n)
-
-    def writes(self) -> list[FileWrite]:
-        return [FileWrite(f"log/ids/{m}.json", dump_json({"version": self.version, "days": days}))
-                for m, days in sorted(self.months.items())]
-
-
 def _parse(event: BufferEvent) -> Any:
     try:
         match event.type:
@@ -157,222 +118,238 @@ def _parse(event: BufferEvent) -> Any:
     raise Corrupted(f"unknown buffer event type {event.type!r}")
 
 
+Events = dict[str, list[tuple[BufferEvent, Any]]]  # buffer events by type, each with its parsed value
+
+
+@dataclass
+class _Planning:
+    """What the record families add to version ``version`` as they are planned, in order."""
+
+    master: Snapshot
+    sandbox: SandboxInfo
+    now: datetime
+    version: int
+    ids: IdAllocator
+    id_map: dict[str, str] = field(default_factory=dict)
+    records: list[Record] = field(default_factory=list)
+    documents: list[DocumentPut] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)
+    duplicates: list[dict[str, Any]] = field(default_factory=list)
+    rejected: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    state_changes: list[dict[str, Any]] = field(default_factory=list)
+
+    def remap(self, ref: str, owner: str) -> str | None:
+        """A reference in the buffer as a permanent id; None (and a conflict) when it resolves to nothing."""
+        if ref in self.id_map:
+            return self.id_map[ref]
+        if is_temp_id(ref):
+            why = "refers to a temporary id that is not in this session"
+        elif self.master.document(record_path(ref)) is None:
+            why = "refers to a record that does not exist in the master"
+        else:
+            return ref
+        self.conflicts.append({"type": "unresolved_reference", "record": owner, "ref": ref, "why": why})
+        return None
+
+    def put(self, key: str, body: BaseModel | dict[str, Any], existed: bool | None = None) -> None:
+        """A document this version writes (``replaced`` when HEAD has one under ``key``)."""
+        self.documents.append(DocumentPut(key, body))
+        self.written.append(key)
+        if existed if existed is not None else self.master.document(key) is not None:
+            self.replaced.append(key)
+
+
 def plan_consolidation(
-    master: MasterReader,
+    master: Snapshot,
     sandbox: SandboxInfo,
     events: list[BufferEvent],
     rules: Rules,
     now: datetime,
     journal_lookup: HashLookup = empty_lookup,
+    parent: Snapshot | None = None,
 ) -> ConsolidationPlan:
-    """Plan version HEAD+1 from a sandbox's events; reads the master, writes nothing.
+    """Plan version HEAD+1 from a sandbox's events; ``master`` is HEAD, nothing is written.
 
-    ``journal_lookup`` finds the entries already in the master with a given semantic hash."""
-    head = master.head()
-    version = head + 1
-    ids = IdAllocator(master, version)
-    conflicts: list[dict[str, Any]] = []
-    duplicates: list[dict[str, Any]] = []
-    id_map: dict[str, str] = {}
-    records: list[Record] = []
-    by_type: dict[str, list[tuple[BufferEvent, Any]]] = defaultdict(list)
+    ``journal_lookup`` finds the entries already in the master with a given semantic hash;
+    ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase)."""
+    p = _Planning(master, sandbox, now, master.version + 1, IdAllocator(master, master.version + 1))
+    by_type: Events = defaultdict(list)
     for ev in events:
         by_type[ev.type].append((ev, _parse(ev)))
+    final = _append_records(p, by_type)
+    merge = _merge_facts(p, by_type, rules)
+    final.update(merge.new_facts)
+    journal = plan_journal(master, [e for _ev, e in by_type["journal"]], version=p.version, ids=p.ids,
+                           rule=rules.journal, lookup=journal_lookup, session_id=sandbox.sandbox_id)
+    p.id_map.update(journal.id_map)
+    p.duplicates.extend(journal.duplicates)
+    p.records = [r for _rid, r in sorted(final.items())]
+    for fid, fact in sorted(merge.rewritten.items()):
+        p.records.append(fact)
+        p.replaced.append(record_path(fid))
+    superseded = [{"fact": old, "by": new.id} for new in merge.new_facts.values() for old in new.supersedes]
+    _put_gks(p, merge.gks)
+    _put_states(p, by_type)
+    core_changes = _put_core(p, by_type, rules, parent)
+    for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], p.version, now):
+        p.put(cw.key, cw.document, existed=cw.existed)
+    p.documents.extend(journal.documents)
+    p.written.extend(journal.paths)
+    p.documents.extend(p.ids.documents())
+    added: dict[str, list[str]] = defaultdict(list)
+    for rid, rec in sorted(final.items()):
+        added[rec.kind].append(rid)
+    entry = _archive_entry(p, dict(added), superseded, core_changes, journal)
+    change = Change(entry, records=tuple(p.records), documents=tuple(p.documents),
+                    closes=SandboxClose(sandbox.sandbox_id, now))
+    return ConsolidationPlan(
+        version=p.version, base_version=master.version, sandbox_id=sandbox.sandbox_id,
+        parent_version=sandbox.parent_version, id_map=p.id_map, added=dict(added),
+        superseded=superseded, replaced=p.replaced, duplicates=p.duplicates, rejected=p.rejected,
+        conflicts=p.conflicts, core_changes=core_changes, state_changes=p.state_changes,
+        change=change, journal=journal.added, journal_repeats=journal.repeats,
+    )
 
-    # append_all: permanent ids in event-time order, per kind.
+
+def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
+    """``append_all``: permanent ids in event-time order, per kind, and crosslinks rewritten."""
+    fresh: list[Record] = []
     appended = [(ev, r) for t in ("turn", "episode", "sensory") for ev, r in by_type[t]]
     for _ev, rec in sorted(appended, key=lambda x: x[1].created_at):
-        if rec.id in id_map:
-            duplicates.append({"record": rec.id, "duplicate_of": id_map[rec.id], "why": "written twice"})
+        if rec.id in p.id_map:
+            p.duplicates.append({"record": rec.id, "duplicate_of": p.id_map[rec.id], "why": "written twice"})
             continue
-        id_map[rec.id] = ids.allocate(rec.kind, rec.created_at)
-        records.append(rec)
-
-    def remap(ref: str, owner: str) -> str | None:
-        if ref in id_map:
-            return id_map[ref]
-        if is_temp_id(ref):
-            why = "refers to a temporary id that is not in this session"
-        elif master.read_at(record_path(ref)) is None:
-            why = "refers to a record that does not exist in the master"
-        else:
-            return ref
-        conflicts.append({"type": "unresolved_reference", "record": owner, "ref": ref, "why": why})
-        return None
-
+        p.id_map[rec.id] = p.ids.allocate(rec.kind, rec.created_at)
+        fresh.append(rec)
     episode_of: dict[str, str] = {}
     final: dict[str, Record] = {}
-    for rec in records:
-        new_id = id_map[rec.id]
-        update: dict[str, Any] = {"id": new_id, "version": version, "session_id": sandbox.sandbox_id}
+    for rec in fresh:
+        new_id = p.id_map[rec.id]
+        update: dict[str, Any] = {"id": new_id, "version": p.version, "session_id": p.sandbox.sandbox_id}
         if isinstance(rec, Episode):
-            refs = [m for r in rec.turn_refs if (m := remap(r, rec.id)) is not None]
+            refs = [m for r in rec.turn_refs if (m := p.remap(r, rec.id)) is not None]
             update |= {"episode_id": new_id, "turn_refs": tuple(refs)}
             for r in refs:
                 episode_of.setdefault(r, new_id)
         final[new_id] = rec.model_copy(update=update)
     for new_id, rec in list(final.items()):
         if isinstance(rec, TurnUser | TurnLLM):
-            update = {"episode_ref": episode_of.get(new_id) or (rec.episode_ref and remap(rec.episode_ref, rec.id))}
+            update = {"episode_ref": episode_of.get(new_id) or (rec.episode_ref and p.remap(rec.episode_ref, rec.id))}
             if isinstance(rec, TurnLLM) and rec.reply_to:
-                update["reply_to"] = remap(rec.reply_to, rec.id)
+                update["reply_to"] = p.remap(rec.reply_to, rec.id)
             final[new_id] = rec.model_copy(update=update)
+    return final
 
-    # validate_and_merge for facts, against the graph at HEAD.
-    gks = GKSWorkingSet(read_doc=master.read_at)
+
+def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
+    """``validate_and_merge`` for the candidates, against the graph at HEAD."""
 
     def read_fact(fid: str) -> SemanticFact | None:
-        raw = master.read_at(record_path(fid))
+        raw = p.master.document(record_path(fid))
         return None if raw is None else SemanticFact.model_validate(raw)
 
     cand_events = by_type["semantic_candidate"]
     cand_time = {id(c): ev.at for ev, c in cand_events}
     merge = SemanticMerge(
-        rule=rules.semantic, gks=gks, read_fact=read_fact, version=version,
-        session_id=sandbox.sandbox_id,
-        new_fact_id=lambda c: ids.allocate("fact", cand_time[id(c)]),
+        rule=rules.semantic, gks=GKSWorkingSet(read_doc=p.master.document), read_fact=read_fact,
+        version=p.version, session_id=p.sandbox.sandbox_id,
+        new_fact_id=lambda c: p.ids.allocate("fact", cand_time[id(c)]),
     )
-    rejected: list[dict[str, Any]] = []
     for ev, cand in cand_events:
-        src = tuple(m for r in cand.source_refs if (m := remap(r, cand.id or ev.event_id)) is not None)
+        src = tuple(m for r in cand.source_refs if (m := p.remap(r, cand.id or ev.event_id)) is not None)
         out = merge.add(cand, src, {"created_at": ev.at, "agent": ev.agent})
         if out.status == "duplicate":
             if cand.id and out.fact_id:
-                id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
-            duplicates.append({"candidate": out.candidate, "duplicate_of": out.fact_id, "why": out.detail})
+                p.id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
+            p.duplicates.append({"candidate": out.candidate, "duplicate_of": out.fact_id, "why": out.detail})
         elif out.status == "rejected":
-            rejected.append({"candidate": out.candidate, "why": out.detail, "data": ev.data})
+            p.rejected.append({"candidate": out.candidate, "why": out.detail, "data": ev.data})
         elif out.fact_id and cand.id:
-            id_map[cand.id] = out.fact_id
-    final.update(merge.new_facts)
+            p.id_map[cand.id] = out.fact_id
+    return merge
 
-    # Prose records: permanent ids, their Markdown files, and the semantic-hash check.
-    journal = plan_journal(master, [e for _ev, e in by_type["journal"]], version=version, ids=ids,
-                           rule=rules.journal, lookup=journal_lookup, session_id=sandbox.sandbox_id)
-    id_map.update(journal.id_map)
-    duplicates.extend(journal.duplicates)
 
-    writes: list[FileWrite] = [FileWrite(record_path(rid), dump_json(r.model_dump(mode="json")))
-                               for rid, r in sorted(final.items())]
-    replaced: list[str] = []
-    written: list[str] = []
-    for fid, fact in sorted(merge.rewritten.items()):
-        writes.append(FileWrite(record_path(fid), dump_json(fact.model_dump(mode="json"))))
-        replaced.append(record_path(fid))
-    superseded = [{"fact": old, "by": new.id} for new in merge.new_facts.values() for old in new.supersedes]
+def _put_gks(p: _Planning, gks: GKSWorkingSet) -> None:
+    """Only the shards the facts touched, plus the totals."""
+    if not gks.dirty:
+        return
+    for path, doc in gks.documents(p.version).items():
+        p.put(path, doc, existed=path in gks.existed)  # kind, version and the edges (or entries)
+    totals = p.master.document(GKS_DATA) or {}
+    p.put(GKS_DATA, {"kind": "gks", "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta,
+                     "updated_at": p.now.isoformat(), "shard_dir": "shards", "version": p.version})
 
-    def put_document(relpath: str, doc: Any, existed: bool | None = None) -> None:
-        writes.append(FileWrite(relpath, dump_json(doc.model_dump(mode="json"))))
-        written.append(relpath)
-        if existed if existed is not None else master.read_at(relpath) is not None:
-            replaced.append(relpath)
 
-    # GKS: only the shards the facts touched, plus the totals.
-    if gks.dirty:
-        for path, doc in gks.documents(version).items():
-            put_document(path, _Shard(version, doc), existed=path in gks.existed)
-        totals = master.read_at(GKS_DATA) or {}
-        put_document(GKS_DATA, _Shard(version, {
-            "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat(),
-            "shard_dir": "shards"}, kind="gks"))
-
-    # latest_wins for named states and the user profile.
-    state_changes: list[dict[str, Any]] = []
+def _put_states(p: _Planning, by_type: Events) -> None:
+    """``latest_wins`` for the named states and the user profile."""
     deltas: dict[str, list[tuple[datetime, dict[str, Any]]]] = defaultdict(list)
     for ev, d in by_type["state_delta"]:
         deltas[d.name].append((ev.at, d.data))
     for name, items in sorted(deltas.items()):
-        raw = master.read_at(state_path(name))
+        raw = p.master.document(state_path(name))
         old = StateBlob.model_validate(raw) if raw else StateBlob(name=name)
         lw = latest_wins(old.data, old.key_times, items)
         if lw.kept_master:
-            conflicts.append({"type": "state_older_than_master", "state": name, "keys": list(lw.kept_master),
-                              "why": "master has newer values for these keys; master's kept"})
+            p.conflicts.append({"type": "state_older_than_master", "state": name, "keys": list(lw.kept_master),
+                                "why": "master has newer values for these keys; master's kept"})
         if lw.changed:
-            put_document(state_path(name), StateBlob(name=name, data=lw.data, key_times=lw.key_times,
-                                                     version=version, updated_at=now))
-            state_changes.append({"state": name, "keys": list(lw.changed)})
-    profile_items = [(ev.at, p.data) for ev, p in by_type["profile_update"]]
+            p.put(state_path(name), StateBlob(name=name, data=lw.data, key_times=lw.key_times,
+                                              version=p.version, updated_at=p.now))
+            p.state_changes.append({"state": name, "keys": list(lw.changed)})
+    profile_items = [(ev.at, u.data) for ev, u in by_type["profile_update"]]
     if profile_items:
-        raw = master.read_at(USER_PROFILE)
+        raw = p.master.document(USER_PROFILE)
         old_p = UserProfile.model_validate(raw) if raw else UserProfile()
         lw = latest_wins(old_p.fields, old_p.key_times, profile_items)
         if lw.changed:
-            put_document(USER_PROFILE, UserProfile(fields=lw.data, key_times=lw.key_times,
-                                                   version=version, updated_at=now))
-            state_changes.append({"state": "user_profile", "keys": list(lw.changed)})
+            p.put(USER_PROFILE, UserProfile(fields=lw.data, key_times=lw.key_times, version=p.version,
+                                            updated_at=p.now))
+            p.state_changes.append({"state": "user_profile", "keys": list(lw.changed)})
 
-    # careful_merge for core memory.
-    core_changes: list[dict[str, Any]] = []
-    if by_type["core_proposal"]:
-        raw = master.read_at(CORE_MEMORY)
-        core_head = CoreMemory.model_validate(raw) if raw else CoreMemory()
-        parent = None
-        if sandbox.parent_version != head:
-            raw_parent = master.read_at(CORE_MEMORY, sandbox.parent_version)
-            parent = CoreMemory.model_validate(raw_parent) if raw_parent else CoreMemory()
-        cm = CoreMerge(rule=rules.core, head=core_head, parent=parent)
-        for ev, p in by_type["core_proposal"]:
-            cm.propose(p, ev.event_id)
-        rejected.extend(cm.rejected)
-        conflicts.extend(cm.conflicts)
-        core_changes = cm.changes
-        if cm.changes:
-            put_document(CORE_MEMORY, CoreMemory(**cm.result(), version=version, updated_at=now))
 
-    # Clipboards: the buffered ops replayed on each agent's clipboard at HEAD.
-    for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], version, now):
-        writes.append(FileWrite(cw.relpath, cw.data))
-        written.append(cw.relpath)
-        if cw.existed:
-            replaced.append(cw.relpath)
+def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | None) -> list[dict[str, Any]]:
+    """``careful_merge`` for core memory; a field changed on both sides keeps the master's value."""
+    if not by_type["core_proposal"]:
+        return []
+    raw = p.master.document(CORE_MEMORY)
+    core_head = CoreMemory.model_validate(raw) if raw else CoreMemory()
+    before = None
+    if p.sandbox.parent_version != p.master.version:
+        if parent is None or parent.version != p.sandbox.parent_version:
+            raise InvalidInput(f"sandbox {p.sandbox.sandbox_id} is rebased: plan it with its parent's snapshot "
+                               f"(version {p.sandbox.parent_version})", field="parent")
+        raw_parent = parent.document(CORE_MEMORY)
+        before = CoreMemory.model_validate(raw_parent) if raw_parent else CoreMemory()
+    cm = CoreMerge(rule=rules.core, head=core_head, parent=before)
+    for ev, proposal in by_type["core_proposal"]:
+        cm.propose(proposal, ev.event_id)
+    p.rejected.extend(cm.rejected)
+    p.conflicts.extend(cm.conflicts)
+    if cm.changes:
+        p.put(CORE_MEMORY, CoreMemory(**cm.result(), version=p.version, updated_at=p.now))
+    return cm.changes
 
-    writes.extend(journal.writes)
-    written.extend(journal.paths)
-    writes.extend(ids.writes())
-    writes.append(FileWrite(f"{sandbox_dir(sandbox.sandbox_id)}/{ARCHIVED_MARKER}",
-                            dump_json({"version": version, "archived_at": now.isoformat()})))
 
-    added: dict[str, list[str]] = defaultdict(list)
-    for rid, rec in sorted(final.items()):
-        added[rec.kind].append(rid)
-    old_doc = master.version_doc()
-    counts = dict(old_doc.get("counts", {}))
+def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[dict[str, str]],
+                   core_changes: list[dict[str, Any]], journal: JournalPlan) -> VersionEntry:
+    """The version log's line for the archive (its header is also ``VERSION.json``)."""
+    head, sandbox = p.master.version, p.sandbox
+    counts = dict(p.master.entry().counts)
     for kind, new_ids in added.items():
         counts[kind] = int(counts.get(kind, 0)) + len(new_ids)
     counts["facts_superseded"] = int(counts.get("facts_superseded", 0)) + len(superseded)
     if journal.added:
         counts["journal"] = int(counts.get("journal", 0)) + len(journal.added)
-    version_doc = {"version": version, "parent": head, "timestamp": now.isoformat(),
-                   "source_sandbox": sandbox.sandbox_id, "counts": counts}
-    log_entry = {
-        "version": version, "parent": head, "timestamp": now.isoformat(), "kind": "archive",
+    return VersionEntry({
+        "version": p.version, "parent": head, "timestamp": p.now.isoformat(), "kind": "archive",
         "source_sandbox": sandbox.sandbox_id, "sandbox_name": sandbox.name,
         "sandbox_parent_version": sandbox.parent_version,
-        "rebased": ({"from": sandbox.parent_version, "onto": head}
-                    if sandbox.parent_version != head else None),
-        "added": dict(added), "superseded": superseded, "replaced": replaced,
-        "written": written, "retired": [], "duplicates": duplicates, "rejected": rejected, "conflicts": conflicts,
-        "core_changes": core_changes, "state_changes": state_changes, "id_map": id_map,
-        "counts": counts, "journal": [{"id": a["id"], "path": a["path"]} for a in journal.added],
+        "rebased": {"from": sandbox.parent_version, "onto": head} if sandbox.parent_version != head else None,
+        "added": added, "superseded": superseded, "replaced": p.replaced,
+        "written": p.written, "retired": [], "duplicates": p.duplicates, "rejected": p.rejected,
+        "conflicts": p.conflicts, "core_changes": core_changes, "state_changes": p.state_changes,
+        "id_map": p.id_map, "counts": counts, "journal": [{"id": a["id"], "path": a["path"]} for a in journal.added],
         "journal_repeats": journal.repeats,
-    }
-    changeset = Changeset(base_version=head, writes=tuple(writes), log_entry=log_entry,
-                          version_doc=version_doc)
-    return ConsolidationPlan(
-        version=version, base_version=head, sandbox_id=sandbox.sandbox_id,
-        parent_version=sandbox.parent_version, id_map=id_map, added=dict(added),
-        superseded=superseded, replaced=replaced, duplicates=duplicates, rejected=rejected,
-        conflicts=conflicts, core_changes=core_changes, state_changes=state_changes,
-        changeset=changeset, journal=journal.added, journal_repeats=journal.repeats,
-    )
-
-
-class _Shard:
-    """A GKS shard or totals document as written to disk."""
-
-    def __init__(self, version: int, body: dict[str, Any], kind: str = "gks_shard") -> None:
-        self.body = {"kind": kind, **body, "version": version}
-
-    def model_dump(self, mode: str = "json") -> dict[str, Any]:
-        return self.body
+    })

@@ -3,20 +3,20 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from soulpass.consolidation.plan import MasterReader
-from soulpass.errors import NotFound
-from soulpass.store.commit import Changeset, FileWrite
-from soulpass.store.copies import encode_copy
-from soulpass.store.layout import KIND_BY_PREFIX, RECORD_DIRS
+from soulpass.errors import InvalidInput
+from soulpass.records import RECORD_MODELS, Record
+from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
+from soulpass.store.keys import KIND_BY_PREFIX, RECORD_DIRS
 from soulpass.store.versions import touched_paths
 
 __all__ = ["plan_rollback"]
 
 
-def _same(a: dict[str, Any], b: dict[str, Any]) -> bool:
+def _same(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
     return {k: v for k, v in a.items() if k != "version"} == {k: v for k, v in b.items() if k != "version"}
 
 
@@ -26,37 +26,37 @@ def _record_kind(relpath: str) -> str | None:
     return kind if kind and relpath.startswith(RECORD_DIRS[kind] + "/") else None
 
 
-def plan_rollback(master: MasterReader, log: list[dict[str, Any]], target: int, now: datetime) -> Changeset:
-    """Only paths touched after ``target`` can differ, so the cost follows what changed since."""
-    head = master.head()
-    if not 0 <= target <= head:
-        raise NotFound(f"version {target} does not exist (HEAD is {head})")
-    version = head + 1
-    writes: list[FileWrite] = []
+def plan_rollback(master: Snapshot, target: Snapshot, log: list[dict[str, Any]], now: datetime) -> Change:
+    """Version HEAD+1 on ``master`` (HEAD) equal to ``target``. Only keys touched after the
+    target (``log``, with bulk id lists inlined) can differ, so the cost follows what changed since."""
+    if target.version > master.version:
+        raise InvalidInput(f"cannot roll back to version {target.version} past HEAD {master.version}")
+    version = master.version + 1
+    records: list[Record] = []
+    documents: list[DocumentPut] = []
     retired: list[str] = []
     replaced: list[str] = []
     restored: dict[str, list[str]] = defaultdict(list)
-    for rel in sorted(touched_paths(log, target)):
-        then, current = master.read_at(rel, target), master.read_at(rel, head)
+    for rel in sorted(touched_paths(log, target.version)):
+        then, current = target.document(rel), master.document(rel)
         if then is None and current is not None:
             retired.append(rel)
         elif then is not None and (current is None or not _same(then, current)):
-            writes.append(FileWrite(rel, encode_copy(rel, {**then, "version": version})))
             kind = _record_kind(rel)
+            if kind:
+                records.append(RECORD_MODELS[kind].model_validate({**then, "version": version}))
+            else:
+                documents.append(DocumentPut(rel, {**then, "version": version}))
             if current is None and kind:
                 restored[kind].append(rel.rsplit("/", 1)[-1].removesuffix(".json"))
             else:
                 replaced.append(rel)
     counts: dict[str, Any] = {}
     for entry in log:
-        if int(entry["version"]) == target:
+        if int(entry["version"]) == target.version:
             counts = dict(entry.get("counts", {}))
-    version_doc = {"version": version, "parent": head, "timestamp": now.isoformat(),
-                   "source_sandbox": None, "rolled_back_to": target, "counts": counts}
-    log_entry = {
-        "version": version, "parent": head, "timestamp": now.isoformat(), "kind": "rollback",
-        "rolled_back_to": target, "added": {}, "restored": dict(restored), "superseded": [],
+    return Change(VersionEntry({
+        "version": version, "parent": master.version, "timestamp": now.isoformat(), "kind": "rollback",
+        "rolled_back_to": target.version, "added": {}, "restored": dict(restored), "superseded": [],
         "replaced": replaced, "retired": retired, "conflicts": [], "counts": counts,
-    }
-    return Changeset(base_version=head, writes=tuple(writes), log_entry=log_entry,
-                     version_doc=version_doc, retires=tuple(retired))
+    }), records=tuple(records), documents=tuple(documents), retires=tuple(retired))

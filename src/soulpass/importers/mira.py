@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from soulpass.consolidation.journal import JournalPlan, plan_journal_import
-from soulpass.consolidation.plan import IdAllocator
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
 from soulpass.importers.base import Failure, failure, split
@@ -36,8 +35,8 @@ from soulpass.prose import (
     render_markdown,
     split_front_matter,
 )
-from soulpass.store.fsio import atomic_write
-from soulpass.store.layout import JOURNAL_DIR
+from soulpass.store.files.fsio import atomic_write
+from soulpass.store.keys import JOURNAL_DIR
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
@@ -212,14 +211,13 @@ def import_mira(account: Account, folder: str | Path, *, dry_run: bool = False) 
     with store.locked():
         lookup = CatalogHashLookup(store)
         try:
-            ids = IdAllocator(store, store.head() + 1)
-            cs, plan = plan_journal_import(store, [e for e, _ in entries], utc_now(), ids=ids, ids_writes=ids.writes,
-                                           rule=account.sp.rules.journal, lookup=lookup)
+            change, plan = plan_journal_import(store.snapshot(), [e for e, _ in entries], utc_now(),
+                                               rule=account.sp.rules.journal, lookup=lookup)
         finally:
             lookup.close()
         _fill(report, plan, source)
         if not dry_run and plan.added:
-            report.version = store.commit(cs)
+            report.version = store.commit_change(change)
     return report
 
 

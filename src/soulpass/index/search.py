@@ -32,7 +32,7 @@ from soulpass.index.catalog.sync import Progress
 from soulpass.index.vectors import Backend, VectorIndex, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
-from soulpass.store.account import AccountStore
+from soulpass.store.files.account import AccountStore
 
 __all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus", "embed_passages",
            "embed_text", "passes"]

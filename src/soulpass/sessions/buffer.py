@@ -1,35 +1,24 @@
-"""The session buffer: an append-only JSONL file, one event per line, fsynced per event.
+"""Input limits, the JSON-safety check every buffered event passes, and a sandbox's buffer.
 
-Writers in several processes append under an ``flock`` with a single ``write`` per line, so lines
-are always whole. A torn last line (a crash mid-write) is skipped when reading and never glued to
-the next event.
+The buffer's storage (one JSONL file, its lock, its reader) is the files backend's
+:class:`soulpass.store.files.session_log.FileSessionLog`; this module adds the input limits.
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
 import math
-import os
-import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
-from soulpass.errors import Conflict, InvalidInput
-from soulpass.ids import utc_now
+from soulpass.errors import InvalidInput
 from soulpass.records import BufferEvent
+from soulpass.store.contract import PendingEvent
+from soulpass.store.files.session_log import FileSessionLog
 
 __all__ = ["BODY_FIELDS", "Limits", "SessionBufferFile", "check_json_safe"]
-
-BUFFER_FILE = "session_buffer.jsonl"
-ARCHIVED_MARKER = "ARCHIVED.json"
-
 
 # The message bodies of a buffer event type: what someone said or pasted, kept verbatim whatever
 # its length. Every other string (names, labels, tags, summaries, fact and state values) is short.
@@ -100,25 +89,19 @@ def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset
 
 
 class SessionBufferFile:
-    """``sandboxes/<id>/session_buffer.jsonl`` and the lock that guards it."""
+    """``sandboxes/<id>/session_buffer.jsonl`` with the input limits applied to every append."""
 
     def __init__(self, folder: Path, limits: Limits | None = None) -> None:
-        self.folder = folder
-        self.path = folder / BUFFER_FILE
         self.limits = limits or Limits()
+        self.log = FileSessionLog(folder, max_event_bytes=self.limits.max_event_bytes, check=self._check)
+        self.folder, self.path = folder, self.log.path
 
-    @contextlib.contextmanager
-    def locked(self) -> Iterator[None]:
+    def _check(self, event: PendingEvent) -> None:
+        self.limits.check(event.type, dict(event.data), event.derived)
+
+    def locked(self) -> contextlib.AbstractContextManager[None]:
         """Exclusive lock: held by every append and for the whole of an archive."""
-        try:
-            fd = os.open(self.folder / ".buffer.lock", os.O_RDWR | os.O_CREAT, 0o644)
-        except FileNotFoundError:
-            raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name) from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
-        finally:
-            os.close(fd)
+        return self.log.exclusive()
 
     def append(self, type_: str, data: dict[str, Any], agent: str | None = None,
                at: datetime | None = None, skip: frozenset[str] = frozenset()) -> BufferEvent:
@@ -128,67 +111,11 @@ class SessionBufferFile:
     def append_many(self, items: list[tuple[str, dict[str, Any], str | None, frozenset[str]]],
                     at: datetime | None = None) -> list[BufferEvent]:
         """Append several events all-or-nothing: every one is validated before one write."""
-        events, lines = [], []
-        for type_, data, agent, skip in items:
-            self.limits.check(type_, data, skip)
-            try:
-                event = BufferEvent(event_id=uuid.uuid4().hex, type=type_, at=at or utc_now(),
-                                    agent=agent, data=data)
-            except ValidationError as exc:
-                raise InvalidInput(f"invalid buffer event: {exc}") from exc
-            try:
-                line = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
-                raw = (line + "\n").encode("utf-8")
-            except (ValueError, UnicodeError) as exc:
-                raise InvalidInput(f"{type_} event cannot be stored as JSON: {exc}") from exc
-            if len(raw) > self.limits.max_event_bytes:
-                raise InvalidInput(f"{type_} event is {len(raw)} bytes (limit {self.limits.max_event_bytes})",
-                                   field="data")
-            events.append(event)
-            lines.append(raw)
-        self._write(b"".join(lines))
-        return events
-
-    def _write(self, payload: bytes) -> None:
-        with self.locked():
-            if not (self.folder / "metadata.json").exists():
-                raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
-            if (self.folder / ARCHIVED_MARKER).exists():
-                raise Conflict(f"sandbox {self.folder.name} is already archived",
-                               sandbox_id=self.folder.name)
-            try:
-                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-            except FileNotFoundError:
-                raise Conflict(f"sandbox {self.folder.name} no longer exists",
-                               sandbox_id=self.folder.name) from None
-            try:
-                size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    payload = b"\n" + payload  # never glue an event to a torn line
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+        return self.log.append_many([PendingEvent(t, d, a, s) for t, d, a, s in items], at)
 
     def events(self) -> list[BufferEvent]:
         """All whole events in append order; torn or unparsable lines are skipped."""
-        return [e for e, _ in self._parse() if e is not None]
+        return self.log.events()
 
     def torn_lines(self) -> int:
-        return sum(1 for e, _ in self._parse(keep_bad=True) if e is None)
-
-    def _parse(self, keep_bad: bool = False) -> list[tuple[BufferEvent | None, int]]:
-        if not self.path.exists():
-            return []
-        out: list[tuple[BufferEvent | None, int]] = []
-        for n, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
-            if not raw.strip():
-                continue
-            try:
-                out.append((BufferEvent.model_validate(json.loads(raw)), n))
-            except (ValueError, ValidationError):
-                if keep_bad:
-                    out.append((None, n))
-        return out
+        return self.log.torn_lines()

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -12,10 +10,11 @@ from typing import Any
 from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_sandbox_id, utc_now
 from soulpass.records import BufferEvent, SessionBuffer
-from soulpass.sessions.buffer import ARCHIVED_MARKER, Limits, SessionBufferFile
-from soulpass.store.account import AccountStore
-from soulpass.store.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
-from soulpass.store.layout import sandbox_dir
+from soulpass.sessions.buffer import Limits, SessionBufferFile
+from soulpass.store.files.account import AccountStore
+from soulpass.store.files.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
+from soulpass.store.files.session_log import ARCHIVED_MARKER, remove_folder
+from soulpass.store.keys import sandbox_dir
 
 __all__ = [
     "SandboxInfo",
@@ -130,13 +129,7 @@ def remove_sandbox_folder(info: SandboxInfo) -> None:
 
     The caller holds the buffer lock, so no append is between its checks and its write.
     """
-    trash = info.folder.with_name(f".trash-{info.sandbox_id}-{uuid.uuid4().hex[:8]}")
-    try:
-        info.folder.rename(trash)
-    except FileNotFoundError:
-        return
-    fsync_dir(trash.parent)
-    shutil.rmtree(trash, ignore_errors=True)
+    remove_folder(info.folder)
 
 
 def discard_sandbox(store: AccountStore, sandbox_id: str) -> None:

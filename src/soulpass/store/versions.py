@@ -6,12 +6,13 @@ from collections import defaultdict
 from typing import Any
 
 from soulpass.errors import InvalidInput
-from soulpass.store.layout import KIND_BY_PREFIX
+from soulpass.store.contract import Supersession, VersionDiff
+from soulpass.store.keys import KIND_BY_PREFIX
 
 __all__ = ["diff_entries", "touched_paths"]
 
 
-def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
+def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> VersionDiff:
     """Net change from version ``a`` to ``b`` (``a <= b``) from the log entries between them."""
     if a > b:
         raise InvalidInput(f"diff needs A <= B, got {a} > {b}", field="versions")
@@ -62,21 +63,16 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> dict[str, Any]:
             added[kinds[rid]].append(rid)
         elif op == "retire" and last[rid] == "retire":
             retired.append(retired_path[rid])
-    return {
-        "from": a,
-        "to": b,
-        "added": {k: v for k, v in sorted(added.items()) if v},
-        "superseded": superseded,
-        "replaced": sorted(replaced),
-        "retired": sorted(retired),
-        "rebases": rebases,
-        "conflicts": conflicts,
-    }
+    return VersionDiff(
+        from_version=a, to_version=b, added={k: tuple(v) for k, v in sorted(added.items()) if v},
+        superseded=tuple(Supersession(s["fact"], s["by"]) for s in superseded), replaced=tuple(sorted(replaced)),
+        retired=tuple(sorted(retired)), rebases=tuple(rebases), conflicts=tuple(conflicts),
+    )
 
 
 def touched_paths(log: list[dict[str, Any]], after: int) -> set[str]:
     """Every core path that versions after ``after`` wrote, replaced or retired."""
-    from soulpass.store.layout import record_path
+    from soulpass.store.keys import record_path
 
     paths: set[str] = set()
     for entry in log:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.store.account import AccountStore
+from soulpass.store.files.account import AccountStore
 
 from .query import Filters, filter_sql, query_terms
 from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soulpass.store.account import AccountStore
+from soulpass.store.files.account import AccountStore
 
 from .catalog import Catalog
 from .query import Filters

@@ -26,7 +26,7 @@ from soulpass.records import (
     SemanticFact,
     semantic_hash,
 )
-from soulpass.store.layout import CORE, KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
+from soulpass.store.keys import CORE, KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
 __all__ = ["ASKS_SQL", "COLUMNS", "CatalogRow", "Traits", "buffer_event_row", "buffer_row", "from_us", "is_catalogued",
            "make_row", "mostly_asks", "record_row", "row_id", "to_us"]

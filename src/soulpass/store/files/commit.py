@@ -20,23 +20,27 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from soulpass.errors import Corrupted
-from soulpass.store.fsio import (
+from soulpass.store.contract import Hook
+from soulpass.store.files.fsio import (
     atomic_write,
     dump_json,
     fsync_dir,
     load_json,
     makedirs_durable,
     write_durable,
+    write_many_durable,
 )
-from soulpass.store.layout import CORE, VERSION_FILE, history_path
+from soulpass.store.files.layout import LOG_FILE, history_path
+from soulpass.store.keys import CORE, VERSION_FILE
 
-__all__ = ["COMMIT_STEPS", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "recover"]
+__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_log_line",
+           "recover"]
 
 COMMIT_STEPS = (
     "txn_file",
@@ -49,8 +53,6 @@ COMMIT_STEPS = (
     "log_appended",
     "done",
 )
-LOG_FILE = "log/versions.jsonl"
-Hook = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -111,11 +113,7 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
         # Bulk import writes new files straight into place, after a manifest that lets recovery
         # delete them again; they carry version N+1, so no reader sees them before the commit.
         atomic_write(txn / "manifest.json", dump_json(manifest))
-        for w in direct:
-            dst = account / w.relpath
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            dst.write_bytes(w.data)
-        os.sync()
+        write_many_durable([(account / w.relpath, w.data) for w in direct])
     for w in staged:
         dst = txn / "files" / w.relpath
         if not dst.parent.exists():
@@ -185,9 +183,10 @@ def _remove_finished(txn: Path) -> None:
     fsync_dir(txn.parent)
 
 
-def _last_logged_version(log: Path) -> int:
+def last_log_line(log: Path) -> bytes:
+    """The last line of the version log (b"" when there is none), read from the end."""
     if not log.exists():
-        return 0
+        return b""
     with log.open("rb") as fh:
         fh.seek(0, os.SEEK_END)
         size = fh.tell()
@@ -198,7 +197,11 @@ def _last_logged_version(log: Path) -> int:
             if b"\n" in data or window >= size:
                 break
             window *= 4
-        tail = data.rsplit(b"\n", 1)[-1]
+        return data.rsplit(b"\n", 1)[-1]
+
+
+def _last_logged_version(log: Path) -> int:
+    tail = last_log_line(log)
     if not tail:
         return 0
     try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -14,19 +14,14 @@ from pydantic import ValidationError
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.records import RECORD_MODELS, Document, Record
-from soulpass.store.commit import LOG_FILE, Changeset, Hook, commit, recover
-from soulpass.store.copies import load_copy
-from soulpass.store.fsio import file_lock, load_json, makedirs_durable
-from soulpass.store.layout import (
-    HISTORY,
-    RECORD_DIRS,
-    VERSION_FILE,
-    history_dir,
-    kind_of_id,
-    record_path,
-)
+from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
+from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
+from soulpass.store.files.fsio import file_lock, load_json, makedirs_durable
+from soulpass.store.files.layout import HISTORY, LOG_FILE, history_dir
+from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
 
-__all__ = ["AccountStore", "list_accounts"]
+__all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]
 
 D = TypeVar("D", bound=Document)
 
@@ -84,6 +79,14 @@ class AccountStore:
             )
         return commit(self.path, changeset, hook)
 
+    def commit_change(self, change: Change, hook: Hook | None = None) -> int:
+        """Commit a typed change under the lock the caller holds (planned on HEAD)."""
+        return self.commit(encode_change(change), hook)
+
+    def snapshot(self, at: int | None = None) -> FilesSnapshot:
+        """A read view at version ``at`` (default HEAD)."""
+        return FilesSnapshot(self, self.check_version(at))
+
     # --- versions ------------------------------------------------------------------------
 
     def version_doc(self) -> dict[str, Any]:
@@ -111,14 +114,17 @@ class AccountStore:
         entries = self._read_log()
         if expand_after is None:
             return entries
-        for e in entries:
-            if int(e["version"]) > expand_after and e.get("added_file"):
-                side = load_json(self.path / e["added_file"])
-                e["added"] = side["added"]
-                for key in ("written", "journal"):  # an import's journal files, named there too
-                    if key in side:
-                        e[key] = side[key]
-        return entries
+        return [self.expanded(e) if int(e["version"]) > expand_after else e for e in entries]
+
+    def expanded(self, entry: dict[str, Any]) -> dict[str, Any]:
+        """``entry`` with the id lists a bulk version keeps in its ``added_file`` inlined."""
+        if entry.get("added_file"):
+            side = load_json(self.path / entry["added_file"])
+            entry["added"] = side["added"]
+            for key in ("written", "journal"):  # an import's journal files, named there too
+                if key in side:
+                    entry[key] = side[key]
+        return entry
 
     def _read_log(self) -> list[dict[str, Any]]:
         path = self.path / LOG_FILE
@@ -162,22 +168,22 @@ class AccountStore:
         raw = self.read_at(record_path(record_id), version)
         if raw is None:
             raise NotFound(f"record {record_id} does not exist at version {version}", id=record_id)
-        rec: Record = _parse(RECORD_MODELS[kind], raw, record_path(record_id))
+        rec: Record = parse_model(RECORD_MODELS[kind], raw, record_path(record_id))
         return rec
 
     def document(self, relpath: str, model: type[D], at: int | None = None) -> D | None:
         raw = self.read_at(relpath, self.check_version(at))
-        return None if raw is None else _parse(model, raw, relpath)
+        return None if raw is None else parse_model(model, raw, relpath)
 
     def iter_paths(self, folder: str, at: int | None = None) -> Iterator[str]:
-        """Account-relative paths under core ``folder`` that exist at version ``at``."""
+        """Account-relative paths of the copies (JSON or Markdown) under core ``folder`` at version ``at``."""
         version = self.check_version(at)
         seen: set[str] = set()
         base = self.path / folder
         if base.is_dir():
             for dirpath, _dirs, files in os.walk(base):
                 for f in files:
-                    if f.endswith(".json") and not f.startswith("."):
+                    if f.endswith(COPY_SUFFIXES) and not f.startswith("."):
                         rel = str(Path(dirpath, f).relative_to(self.path))
                         seen.add(rel)
         hbase = self.path / HISTORY / Path(folder).relative_to("core")
@@ -185,9 +191,9 @@ class AccountStore:
             for dirpath, dirs, _files in os.walk(hbase):
                 for d in dirs:
                     hist = Path(dirpath, d).relative_to(self.path / HISTORY)
-                    candidate = f"core/{hist}.json"
-                    if any((self.path / HISTORY / hist).glob("*.json")):
-                        seen.add(candidate)
+                    for suffix in COPY_SUFFIXES:
+                        if any((self.path / HISTORY / hist).glob(f"*{suffix}")):
+                            seen.add(f"core/{hist}{suffix}")
         for rel in sorted(seen):
             if self.read_at(rel, version) is not None:
                 yield rel
@@ -199,7 +205,7 @@ class AccountStore:
         for rel in self.iter_paths(RECORD_DIRS[kind], version):
             raw = self.read_at(rel, version)
             if raw is not None:
-                yield _parse(model, raw, rel)
+                yield parse_model(model, raw, rel)
 
     def history_versions(self, relpath: str) -> list[int]:
         hist = self.path / history_dir(relpath)
@@ -208,8 +214,75 @@ class AccountStore:
         return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
 
 
-def _parse(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
+def parse_model(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
     try:
         return model.model_validate(raw)
     except (ValidationError, InvalidInput) as exc:
         raise Corrupted(f"{relpath} does not match the {model.__name__} schema: {exc}", path=relpath) from exc
+
+
+class FilesSnapshot:
+    """An account's files as of one version (:class:`soulpass.store.contract.Snapshot`)."""
+
+    def __init__(self, store: AccountStore, version: int) -> None:
+        self._store, self._version = store, version
+
+    @property
+    def version(self) -> int:
+        return self._version
+
+    def entry(self) -> VersionEntry:
+        """The version's log line; a bulk version's id lists are read only when asked for."""
+        if self._version == 0:
+            return VersionEntry({"version": 0, "parent": None, "counts": {}})
+        tail = last_log_line(self._store.path / LOG_FILE)  # HEAD's line, without reading the log
+        try:
+            raw = json.loads(tail) if tail else None
+        except ValueError:
+            raw = None  # reading the whole log names the bad line
+        if raw is None or int(raw["version"]) != self._version:
+            raw = next((e for e in self._store.log() if int(e["version"]) == self._version), None)
+        if raw is None:
+            doc = self._store.version_doc()  # a commit between VERSION.json and its log line: the header
+            if int(doc["version"]) != self._version:
+                raise Corrupted(f"version {self._version} has no line in the version log", account=self._store.name)
+            raw = doc
+        return VersionEntry(_LoggedEntry(self._store, raw) if raw.get("added_file") else raw)
+
+    def record(self, record_id: str) -> Record | None:
+        rel = record_path(record_id)
+        raw = self._store.read_at(rel, self._version)
+        return None if raw is None else parse_model(RECORD_MODELS[kind_of_id(record_id)], raw, rel)
+
+    def document(self, key: str) -> dict[str, Any] | None:
+        return self._store.read_at(key, self._version)
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        return self._store.iter_paths(prefix, self._version)
+
+    def records(self, kind: str) -> Iterator[Record]:
+        return self._store.iter_records(kind, self._version)
+
+
+class _LoggedEntry(Mapping[str, Any]):
+    """A bulk version's log line, whose id lists (``added_file``) are loaded on first use: a
+    planner reading the counts at HEAD must not pay for 50,000 ids."""
+
+    _SIDE = frozenset({"added", "written", "journal"})
+
+    def __init__(self, store: AccountStore, raw: dict[str, Any]) -> None:
+        self._store, self._raw, self._full = store, raw, False
+
+    def _expanded(self) -> dict[str, Any]:
+        if not self._full:
+            self._raw, self._full = self._store.expanded(dict(self._raw)), True
+        return self._raw
+
+    def __getitem__(self, key: str) -> Any:
+        return (self._expanded() if key in self._SIDE else self._raw)[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._expanded())
+
+    def __len__(self) -> int:
+        return len(self._expanded())

@@ -1,8 +1,11 @@
-"""Where everything lives on disk (DESIGN §2). Pure path arithmetic, no I/O."""
+"""The names of an account's records and documents (DESIGN §2). Pure arithmetic, no I/O.
+
+Every backend names documents by these keys; they are the account-relative paths of the
+plain-file layout, so exporting an account to files is the identity on names (ADR 0004). What
+only the files backend has (history copies, the commit journal, the log) is in ``store.files.layout``.
+"""
 
 from __future__ import annotations
-
-from pathlib import PurePosixPath
 
 from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, check_record_id, record_date
@@ -13,16 +16,14 @@ __all__ = [
     "GKS_DATA",
     "GKS_FUNCTIONAL",
     "GKS_SHARDS",
-    "HISTORY",
     "JOURNAL_DIR",
     "KIND_BY_PREFIX",
     "RECORD_DIRS",
+    "id_counter_key",
     "STATE_DIR",
     "USER_PROFILE",
     "VERSION_FILE",
     "gks_shard_path",
-    "history_dir",
-    "history_path",
     "is_journal_path",
     "journal_path",
     "kind_of_id",
@@ -32,7 +33,6 @@ __all__ = [
 ]
 
 CORE = "core"
-HISTORY = "history"
 VERSION_FILE = "core/VERSION.json"
 CORE_MEMORY = "core/05_Core_Memory/Core_memory.json"
 USER_PROFILE = "core/07_User_block/User_profile.json"
@@ -77,20 +77,6 @@ def gks_shard_path(shard: str) -> str:
     return f"{GKS_SHARDS}/{shard}.json"
 
 
-def history_dir(relpath: str) -> str:
-    """``core/05_Core_Memory/Core_memory.json`` -> ``history/05_Core_Memory/Core_memory``."""
-    p = PurePosixPath(relpath)
-    if p.parts[0] != CORE:
-        raise ValueError(f"only files under core/ have history: {relpath}")
-    return str(PurePosixPath(HISTORY, *p.parts[1:-1], p.stem))
-
-
-def history_path(relpath: str, retired_by: int) -> str:
-    """The copy of ``relpath`` that version ``retired_by`` replaced or retired (same suffix)."""
-    suffix = ".md" if relpath.endswith(".md") else ".json"
-    return f"{history_dir(relpath)}/{retired_by:08d}{suffix}"
-
-
 def is_journal_path(relpath: str) -> bool:
     """A prose record's file: ``core/04_Journal/<folder>/<name>.md``."""
     parts = relpath.split("/")
@@ -107,3 +93,10 @@ def journal_path(folder: str, day: str, title_slug: str, n: int = 1) -> str:
 
 def sandbox_dir(sandbox_id: str) -> str:
     return f"sandboxes/{check_name(sandbox_id, 'sandbox id')}"
+
+
+def id_counter_key(month: str) -> str:
+    """The document holding a month's permanent-id counters (``month``: ``YYYYMM``)."""
+    if len(month) != 6 or not month.isdigit():
+        raise InvalidInput(f"an id counter month is YYYYMM, not {month!r}", field="month")
+    return f"log/ids/{month}.json"

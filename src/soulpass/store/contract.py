@@ -1,0 +1,311 @@
+"""The store contract (DESIGN §8): what every backend of an account's master state provides.
+
+Protocols and frozen values only, no I/O. A backend (``store/files`` today, PostgreSQL next)
+implements :class:`MasterStore` and :class:`SessionLog`; everything above the store plans with a
+:class:`Snapshot` and hands back a :class:`Change` of typed values. How a change becomes bytes, rows
+or paths is the backend's business, never its callers'.
+
+Keys: a record is named by its id. A document (core memory, profile, a state, a GKS shard, a
+clipboard, a prose entry) is named by a *key*, an account-relative name such as
+``core/05_Core_Memory/Core_memory.json``. The keys are the paths of the plain-file layout, so an
+export to files is the identity on names (ADR 0004); a database backend keeps them as opaque text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeAlias
+
+from pydantic import BaseModel
+
+from soulpass.records import BufferEvent, Record
+
+__all__ = [
+    "Change",
+    "Committed",
+    "CommitOutcome",
+    "DocumentPut",
+    "HeadMoved",
+    "Hook",
+    "MasterStore",
+    "PendingEvent",
+    "SandboxClose",
+    "SessionLog",
+    "Snapshot",
+    "StoredCopy",
+    "Supersession",
+    "VersionChanges",
+    "VersionDiff",
+    "VersionEntry",
+]
+
+# A test-only observer, called with the name of each commit step a backend reaches.
+Hook: TypeAlias = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Supersession:
+    """Fact ``fact`` was superseded by fact ``by``."""
+
+    fact: str
+    by: str
+
+
+@dataclass(frozen=True)
+class VersionEntry:
+    """One version of the log: its header, typed, and the whole entry as the planner reported it.
+
+    ``fields`` is what ``soulpass log`` prints and what the log stores (conflicts, rejections,
+    id maps ... vary by kind of version); the typed attributes below are read from it.
+    """
+
+    fields: Mapping[str, Any]
+
+    @property
+    def version(self) -> int:
+        return int(self.fields["version"])
+
+    @property
+    def parent(self) -> int | None:
+        parent = self.fields.get("parent")
+        return None if parent is None else int(parent)
+
+    @property
+    def kind(self) -> str:
+        """``archive``, ``rollback``, ``bulk`` or ``import`` ("" for version 0)."""
+        return str(self.fields.get("kind", ""))
+
+    @property
+    def timestamp(self) -> datetime | None:
+        stamp = self.fields.get("timestamp")
+        return None if stamp is None else datetime.fromisoformat(str(stamp))
+
+    @property
+    def source_sandbox(self) -> str | None:
+        sandbox = self.fields.get("source_sandbox")
+        return None if sandbox is None else str(sandbox)
+
+    @property
+    def counts(self) -> Mapping[str, int]:
+        return {k: int(v) for k, v in (self.fields.get("counts") or {}).items()}
+
+    @property
+    def added(self) -> Mapping[str, tuple[str, ...]]:
+        """Record ids this version added (and, for a rollback, restored), by kind."""
+        out: dict[str, tuple[str, ...]] = {}
+        for key in ("added", "restored"):
+            for kind, ids in (self.fields.get(key) or {}).items():
+                out[kind] = (*out.get(kind, ()), *ids)
+        return out
+
+    @property
+    def written(self) -> tuple[str, ...]:
+        """Document keys this version wrote (new or replaced)."""
+        return tuple(self.fields.get("written") or ())
+
+    @property
+    def replaced(self) -> tuple[str, ...]:
+        return tuple(self.fields.get("replaced") or ())
+
+    @property
+    def retired(self) -> tuple[str, ...]:
+        return tuple(self.fields.get("retired") or ())
+
+    @property
+    def superseded(self) -> tuple[Supersession, ...]:
+        return tuple(Supersession(s["fact"], s["by"]) for s in self.fields.get("superseded") or ())
+
+
+@dataclass(frozen=True)
+class VersionDiff:
+    """The net change from version ``from_version`` to ``to_version`` (``log``'s lines folded)."""
+
+    from_version: int
+    to_version: int
+    added: Mapping[str, tuple[str, ...]]  # record ids (prose entries: keys) by kind
+    superseded: tuple[Supersession, ...]
+    replaced: tuple[str, ...]
+    retired: tuple[str, ...]
+    rebases: tuple[Mapping[str, Any], ...]
+    conflicts: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The diff as ``soulpass diff --json`` and ``GET …/diff`` show it."""
+        return {
+            "from": self.from_version,
+            "to": self.to_version,
+            "added": {k: list(v) for k, v in self.added.items()},
+            "superseded": [{"fact": s.fact, "by": s.by} for s in self.superseded],
+            "replaced": list(self.replaced),
+            "retired": list(self.retired),
+            "rebases": [dict(r) for r in self.rebases],
+            "conflicts": [dict(c) for c in self.conflicts],
+        }
+
+
+@dataclass(frozen=True)
+class DocumentPut:
+    """A document written whole under ``key``: a pydantic model (core memory, a state, a prose
+    entry ...) or, for the backend's own bookkeeping (GKS shards, id counters), a JSON object."""
+
+    key: str
+    body: BaseModel | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class SandboxClose:
+    """The sandbox a version archives: it is marked archived in the same atomic commit."""
+
+    sandbox_id: str
+    archived_at: datetime
+
+
+@dataclass(frozen=True)
+class Change:
+    """Everything version ``entry.version`` changes, planned against its parent; no bytes.
+
+    ``records`` are put by id (new records, and facts rewritten when superseded); ``documents``
+    replace whole documents; ``retires`` removes keys from the version on (their earlier copies
+    stay readable). ``bulk`` allows a backend to take its fast path for a large import.
+    """
+
+    entry: VersionEntry
+    records: tuple[Record, ...] = ()
+    documents: tuple[DocumentPut, ...] = ()
+    retires: tuple[str, ...] = ()
+    closes: SandboxClose | None = None
+    bulk: bool = False
+
+    @property
+    def version(self) -> int:
+        return self.entry.version
+
+    @property
+    def parent(self) -> int:
+        return self.version - 1
+
+
+@dataclass(frozen=True)
+class Committed:
+    version: int
+
+
+@dataclass(frozen=True)
+class HeadMoved:
+    """The change was planned on ``parent`` but HEAD is ``head``: re-plan on a new snapshot."""
+
+    parent: int
+    head: int
+
+
+CommitOutcome: TypeAlias = Committed | HeadMoved
+
+
+@dataclass(frozen=True)
+class StoredCopy:
+    """The copy of a record or document that one version wrote, as the index catalogues it.
+
+    ``data`` is the copy's stored form (its content hash is the index's change detector) and
+    ``body`` the same content parsed; ``key`` names it (a record's key is its file's key).
+    """
+
+    key: str
+    data: bytes
+    body: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class VersionChanges:
+    """What one version put and retired: what an index needs to catch up by one version."""
+
+    entry: VersionEntry
+    puts: tuple[StoredCopy, ...]
+    retired: tuple[str, ...]
+    unreadable: tuple[tuple[str, str], ...] = field(default=())  # (key, why) of copies that could not be read
+
+
+class Snapshot(Protocol):
+    """A read view of one account at one version; what it returns never changes."""
+
+    @property
+    def version(self) -> int: ...
+
+    def entry(self) -> VersionEntry:
+        """The version's own entry (version 0: an empty one)."""
+        ...
+
+    def record(self, record_id: str) -> Record | None: ...
+
+    def document(self, key: str) -> Mapping[str, Any] | None:
+        """The document (or prose entry) under ``key`` as a JSON object, or None."""
+        ...
+
+    def keys(self, prefix: str) -> Iterator[str]:
+        """Document keys under ``prefix`` (a folder such as ``core/10_state``), sorted."""
+        ...
+
+    def records(self, kind: str) -> Iterator[Record]:
+        """Every record of ``kind`` present at this version, by id."""
+        ...
+
+
+class MasterStore(Protocol):
+    """One account's master state: versions move forward one atomic commit at a time."""
+
+    def head(self) -> int: ...
+
+    def snapshot(self, at: int | None = None) -> Snapshot:
+        """A read view at version ``at`` (default HEAD); ``NotFound`` past HEAD."""
+        ...
+
+    def log(self, since: int = 0) -> Sequence[VersionEntry]:
+        """Entries of the versions after ``since``, oldest first, with bulk id lists inlined."""
+        ...
+
+    def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
+        """Make ``change`` version ``parent + 1``, or report that HEAD is not ``parent`` any more.
+
+        A ``Change`` with ``bulk`` set takes the backend's bulk path (same result, fewer copies)."""
+        ...
+
+    def changes(self, since: int) -> Iterator[VersionChanges]:
+        """What each version after ``since`` put and retired, oldest first (index catch-up)."""
+        ...
+
+
+@dataclass(frozen=True)
+class PendingEvent:
+    """An event to append; ``derived`` names top-level fields Soulpass computed (not size-checked)."""
+
+    type: str
+    data: Mapping[str, Any]
+    agent: str | None = None
+    derived: frozenset[str] = frozenset()
+
+
+class SessionLog(Protocol):
+    """A sandbox's append-only session buffer, shared by several writers."""
+
+    def append_many(self, events: Sequence[PendingEvent], at: datetime | None = None) -> list[BufferEvent]:
+        """Append all of ``events`` or none of them; refused once the sandbox is closed.
+
+        The caller checks the values (``sessions.buffer.check_json_safe``: text limits, no NaN);
+        the backend refuses what it cannot store and events over its size limit."""
+        ...
+
+    def events(self, after: int = 0) -> list[BufferEvent]:
+        """Whole events in append order, skipping the first ``after`` (a cursor: events seen)."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A section no append (nor another archive or discard) runs concurrently with."""
+        ...
+
+    def close(self, archived_as: int | None = None) -> None:
+        """Remove the buffer: after the archive that made ``archived_as``, or a discard (None).
+
+        The caller holds :meth:`exclusive`."""
+        ...

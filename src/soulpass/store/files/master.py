@@ -1,0 +1,146 @@
+"""The files backend behind the store contract: :class:`FilesMasterStore` (snapshots: ``account.FilesSnapshot``)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from soulpass.errors import Corrupted, InvalidInput
+from soulpass.store.contract import (
+    Change,
+    CommitOutcome,
+    Committed,
+    HeadMoved,
+    Hook,
+    StoredCopy,
+    VersionChanges,
+    VersionEntry,
+)
+from soulpass.store.files.account import AccountStore, FilesSnapshot
+from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
+from soulpass.store.files.layout import HISTORY, history_dir
+from soulpass.store.keys import CORE, record_path
+
+__all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes", "version_keys",
+           "walk_copies"]
+
+
+class FilesMasterStore:
+    """One account kept as plain files (:class:`soulpass.store.contract.MasterStore`)."""
+
+    def __init__(self, store: AccountStore) -> None:
+        self.store = store
+
+    def head(self) -> int:
+        return self.store.head()
+
+    def snapshot(self, at: int | None = None) -> FilesSnapshot:
+        return self.store.snapshot(at)
+
+    def log(self, since: int = 0) -> list[VersionEntry]:
+        return [VersionEntry(e) for e in self.store.log(expand_after=since) if int(e["version"]) > since]
+
+    def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
+        """Takes the account lock itself: never call it with :meth:`AccountStore.locked` held."""
+        if change.parent != parent:
+            raise InvalidInput(f"a change to version {change.version} is not planned on version {parent}",
+                               field="parent")
+        with self.store.locked():
+            head = self.store.head()
+            if head != parent:
+                return HeadMoved(parent=parent, head=head)
+            return Committed(self.store.commit_change(change, hook))
+
+    def changes(self, since: int) -> Iterator[VersionChanges]:
+        for entry in self.log(since):
+            yield version_changes(self.store.path, entry)
+
+
+def version_keys(entry: VersionEntry) -> tuple[list[str], list[str]]:
+    """The keys a version put (records and documents) and those it retired, each sorted."""
+    put: set[str] = set()
+    for ids in entry.added.values():
+        try:
+            put.update(record_path(i) for i in ids)
+        except InvalidInput as exc:
+            raise Corrupted(f"version {entry.version} of the log names a bad record id: {exc}") from exc
+    put.update(entry.replaced)
+    put.update(entry.written)
+    retired = set(entry.retired)
+    return sorted(put - retired), sorted(retired)
+
+
+def version_changes(account: Path, entry: VersionEntry) -> VersionChanges:
+    """The copies one version wrote, read back, and the keys it retired."""
+    puts: list[StoredCopy] = []
+    unreadable: list[tuple[str, str]] = []
+    put_keys, retired = version_keys(entry)
+    for key in put_keys:
+        try:
+            got = read_copy(account, key, entry.version)
+        except Corrupted as exc:
+            unreadable.append((key, str(exc)))
+            continue
+        if got is None:
+            unreadable.append((key, f"no copy written by version {entry.version}"))
+        else:
+            puts.append(StoredCopy(key, got[0], got[1]))
+    return VersionChanges(entry, tuple(puts), tuple(retired), tuple(unreadable))
+
+
+def load_stored(path: Path) -> tuple[bytes, dict[str, Any]] | None:
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return data, parse_copy(str(path), data)  # JSON, or a Markdown entry's front matter + text
+
+
+def copy_version(raw: Mapping[str, Any]) -> int:
+    """The version a stored copy says wrote it (-1 when unreadable)."""
+    try:
+        return int(raw.get("version", 0))
+    except (TypeError, ValueError):
+        return -1
+
+
+def read_copy(account: Path, relpath: str, version: int) -> tuple[bytes, dict[str, Any]] | None:
+    """The bytes of the copy of ``relpath`` that ``version`` wrote: the current file, or the copy
+    under ``history/`` that the first later version replaced (the same lookup as ``read_at``)."""
+    got = load_stored(account / relpath)
+    if got is not None and copy_version(got[1]) == version:
+        return got
+    hist = account / history_dir(relpath)
+    try:
+        suffix = Path(relpath).suffix
+        retired = sorted(int(p.stem) for p in hist.iterdir() if p.suffix == suffix and p.stem.isdigit())
+    except FileNotFoundError:
+        return None
+    for n in retired:
+        if n > version:
+            got = load_stored(hist / f"{n:08d}{suffix}")
+            return got if got is not None and copy_version(got[1]) == version else None
+    return None
+
+
+def walk_copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
+    """(file, key, replaced_at) of every copy the account holds: current files, then history.
+
+    A rebuild reads them all; current files come first, so a copy that a concurrent commit moves
+    into ``history/`` mid-walk is seen at least once."""
+    core = account / CORE
+    for dirpath, dirs, files in os.walk(core):
+        dirs.sort()
+        for name in sorted(files):
+            if name.endswith(COPY_SUFFIXES) and not name.startswith("."):
+                path = Path(dirpath, name)
+                yield path, path.relative_to(account).as_posix(), None
+    hist = account / HISTORY
+    for dirpath, dirs, files in os.walk(hist):
+        dirs.sort()
+        for name in sorted(files):
+            stem, suffix = os.path.splitext(name)
+            if suffix in COPY_SUFFIXES and stem.isdigit():
+                yield Path(dirpath, name), f"{CORE}/{Path(dirpath).relative_to(hist).as_posix()}{suffix}", int(stem)

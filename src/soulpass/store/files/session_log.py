@@ -1,0 +1,143 @@
+"""A sandbox's session buffer on disk: ``sandboxes/<id>/session_buffer.jsonl``, one event a line.
+
+Writers in several processes append under an ``flock`` with a single ``write`` per batch, so lines
+are always whole. A torn last line (a crash mid-write) is skipped when reading and never glued to
+the next event. This is the one JSONL reader of session buffers.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from soulpass.errors import Conflict, InvalidInput
+from soulpass.ids import utc_now
+from soulpass.records import BufferEvent
+from soulpass.store.contract import PendingEvent
+from soulpass.store.files.fsio import file_lock, fsync_dir
+
+__all__ = ["ARCHIVED_MARKER", "BUFFER_FILE", "FileSessionLog", "remove_folder"]
+
+BUFFER_FILE = "session_buffer.jsonl"
+ARCHIVED_MARKER = "ARCHIVED.json"
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+def _no_check(_event: PendingEvent) -> None:
+    return None
+
+
+class FileSessionLog:
+    """The buffer file of the sandbox folder ``folder`` and the lock that guards it.
+
+    ``check`` refuses an event before it is encoded (the caller's input limits); an encoded event
+    over ``max_event_bytes`` is refused too. Implements :class:`soulpass.store.contract.SessionLog`.
+    """
+
+    def __init__(self, folder: Path, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+                 check: Callable[[PendingEvent], None] = _no_check) -> None:
+        self.folder = folder
+        self.path = folder / BUFFER_FILE
+        self.max_event_bytes = max_event_bytes
+        self._check = check
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Held by every append and for the whole of an archive or discard."""
+        with contextlib.ExitStack() as stack:
+            try:
+                stack.enter_context(file_lock(self.folder / ".buffer.lock", create_parent=False))
+            except FileNotFoundError:
+                raise Conflict(f"sandbox {self.folder.name} no longer exists",
+                               sandbox_id=self.folder.name) from None
+            yield
+
+    def append_many(self, events: Sequence[PendingEvent], at: datetime | None = None) -> list[BufferEvent]:
+        """Append several events all-or-nothing: every one is checked and encoded before one write."""
+        out, lines = [], []
+        for pending in events:
+            self._check(pending)
+            try:
+                event = BufferEvent(event_id=uuid.uuid4().hex, type=pending.type, at=at or utc_now(),
+                                    agent=pending.agent, data=dict(pending.data))
+            except ValidationError as exc:
+                raise InvalidInput(f"invalid buffer event: {exc}") from exc
+            try:
+                line = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
+                raw = (line + "\n").encode("utf-8")
+            except (ValueError, UnicodeError) as exc:
+                raise InvalidInput(f"{pending.type} event cannot be stored as JSON: {exc}") from exc
+            if len(raw) > self.max_event_bytes:
+                raise InvalidInput(f"{pending.type} event is {len(raw)} bytes (limit {self.max_event_bytes})",
+                                   field="data")
+            out.append(event)
+            lines.append(raw)
+        self._write(b"".join(lines))
+        return out
+
+    def _write(self, payload: bytes) -> None:
+        with self.exclusive():
+            if not (self.folder / "metadata.json").exists():
+                raise Conflict(f"sandbox {self.folder.name} no longer exists", sandbox_id=self.folder.name)
+            if (self.folder / ARCHIVED_MARKER).exists():
+                raise Conflict(f"sandbox {self.folder.name} is already archived",
+                               sandbox_id=self.folder.name)
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+            except FileNotFoundError:
+                raise Conflict(f"sandbox {self.folder.name} no longer exists",
+                               sandbox_id=self.folder.name) from None
+            try:
+                size = os.fstat(fd).st_size
+                if size and os.pread(fd, 1, size - 1) != b"\n":
+                    payload = b"\n" + payload  # never glue an event to a torn line
+                view = memoryview(payload)
+                while view:
+                    view = view[os.write(fd, view):]
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def events(self, after: int = 0) -> list[BufferEvent]:
+        """Whole events in append order, past the first ``after``; torn or unparsable lines are skipped."""
+        return [e for e, _ in self._parse() if e is not None][after:]
+
+    def torn_lines(self) -> int:
+        return sum(1 for e, _ in self._parse(keep_bad=True) if e is None)
+
+    def _parse(self, keep_bad: bool = False) -> list[tuple[BufferEvent | None, int]]:
+        if not self.path.exists():
+            return []
+        out: list[tuple[BufferEvent | None, int]] = []
+        for n, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
+            if not raw.strip():
+                continue
+            try:
+                out.append((BufferEvent.model_validate(json.loads(raw)), n))
+            except (ValueError, ValidationError):
+                if keep_bad:
+                    out.append((None, n))
+        return out
+
+    def close(self, archived_as: int | None = None) -> None:
+        """Remove the sandbox folder (buffer included); the caller holds :meth:`exclusive`."""
+        remove_folder(self.folder)
+
+
+def remove_folder(folder: Path) -> None:
+    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer)."""
+    trash = folder.with_name(f".trash-{folder.name}-{uuid.uuid4().hex[:8]}")
+    try:
+        folder.rename(trash)
+    except FileNotFoundError:
+        return
+    fsync_dir(trash.parent)
+    shutil.rmtree(trash, ignore_errors=True)

@@ -1,0 +1,57 @@
+"""The backends the contract suite runs on: what it needs from one besides the contract itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+import soulpass
+from soulpass.store.contract import MasterStore, SessionLog
+from soulpass.store.files.account import AccountStore
+from soulpass.store.files.commit import COMMIT_STEPS
+from soulpass.store.files.master import FilesMasterStore
+from soulpass.store.files.session_log import FileSessionLog
+
+
+class Backend(Protocol):
+    """What the contract suite needs from a backend besides the contract itself."""
+
+    crash_points: tuple[str, ...]  # names its commit reports to a hook, in order
+
+    def master(self, account: str) -> MasterStore:
+        """The account's store (created empty at version 0 if new)."""
+        ...
+
+    def reopen(self, account: str) -> MasterStore:
+        """The account as a new process sees it after a crash (recovery run)."""
+        ...
+
+    def session_log(self, account: str, sandbox_id: str) -> SessionLog:
+        """A new, empty, open session buffer."""
+        ...
+
+    def engine(self) -> soulpass.Soulpass:
+        """The library over this backend (full text only)."""
+        ...
+
+
+@dataclass
+class FilesBackend:
+    home: Path
+    crash_points: tuple[str, ...] = COMMIT_STEPS
+
+    def master(self, account: str) -> MasterStore:
+        return FilesMasterStore(AccountStore(self.home, account, create=True))
+
+    def reopen(self, account: str) -> MasterStore:
+        return FilesMasterStore(AccountStore(self.home, account))
+
+    def session_log(self, account: str, sandbox_id: str) -> SessionLog:
+        from soulpass.sessions.sandbox import create_sandbox
+
+        info = create_sandbox(AccountStore(self.home, account, create=True), "contract", sandbox_id)
+        return FileSessionLog(info.folder, max_event_bytes=64 * 1024)
+
+    def engine(self) -> soulpass.Soulpass:
+        return soulpass.open(self.home, embedder="none")

@@ -1,0 +1,62 @@
+"""The files backend's own promises, beyond the contract suite: what a snapshot reads at HEAD,
+and what a bulk commit makes durable."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import soulpass
+from soulpass.records import Episode
+from soulpass.store.files.account import AccountStore
+from soulpass.store.files.fsio import write_many_durable
+from soulpass.store.files.layout import LOG_FILE
+
+
+def _bulk_account(home: Path) -> AccountStore:
+    acct = soulpass.open(home, embedder="none").create_account("alice")
+    when = datetime(2026, 1, 2, tzinfo=UTC)
+    acct.bulk_append([Episode(id=f"ep_temp_{n:06x}", created_at=when, text=f"e{n}") for n in range(5)])
+    return acct.store
+
+
+def test_the_head_entry_of_a_bulk_version_reads_its_id_lists_only_when_asked(tmp_path: Path) -> None:
+    store = _bulk_account(tmp_path)
+    entry = store.snapshot().entry()
+    side = store.path / "log/added/00000001.json"
+    side.rename(side.with_suffix(".moved"))
+    assert (entry.kind, entry.counts) == ("bulk", {"episode": 5})  # the side file was not needed
+    side.with_suffix(".moved").rename(side)
+    assert entry.added == {"episode": tuple(f"EP_20260102_{n:03d}" for n in range(1, 6))}
+
+
+def test_a_head_not_logged_yet_reads_its_header_from_the_version_file(tmp_path: Path) -> None:
+    store = _bulk_account(tmp_path)
+    (store.path / LOG_FILE).write_bytes(b"")  # as between VERSION.json and the log line of a commit
+    entry = store.snapshot().entry()
+    assert (entry.version, entry.parent, entry.counts) == (1, 0, {"episode": 5})
+
+
+@pytest.mark.parametrize("n", [3, 200])  # one after another, and from several threads
+def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_fsync(fd)
+
+    def no_sync() -> None:
+        raise AssertionError("os.sync() flushes every file system of the machine")
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(os, "sync", no_sync)
+    files = [(tmp_path / ("a" if i % 2 else "b/c") / f"{i}.json", b"%d" % i) for i in range(n)]
+    write_many_durable(files)
+    assert {str(p) for p, _ in files} <= set(synced)
+    assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
+    assert [p.read_bytes() for p, _ in files] == [b"%d" % i for i in range(n)]
