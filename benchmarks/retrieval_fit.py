@@ -26,6 +26,9 @@ ranking before any fit), at most ``ROUNDS`` rounds; for each weight in turn the 
 ``STEPS`` x max(|w|, 0.3) are tried and the best is kept when it improves the objective by more
 than ``MIN_GAIN``.
 
+Only the four fusion weights (``FUSION``) are fitted by default; ``--fit-traits`` fits the three
+trait weights too (measured: they do not carry from one data set to the other).
+
 What is reported, per data set:
 - ``current``: the weights in ``search.py`` now (in-sample wherever they were fitted on that set);
 - ``cv``: two-fold cross-validation by conversation (fold A: even positions in the data file, B:
@@ -63,6 +66,7 @@ __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_
            "fit", "main", "matrix_ranked", "objective", "prepare", "ranked_ids", "self_check", "weights"]
 
 WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_SPEAKER", "W_ASKS", "W_LENGTH")
+FUSION = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")  # what the default is fitted on; traits stay at START
 K = max(locomo.KS)  # as ``soulpass bench locomo``: the top 20 are asked for (candidate depth 50)
 KINDS = TURN_KINDS
 ROUNDS = 12  # a fit stops earlier when a whole round moves nothing
@@ -301,7 +305,7 @@ def _pooled(tests: Sequence[dict[str, float]]) -> dict[str, float]:
     return {"questions": n, "recall@10": recall, "ndcg@10": ndcg, "objective": objective(recall, ndcg)}
 
 
-def cross_validate(ds: DataSet, log: bool = False) -> dict[str, Any]:
+def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
     """Two folds by conversation within one data set."""
     folds: dict[str, Any] = {}
     tests = []
@@ -310,36 +314,38 @@ def cross_validate(ds: DataSet, log: bool = False) -> dict[str, Any]:
             continue
         if log:
             print(f"  {ds.name}: fitting on fold {train_name} ({len(train)} questions)", file=sys.stderr, flush=True)
-        fitted = _rounded(fit([train], START, log=log)["weights"])  # rounded, so the JSON reproduces the test
+        fitted = _rounded(fit([train], START, names=names, log=log)["weights"])  # rounded: the JSON reproduces it
         tested = evaluate(test, fitted)
         tests.append(tested)
         folds[f"{train_name}->{test_name}"] = {"weights": fitted, "test": _metrics(tested)}
     return {"folds": folds, "test": _metrics(_pooled(tests)) if tests else None}
 
 
-def run(sets: Sequence[DataSet], log: bool = False) -> dict[str, Any]:
-    """Per data set: the current weights, cross-validation, leave-one-data-set-out; then a fit on all."""
-    out: dict[str, Any] = {"start": {"weights": dict(START)}, "current": {"weights": current_weights()}, "sets": {}}
+def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
+    """Per data set: the current weights, cross-validation, leave-one-data-set-out; then a fit on all.
+    Only the weights in ``names`` are fitted; the others stay at ``START``."""
+    out: dict[str, Any] = {"fitted": list(names), "start": {"weights": dict(START)},
+                           "current": {"weights": current_weights()}, "sets": {}}
     for ds in sets:
         entry: dict[str, Any] = {"questions": len(ds.items), "start": _metrics(evaluate(ds.items, START)),
-                                 "current": _metrics(evaluate(ds.items)), "cv": cross_validate(ds, log)}
+                                 "current": _metrics(evaluate(ds.items)), "cv": cross_validate(ds, names, log)}
         others = [o.items for o in sets if o is not ds]
         if others:
             if log:
                 print(f"  fitting without {ds.name}", file=sys.stderr, flush=True)
-            lodo = _rounded(fit(others, START, log=log)["weights"])
+            lodo = _rounded(fit(others, START, names=names, log=log)["weights"])
             entry["lodo"] = {"weights": lodo, "test": _metrics(evaluate(ds.items, lodo))}
         out["sets"][ds.name] = entry
     if log:
         print("  fitting on all sets", file=sys.stderr, flush=True)
-    fitted = _rounded(fit([ds.items for ds in sets], START, log=log)["weights"])
+    fitted = _rounded(fit([ds.items for ds in sets], START, names=names, log=log)["weights"])
     out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets}}
     return out
 
 
 def _print(result: dict[str, Any]) -> None:
-    print("Ranking weights: objective R@10 + NDCG@10/2; cv = two folds by conversation; "
-          "lodo = fitted on the other data set(s) only")
+    print(f"Ranking weights fitted: {', '.join(n[2:] for n in result['fitted'])}; objective R@10 + NDCG@10/2; "
+          "cv = two folds by conversation; lodo = fitted on the other data set(s) only")
     print(f"{'':38} {'questions':>9} {'R@10':>7} {'NDCG@10':>8}")
 
     def line(label: str, m: dict[str, float] | None) -> None:
@@ -369,6 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar=("NAME", "HOME", "DATA"),
                         help="a data set: its name, the home `soulpass bench locomo` ingested it into, its file")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
+    parser.add_argument("--fit-traits", action="store_true",
+                        help="fit the three trait weights too (the default fits the four fusion weights only)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
     sets: list[DataSet] = []
@@ -388,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 account.close()
         sets.append(DataSet(name, items))
     t1 = time.perf_counter()
-    result = run(sets, log=True)
+    result = run(sets, WEIGHTS if args.fit_traits else FUSION, log=True)
     t2 = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "retrieval-weight-fit",

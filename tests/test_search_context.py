@@ -112,8 +112,12 @@ def test_fusion_standardises_and_reads_context() -> None:
     assert ranked["a"]["fts_rank"] == 1 and ranked["c"]["fts_rank"] == 2 and "fts_rank" not in ranked["b"]
 
 
-def test_turn_traits_speaker_question_and_length() -> None:
-    """Equal scores; what differs is who spoke, whether it only asks, and how long it is."""
+def test_turn_traits_speaker_question_and_length(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Equal scores; what differs is who spoke, whether it mostly asks, and how long it is. The traits
+    are off by default (their weights do not carry from one data set to another): switched on here."""
+    monkeypatch.setattr(search_mod, "W_SPEAKER", 0.5)
+    monkeypatch.setattr(search_mod, "W_ASKS", -0.6)
+    monkeypatch.setattr(search_mod, "W_LENGTH", 0.65)
     scores = _Scores({}, {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4})
     scores.known.update("abcde")
     traits = {"a": Traits("turn_user", None, "bob", 40, False),
@@ -122,16 +126,47 @@ def test_turn_traits_speaker_question_and_length() -> None:
               "d": Traits("turn_user", None, "bob", 400, False),
               "e": Traits("fact", None, "ann_lee", 40, True)}  # traits of turns only
     ranked = dict(scores.rank(traits, {}, named={"ann", "lee", "eat"}, dense=True))
-    assert ranked["b"]["speaker"] == search_mod.W_SPEAKER and ranked["a"]["speaker"] == 0.0
-    assert ranked["c"]["asks"] == search_mod.W_ASKS < 0
+    assert ranked["b"]["speaker"] == 0.5 and ranked["a"]["speaker"] == 0.0
+    assert ranked["c"]["asks"] == -0.6
     assert ranked["d"]["length"] > 0 > ranked["a"]["length"]
-    assert ranked["d"]["length"] - ranked["a"]["length"] == pytest.approx(search_mod.W_LENGTH * (math.log1p(400)
-                                                                                                 - math.log1p(40)))
+    assert ranked["d"]["length"] - ranked["a"]["length"] == pytest.approx(0.65 * (math.log1p(400) - math.log1p(40)))
+    assert ranked["b"]["length"] == 0.0  # ann_lee's only turn: compared with her own, not with bob's
     assert "speaker" not in ranked["e"] and "asks" not in ranked["e"]
     order = [i for i, _ in scores.rank(traits, {}, named={"ann", "lee"}, dense=True)]
     assert order.index("b") < order.index("a") and order.index("d") < order.index("a") < order.index("c")
     # "ann" alone does not name ann_lee
     assert dict(scores.rank(traits, {}, named={"ann"}, dense=True))["b"]["speaker"] == 0.0
+
+
+def test_first_person_names_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
+    """In a user-assistant chat "I" and "my" name the user: their turns gain W_SPEAKER, the assistant's do not."""
+    monkeypatch.setattr(search_mod, "W_SPEAKER", 0.5)
+    assert search_mod.speaks_first_person("What deadline did I set?")
+    assert search_mod.speaks_first_person("my flat in Paris") and search_mod.speaks_first_person("I'm moving")
+    assert not search_mod.speaks_first_person("What did Caroline paint?")
+    assert not search_mod.speaks_first_person("Is it in the index?")  # "in", "it" are not "I"
+    scores = _Scores({}, {"u": 0.4, "a": 0.4, "n": 0.4})
+    scores.known.update("uan")
+    traits = {"u": Traits("turn_user", None, None, 40, False),
+              "a": Traits("turn_llm", None, "assistant", 40, False),
+              "n": Traits("turn_user", None, "caroline", 40, False)}  # a named person, not "the user"
+    asked = dict(scores.rank(traits, {}, named={"deadline"}, dense=True, first_person=True))
+    assert asked["u"]["speaker"] == 0.5 and asked["a"]["speaker"] == 0.0 and asked["n"]["speaker"] == 0.0
+    plain = dict(scores.rank(traits, {}, named={"deadline"}, dense=True, first_person=False))
+    assert plain["u"]["speaker"] == 0.0
+
+
+def test_mostly_asks_in_python_and_in_sql() -> None:
+    import sqlite3
+
+    from soulpass.index.catalog.rows import ASKS_SQL, mostly_asks
+
+    conn = sqlite3.connect(":memory:")
+    cases = {"Lovely! What breed is it?": True, "How?": True, "Why? Why not!": True,
+             "I moved on May 3. I have to unpack by Friday. Any tips?": False, "No.": False, "": False}
+    for text, expected in cases.items():
+        assert mostly_asks(text) is expected, text
+        assert bool(conn.execute(f"SELECT {ASKS_SQL} FROM (SELECT ? AS text) AS c", (text,)).fetchone()[0]) is expected
 
 
 def test_a_record_without_a_vector_is_average_by_meaning() -> None:

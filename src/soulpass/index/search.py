@@ -42,23 +42,24 @@ log = logging.getLogger(__name__)
 SEARCHABLE_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory", "journal")
 TURN_KINDS = ("turn_user", "turn_llm")
 CANDIDATES = 50  # per retriever, before fusion
-# Ranking, measured on LoCoMo (10 long conversations, 1,982 questions; turn-level evidence R@10 with
-# MiniLM; ``soulpass bench locomo``): BM25 alone 0.62, dense alone 0.42, weighted RRF 0.60. Scores
-# beat ranks: each retriever's scores are standardised over the candidates (z-scores) and added
-# (0.64). A turn is read in its conversation: its better neighbour's score (0.72) and the best
-# score in its session (0.76) count too. Three traits of a turn, none tied to a data set: the
-# query names its speaker, it only asks (a question mark), and its length (long turns carry more)
-# (0.79, NDCG@10 0.54 -> 0.60); passages (soulpass.index.passages) 0.80. The weights were fitted
-# on LoCoMo by coordinate ascent on R@10 + NDCG/2 and rounded: in-sample figures. Two-fold
-# cross-validation by conversation (benchmarks/locomo_fit.py) gives R@10 0.779, NDCG@10 0.584.
-W_FTS = 0.35
-W_DENSE = 0.45
-W_CONTEXT = 0.25  # x (better neighbour's fused score - the lowest)
-W_SESSION = 0.35  # x (best fused-in-context score in the session - the lowest)
+# Ranking. Each retriever's scores are standardised over the candidates (z-scores) and added with
+# weights; a turn is read in its conversation: its better neighbour's score and the best score in
+# its session count too. Three traits of a turn can add to that: the query names its speaker ("I"
+# and "my" name the user), it mostly asks, its length against the same speaker's other turns.
+# The four fusion weights are fitted on LoCoMo and BEAM-500K together (benchmarks/retrieval_fit.py,
+# coordinate ascent on R@10 + NDCG/2 from equal weights, rounded): in-sample there. Fitted on one
+# set and tested on the other (leave-one-data-set-out) they find LoCoMo R@10 0.781 and BEAM 0.526,
+# no better than equal weights (0.785 / 0.523). The traits stay off: fitted on one set they lose on
+# the other (LoCoMo 0.785 -> 0.721, BEAM 0.523 -> 0.453: LoCoMo wants questions pushed down,
+# BEAM's users ask and tell in one turn), so no value of theirs is known to carry over.
+W_FTS = 0.553
+W_DENSE = 1.69
+W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
+W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
-W_SPEAKER = 0.55  # the query names the turn's speaker ("I", "my" name the user: see ``speaks_first_person``)
-W_ASKS = -0.6  # the turn holds a question mark: a question is rarely where the answer is
-W_LENGTH = 0.65  # x (log of its length - the mean over the same speaker's candidate turns)
+W_SPEAKER = 0.0  # the query names the turn's speaker ("I", "my" name the user: see ``speaks_first_person``)
+W_ASKS = 0.0  # the turn mostly asks (``Traits.asks``)
+W_LENGTH = 0.0  # x (log of its length - the mean over the same speaker's candidate turns)
 # The optional cross-encoder re-orders the best RERANK_DEPTH: its standardised logit is added to
 # the standardised hybrid score (LoCoMo, first 3 conversations: R@10 0.788 -> 0.813, NDCG@10
 # 0.564 -> 0.629; the cross-encoder alone: 0.783 / 0.641).
@@ -220,7 +221,7 @@ class AccountIndex:
     def candidates(self, query: str, k: int = 10, filters: Filters | None = None,
                    extra: Sequence[CatalogRow] = ()) -> Candidates:
         """Step 1 of ``search``: the candidates with both exact scores, their traits and neighbours;
-        nothing here depends on the ranking weights (``benchmarks/locomo_fit.py`` fits them on this)."""
+        nothing here depends on the ranking weights (``benchmarks/retrieval_fit.py`` fits them on this)."""
         filters = _with_kinds(filters or Filters())
         depth = max(CANDIDATES, 2 * k)
         qvec = self._query_vector(query)
