@@ -63,7 +63,8 @@ from soulpass.index.catalog import Filters, Traits
 from soulpass.index.search import TURN_KINDS, AccountIndex, _Scores
 
 __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_weights", "decompose", "evaluate",
-           "fit", "main", "matrix_ranked", "objective", "prepare", "ranked_ids", "self_check", "weights"]
+           "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
+           "weights"]
 
 WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_SPEAKER", "W_ASKS", "W_LENGTH")
 FUSION = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")  # what the default is fitted on; traits stay at START
@@ -97,6 +98,7 @@ class Prepared:
     dense: bool
     first_person: bool
     dia: dict[str, str]  # record id -> dialog id (shared by the conversation's questions)
+    category: int = 0  # the question's category in the data set
     ids: list[str] | None = None  # the candidates, in id order (ties go to the smaller id, as in ``rank``)
     parts: npt.NDArray[np.float64] | None = None  # candidates x WEIGHTS: what each weight multiplies
 
@@ -204,7 +206,7 @@ def prepare(accounts: Sequence[Account], conversations: Sequence[locomo.Conversa
         for q in conv.questions:
             f = candidates(index, q.text)
             out.append(Prepared(n, q.text, q.evidence, f.scores, f.traits, f.links, f.named, f.dense,
-                                f.first_person, dia))
+                                f.first_person, dia, q.category))
         if progress:
             print(f"  candidates: {conv.sample_id} ({len(conv.questions)} questions)", file=sys.stderr, flush=True)
     return out
@@ -254,6 +256,13 @@ def evaluate(items: Sequence[Prepared], values: Weights | None = None) -> dict[s
 
 def objective(recall: float, ndcg: float) -> float:
     return recall + ndcg / 2
+
+
+def per_category(items: Sequence[Prepared], values: Weights) -> dict[str, dict[str, float]]:
+    """``evaluate`` per question category (named as ``soulpass bench locomo`` names them)."""
+    cats = sorted({i.category for i in items})
+    return {f"{c} {locomo.CATEGORIES.get(c, '?')}": _metrics(evaluate([i for i in items if i.category == c], values))
+            for c in cats}
 
 
 def _mean_objective(groups: Sequence[Sequence[Prepared]], values: Weights) -> float:
@@ -334,12 +343,14 @@ def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = Fals
             if log:
                 print(f"  fitting without {ds.name}", file=sys.stderr, flush=True)
             lodo = _rounded(fit(others, START, names=names, log=log)["weights"])
-            entry["lodo"] = {"weights": lodo, "test": _metrics(evaluate(ds.items, lodo))}
+            entry["lodo"] = {"weights": lodo, "test": _metrics(evaluate(ds.items, lodo)),
+                             "per_category": per_category(ds.items, lodo)}
         out["sets"][ds.name] = entry
     if log:
         print("  fitting on all sets", file=sys.stderr, flush=True)
     fitted = _rounded(fit([ds.items for ds in sets], START, names=names, log=log)["weights"])
-    out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets}}
+    out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets},
+                      "per_category": {ds.name: per_category(ds.items, fitted) for ds in sets}}
     return out
 
 

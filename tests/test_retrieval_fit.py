@@ -128,6 +128,9 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
     again = fit.evaluate(items, tiny["lodo"]["weights"])
     assert round(again["recall@10"], 4) == tiny["lodo"]["test"]["recall@10"]
     assert set(report["fit_all"]["weights"]) == set(fit.WEIGHTS)
+    by_category = tiny["lodo"]["per_category"]
+    assert set(by_category) == {"1 multi-hop", "4 single-hop"}
+    assert sum(c["questions"] for c in by_category.values()) == 7
 
 
 def _empty_home(tmp_path: Path) -> Path:

@@ -169,12 +169,12 @@ def test_mostly_asks_in_python_and_in_sql() -> None:
         assert bool(conn.execute(f"SELECT {ASKS_SQL} FROM (SELECT ? AS text) AS c", (text,)).fetchone()[0]) is expected
 
 
-def test_a_record_without_a_vector_is_average_by_meaning() -> None:
-    """Still in the embedding backlog: its full-text score decides, it is not buried."""
+def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
+    """Still in the embedding backlog: its full-text score decides (for both halves), it is not buried."""
     scores = _Scores({"a": 2.0, "b": 2.0}, {"a": 0.9, "c": 0.1, "d": 0.5})
     scores.known.update("abcd")
     zf, zd = scores.standardised(dense=True)
-    assert zd["b"] == 0.0 and zd["a"] > 0 > zd["c"]
+    assert zd["b"] == zf["b"] and zd["a"] > 0 > zd["c"]
     assert zf["a"] == zf["b"] > 0
     traits = {i: Traits("turn_user", None, "ann", 20, False) for i in "abcd"}
     order = [i for i, _ in scores.rank(traits, {}, named=(), dense=True)]

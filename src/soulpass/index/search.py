@@ -369,9 +369,11 @@ class _Scores:
         zf = dict(zip(ids, _standardised([self.fts.get(i, 0.0) for i in ids]), strict=True))
         zd = dict.fromkeys(ids, 0.0)
         if dense:
-            # An id the vector index lacks (still in the embedding backlog) is taken as average by
-            # meaning: its full-text score alone decides, neither buried nor lifted.
+            # An id the vector index lacks (still in the embedding backlog) is judged by its full
+            # text alone: its dense z-score is taken to be its full-text one, so it is neither
+            # buried by the heavier dense weight nor lifted.
             have = [i for i in ids if i in self.dense]
+            zd.update(zf)
             zd.update(zip(have, _standardised([self.dense[i] for i in have]), strict=True))
         return zf, zd
 
