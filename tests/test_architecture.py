@@ -42,7 +42,6 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
     "soulpass.index.search": "opens vectors by folder; by account scope in issue 12 part 3",
     "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
-    "soulpass.engine": "Account sweeps .trash-* sandbox folders; recovery's job once store/files exists",
     "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
     "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
                           "pending txns, source files with their bytes and the index folder",

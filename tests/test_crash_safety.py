@@ -397,11 +397,13 @@ def _stage(home: Path, n: int, sandbox_id: str | None = None) -> str:
 
 
 def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
-    """Reopen (runs recovery) and check the invariants every outcome must satisfy."""
+    """Reopen (recovers a pending txn), run the store's recovery (sweeps finished sandbox folders,
+    as the next commit would) and check the invariants every outcome must satisfy."""
     acct = soulpass.open(home).account(ACCOUNT)
     path = acct.store.path
     txn_root = path / "txn"
     assert not txn_root.exists() or not list(txn_root.iterdir()), "a txn was left behind"
+    acct.store.recover()
     head = acct.head()
     assert head in (case.n, case.n + 1)
     log = acct.log()

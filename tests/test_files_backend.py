@@ -60,3 +60,30 @@ def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
     assert {str(p) for p, _ in files} <= set(synced)
     assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
     assert [p.read_bytes() for p, _ in files] == [b"%d" % i for i in range(n)]
+
+
+def test_opening_an_account_deletes_nothing_and_recovery_sweeps_finished_sandboxes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
+    done, live = acct.create_sandbox("done"), acct.create_sandbox("live")
+    done.add_turn("user", "archived, then the process died")
+    live.add_turn("user", "still open")
+    with monkeypatch.context() as m:  # a crash between the commit point and the folder's removal
+        m.setattr("soulpass.engine.remove_sandbox_folder", lambda info: None)
+        assert isinstance(done.archive(), soulpass.Committed)
+    sandboxes = acct.store.path / "sandboxes"
+    trash = sandboxes / ".trash-gone-1234abcd"  # a removal cut short
+    trash.mkdir()
+    (trash / "session_buffer.jsonl").write_text("{}\n")
+    before = sorted(p.name for p in sandboxes.iterdir())
+    assert {done.id, live.id, trash.name} <= set(before)
+
+    reopened = soulpass.open(tmp_path, embedder="none").account("alice")  # no I/O beyond opening
+    assert sorted(p.name for p in sandboxes.iterdir()) == before
+    assert [s.sandbox_id for s in reopened.sandboxes()] == [live.id]  # the archived one is not live
+
+    swept = reopened.store.recover()
+    assert sorted(swept) == sorted([f"deleted {trash.name}", f"removed archived sandbox {done.id}"])
+    assert sorted(p.name for p in sandboxes.iterdir()) == [live.id]
+    assert reopened.store.recover() == []  # idempotent
+    assert [t["text_excerpt"] for t in reopened.sandbox(live.id).buffer().new_turns] == ["still open"]

@@ -6,7 +6,6 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -23,7 +22,7 @@ from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
-from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.catalog import Catalog, CatalogHashLookup, CatalogRow, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
@@ -201,20 +200,6 @@ class Account:
         self._lock = threading.RLock()  # this handle's index: opened once, caught up in place
         self._index: AccountIndex | None = None
         self._indexer: BackgroundIndexer | None = None
-        self._sweep_archived()
-
-    def _sweep_archived(self) -> None:
-        # A crash after commit but before cleanup leaves an archived sandbox folder behind.
-        for info in list_sandboxes(self.store):
-            if info.archived_as is not None:
-                try:
-                    with info.buffer().locked():
-                        remove_sandbox_folder(info)
-                except Conflict:
-                    continue  # somebody else removed it first
-        # ... and a crash during that removal leaves the renamed folder: finish deleting it.
-        for trash in (self.store.path / "sandboxes").glob(".trash-*"):
-            shutil.rmtree(trash, ignore_errors=True)
 
     # --- sandboxes -------------------------------------------------------------------
 

@@ -24,8 +24,9 @@ from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
 from soulpass.store.files.fsio import file_lock, fsync_dir
 
-__all__ = ["ARCHIVED_MARKER", "BUFFER_FILE", "FileSessionLog", "remove_folder"]
+__all__ = ["ARCHIVED_MARKER", "BUFFER_FILE", "SANDBOXES", "FileSessionLog", "remove_folder", "sweep_finished"]
 
+SANDBOXES = "sandboxes"
 BUFFER_FILE = "session_buffer.jsonl"
 ARCHIVED_MARKER = "ARCHIVED.json"
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
@@ -141,3 +142,26 @@ def remove_folder(folder: Path) -> None:
         return
     fsync_dir(trash.parent)
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def sweep_finished(account: Path) -> list[str]:
+    """Recovery of sandbox folders; the caller holds the account lock. A crash after an archive's
+    commit point leaves the sandbox folder behind (its ``ARCHIVED.json`` came with the commit): it
+    is removed. A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted."""
+    root = account / SANDBOXES
+    if not root.is_dir():
+        return []
+    done = []
+    for folder in sorted(root.iterdir()):
+        if folder.name.startswith(".trash-"):
+            shutil.rmtree(folder, ignore_errors=True)
+            done.append(f"deleted {folder.name}")
+        elif (folder / ARCHIVED_MARKER).exists():
+            log = FileSessionLog(folder)
+            try:
+                with log.exclusive():
+                    log.close()
+            except Conflict:
+                continue  # somebody else removed it first
+            done.append(f"removed archived sandbox {folder.name}")
+    return done
