@@ -40,9 +40,7 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
-    "soulpass.index.search": "opens vectors by folder; by account scope in issue 12 part 3",
     "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
-    "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
     "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
                           "pending txns, source files with their bytes and the index folder",
     "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
@@ -59,11 +57,13 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
                                  "factory on the MasterStore would hand them out",
     "soulpass.sessions.buffer": "applies the input limits around FileSessionLog",
     "soulpass.agent.recall": "reads the buffer file name for hit paths",
-    "soulpass.index.catalog.catalog": "the catalog lives in the account's index/ folder (AccountStore.path)",
+    "soulpass.index.catalog.catalog": "the catalog opens in the folder AccountStore.index_dir() hands out and "
+                                      "follows an AccountStore",
     "soulpass.index.catalog.lookup": "opens the account's catalog by its AccountStore",
     "soulpass.index.catalog.sync": "a rebuild walks every stored copy (FilesMasterStore); catch-up uses "
                                    "VersionChanges",
-    "soulpass.index.search": "AccountIndex is opened on an AccountStore; by account scope with a Catalog Protocol",
+    "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
+                             "IndexCatalog follows)",
     "soulpass.index.vectors.base": "crash-safe file primitives for the local vector files",
     "soulpass.index.vectors.hnsw": "crash-safe file primitives for the local vector files",
     "soulpass.index.vectors.rows": "crash-safe file primitives for the local vector files",

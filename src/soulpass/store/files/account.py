@@ -18,7 +18,7 @@ from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.fsio import file_lock, load_json, makedirs_durable
-from soulpass.store.files.layout import HISTORY, LOG_FILE, history_dir
+from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.session_log import sweep_finished
 from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
 
@@ -54,6 +54,12 @@ class AccountStore:
         if txn.exists() and any(txn.iterdir()):
             with self.locked():  # recovers
                 pass
+
+    def index_dir(self) -> Path:
+        """Where this account's derived indexes live (the catalog, the vector files). Nothing in it
+        is the truth: it may be deleted and rebuilt from the store at any time; what is inside is
+        the index layer's business."""
+        return self.path / INDEX
 
     # --- locking and committing --------------------------------------------------------
 
