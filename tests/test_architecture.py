@@ -64,16 +64,8 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
                                    "VersionChanges",
     "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
                              "IndexCatalog follows)",
-    "soulpass.index.vectors.base": "crash-safe file primitives for the local vector files",
-    "soulpass.index.vectors.hnsw": "crash-safe file primitives for the local vector files",
-    "soulpass.index.vectors.rows": "crash-safe file primitives for the local vector files",
     "soulpass.integrity": "audits the files themselves (see PATH_JOIN_ALLOWED)",
-    "soulpass.backup": "copies the files themselves (see PATH_JOIN_ALLOWED)",
     "soulpass.journal": "journal lookups read the files backend's AccountStore",
-    "soulpass.importers.mira": "atomic writes of the exported Mira folder",
-    "soulpass.server.keys": "FileKeyStore writes its key file atomically",
-    "soulpass.cli.bench_cmds": "atomic write of the result file",
-    "soulpass.cli.version_cmds": "atomic write of an exported file",
 }
 
 

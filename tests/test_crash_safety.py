@@ -40,10 +40,10 @@ from soulpass.consolidation.plan import ConsolidationPlan
 from soulpass.errors import NotFound
 from soulpass.ids import new_temp_id
 from soulpass.records import Episode, Record, SemanticFact, TurnLLM, TurnUser
-from soulpass.store.files import fsio
+from soulpass.store import fsio
 from soulpass.store.files.commit import COMMIT_STEPS, LOG_FILE, Hook, recover
-from soulpass.store.files.fsio import file_lock
 from soulpass.store.files.layout import history_path
+from soulpass.store.fsio import file_lock
 from soulpass.store.keys import RECORD_DIRS
 
 pytestmark = [

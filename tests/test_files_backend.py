@@ -13,9 +13,9 @@ import soulpass
 from soulpass.records import Episode
 from soulpass.store.contract import PendingEvent
 from soulpass.store.files.account import AccountStore
-from soulpass.store.files.fsio import file_lock, write_many_durable
 from soulpass.store.files.layout import LOG_FILE
 from soulpass.store.files.session_log import FileSessionLog
+from soulpass.store.fsio import file_lock, write_many_durable
 
 
 def _bulk_account(home: Path) -> AccountStore:

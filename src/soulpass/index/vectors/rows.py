@@ -40,7 +40,7 @@ import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.vectors.base import Matrix
-from soulpass.store.files.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
+from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
 
 __all__ = ["RowStore"]
 

@@ -17,9 +17,9 @@ from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
-from soulpass.store.files.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.session_log import sweep_finished
+from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
 
 __all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]

@@ -22,7 +22,7 @@ from soulpass.errors import Conflict, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
-from soulpass.store.files.fsio import file_lock, fsync_dir
+from soulpass.store.fsio import file_lock, fsync_dir
 
 __all__ = [
     "ARCHIVED_MARKER",

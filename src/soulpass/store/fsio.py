@@ -1,4 +1,8 @@
-"""Crash-safe file primitives: temp + fsync + rename, directory fsync, whole-line appends."""
+"""Crash-safe file primitives: temp + fsync + rename, directory fsync, durable batches, ``flock``.
+
+Neutral file I/O that knows nothing of an account's layout: the files backend builds on it, and so
+do the local vector files, the key file and a user's output files (exports, results).
+"""
 
 from __future__ import annotations
 
