@@ -56,7 +56,6 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
     "soulpass.sessions.sandbox": "sandbox metadata and folders live in the files backend; a SessionLog "
                                  "factory on the MasterStore would hand them out",
     "soulpass.sessions.buffer": "applies the input limits around FileSessionLog",
-    "soulpass.agent.recall": "reads the buffer file name for hit paths",
     "soulpass.index.catalog.catalog": "the catalog opens in the folder AccountStore.index_dir() hands out and "
                                       "follows an AccountStore",
     "soulpass.index.catalog.lookup": "opens the account's catalog by its AccountStore",

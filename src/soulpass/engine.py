@@ -64,7 +64,7 @@ from soulpass.sessions.sandbox import (
 )
 from soulpass.store.contract import Hook
 from soulpass.store.files.account import AccountStore, list_accounts
-from soulpass.store.files.session_log import ARCHIVED_MARKER, BUFFER_FILE
+from soulpass.store.files.session_log import ARCHIVED_MARKER
 from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
@@ -72,8 +72,8 @@ from soulpass.store.keys import (
     RECORD_DIRS,
     STATE_DIR,
     USER_PROFILE,
+    buffer_key,
     kind_of_id,
-    sandbox_dir,
     state_path,
 )
 from soulpass.store.versions import diff_entries
@@ -519,7 +519,7 @@ class Sandbox:
             return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
 
     def _buffer_rows(self) -> list[CatalogRow]:
-        path = f"{sandbox_dir(self.id)}/{BUFFER_FILE}"
+        path = buffer_key(self.id)
         return [row for event in self._buffer.events() if (row := buffer_event_row(event, path, self.id))]
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:

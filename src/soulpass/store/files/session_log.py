@@ -23,10 +23,10 @@ from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
 from soulpass.store.fsio import file_lock, fsync_dir
+from soulpass.store.keys import BUFFER_FILE
 
 __all__ = [
     "ARCHIVED_MARKER",
-    "BUFFER_FILE",
     "SANDBOXES",
     "FileSessionLog",
     "SessionLogTail",
@@ -35,7 +35,6 @@ __all__ = [
 ]
 
 SANDBOXES = "sandboxes"
-BUFFER_FILE = "session_buffer.jsonl"
 ARCHIVED_MARKER = "ARCHIVED.json"
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
