@@ -40,10 +40,7 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
-    "soulpass.index.search": "opens vectors by folder; by account scope in issue 12 part 3",
     "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
-    "soulpass.engine": "Account sweeps .trash-* sandbox folders; recovery's job once store/files exists",
-    "soulpass.index.catalog.catalog": "the index lives in the account's index/ folder; store/ should hand it out",
     "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
                           "pending txns, source files with their bytes and the index folder",
     "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
@@ -59,22 +56,15 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
     "soulpass.sessions.sandbox": "sandbox metadata and folders live in the files backend; a SessionLog "
                                  "factory on the MasterStore would hand them out",
     "soulpass.sessions.buffer": "applies the input limits around FileSessionLog",
-    "soulpass.agent.recall": "reads the buffer file name for hit paths",
-    "soulpass.index.catalog.catalog": "the catalog lives in the account's index/ folder (AccountStore.path)",
+    "soulpass.index.catalog.catalog": "the catalog opens in the folder AccountStore.index_dir() hands out and "
+                                      "follows an AccountStore",
     "soulpass.index.catalog.lookup": "opens the account's catalog by its AccountStore",
     "soulpass.index.catalog.sync": "a rebuild walks every stored copy (FilesMasterStore); catch-up uses "
                                    "VersionChanges",
-    "soulpass.index.search": "AccountIndex is opened on an AccountStore; by account scope with a Catalog Protocol",
-    "soulpass.index.vectors.base": "crash-safe file primitives for the local vector files",
-    "soulpass.index.vectors.hnsw": "crash-safe file primitives for the local vector files",
-    "soulpass.index.vectors.rows": "crash-safe file primitives for the local vector files",
+    "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
+                             "IndexCatalog follows)",
     "soulpass.integrity": "audits the files themselves (see PATH_JOIN_ALLOWED)",
-    "soulpass.backup": "copies the files themselves (see PATH_JOIN_ALLOWED)",
     "soulpass.journal": "journal lookups read the files backend's AccountStore",
-    "soulpass.importers.mira": "atomic writes of the exported Mira folder",
-    "soulpass.server.keys": "FileKeyStore writes its key file atomically",
-    "soulpass.cli.bench_cmds": "atomic write of the result file",
-    "soulpass.cli.version_cmds": "atomic write of an exported file",
 }
 
 

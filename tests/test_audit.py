@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import soulpass
 from soulpass.cli.main import cli
 from soulpass.integrity import audit, prune
-from soulpass.store.files.fsio import dump_json
+from soulpass.store.fsio import dump_json
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed (vectors are part of the audit)")
 

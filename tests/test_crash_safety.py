@@ -40,10 +40,10 @@ from soulpass.consolidation.plan import ConsolidationPlan
 from soulpass.errors import NotFound
 from soulpass.ids import new_temp_id
 from soulpass.records import Episode, Record, SemanticFact, TurnLLM, TurnUser
-from soulpass.store.files import fsio
+from soulpass.store import fsio
 from soulpass.store.files.commit import COMMIT_STEPS, LOG_FILE, Hook, recover
-from soulpass.store.files.fsio import file_lock
 from soulpass.store.files.layout import history_path
+from soulpass.store.fsio import file_lock
 from soulpass.store.keys import RECORD_DIRS
 
 pytestmark = [
@@ -397,11 +397,13 @@ def _stage(home: Path, n: int, sandbox_id: str | None = None) -> str:
 
 
 def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
-    """Reopen (runs recovery) and check the invariants every outcome must satisfy."""
+    """Reopen (recovers a pending txn), run the store's recovery (sweeps finished sandbox folders,
+    as the next commit would) and check the invariants every outcome must satisfy."""
     acct = soulpass.open(home).account(ACCOUNT)
     path = acct.store.path
     txn_root = path / "txn"
     assert not txn_root.exists() or not list(txn_root.iterdir()), "a txn was left behind"
+    acct.store.recover()
     head = acct.head()
     assert head in (case.n, case.n + 1)
     log = acct.log()

@@ -1,5 +1,5 @@
 """The files backend's own promises, beyond the contract suite: what a snapshot reads at HEAD,
-and what a bulk commit makes durable."""
+what a bulk commit makes durable, recovery of sandbox folders, its lock and buffer tail."""
 
 from __future__ import annotations
 
@@ -11,9 +11,11 @@ import pytest
 
 import soulpass
 from soulpass.records import Episode
+from soulpass.store.contract import PendingEvent
 from soulpass.store.files.account import AccountStore
-from soulpass.store.files.fsio import write_many_durable
 from soulpass.store.files.layout import LOG_FILE
+from soulpass.store.files.session_log import FileSessionLog
+from soulpass.store.fsio import file_lock, write_many_durable
 
 
 def _bulk_account(home: Path) -> AccountStore:
@@ -60,3 +62,59 @@ def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
     assert {str(p) for p, _ in files} <= set(synced)
     assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
     assert [p.read_bytes() for p, _ in files] == [b"%d" % i for i in range(n)]
+
+
+def test_opening_an_account_deletes_nothing_and_recovery_sweeps_finished_sandboxes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
+    done, live = acct.create_sandbox("done"), acct.create_sandbox("live")
+    done.add_turn("user", "archived, then the process died")
+    live.add_turn("user", "still open")
+    with monkeypatch.context() as m:  # a crash between the commit point and the folder's removal
+        m.setattr("soulpass.engine.remove_sandbox_folder", lambda info: None)
+        assert isinstance(done.archive(), soulpass.Committed)
+    sandboxes = acct.store.path / "sandboxes"
+    trash = sandboxes / ".trash-gone-1234abcd"  # a removal cut short
+    trash.mkdir()
+    (trash / "session_buffer.jsonl").write_text("{}\n")
+    before = sorted(p.name for p in sandboxes.iterdir())
+    assert {done.id, live.id, trash.name} <= set(before)
+
+    reopened = soulpass.open(tmp_path, embedder="none").account("alice")  # no I/O beyond opening
+    assert sorted(p.name for p in sandboxes.iterdir()) == before
+    assert [s.sandbox_id for s in reopened.sandboxes()] == [live.id]  # the archived one is not live
+
+    swept = reopened.store.recover()
+    assert sorted(swept) == sorted([f"deleted {trash.name}", f"removed archived sandbox {done.id}"])
+    assert sorted(p.name for p in sandboxes.iterdir()) == [live.id]
+    assert reopened.store.recover() == []  # idempotent
+    assert [t["text_excerpt"] for t in reopened.sandbox(live.id).buffer().new_turns] == ["still open"]
+
+
+def test_a_non_blocking_file_lock_refuses_at_once_while_another_holds_it(tmp_path: Path) -> None:
+    path = tmp_path / "lock"
+    with file_lock(path), pytest.raises(BlockingIOError), file_lock(path, blocking=False):
+        pass  # pragma: no cover - never entered
+    with file_lock(path, blocking=False):  # free again
+        pass
+
+
+def test_the_buffer_tail_reads_whole_lines_once_and_starts_over_on_a_new_file(tmp_path: Path) -> None:
+    folder = tmp_path / "sb"
+    folder.mkdir()
+    (folder / "metadata.json").write_text("{}")
+    log = FileSessionLog(folder)
+    tail = log.tail()
+    assert tail.events() == []
+    log.append_many([PendingEvent("turn", {"n": 1}, None)])
+    with log.path.open("ab") as f:
+        f.write(b'{"torn')  # a line still being written is not read yet
+    assert [e.data for e in tail.events()] == [{"n": 1}]
+    log.append_many([PendingEvent("turn", {"n": 2}, None)])  # after a newline: the torn line is skipped
+    assert [e.data for e in tail.events()] == [{"n": 1}, {"n": 2}] == [e.data for e in log.events()]
+    offset = tail.offset
+    assert [e.data for e in tail.events()] == [{"n": 1}, {"n": 2}] and tail.offset == offset  # nothing new
+    replacement = folder / "new.jsonl"
+    replacement.write_bytes(log.path.read_bytes().split(b"\n", 1)[0] + b"\n")
+    replacement.replace(log.path)
+    assert [e.data for e in tail.events()] == [{"n": 1}]

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
-from soulpass.store.files.fsio import fsync_dir
+from soulpass.store.fsio import fsync_dir
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass

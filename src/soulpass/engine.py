@@ -6,7 +6,6 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 from __future__ import annotations
 
 import contextlib
-import shutil
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -15,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
@@ -23,8 +22,8 @@ from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
-from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
-from soulpass.ids import check_name, is_temp_id, new_temp_id, utc_now
+from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
+from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.catalog import Catalog, CatalogHashLookup, CatalogRow, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
@@ -35,7 +34,6 @@ from soulpass.journal import Journal
 from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,
-    RECORD_MODELS,
     CoreMemory,
     CoreProposal,
     Episode,
@@ -54,6 +52,7 @@ from soulpass.records import (
     UserProfile,
 )
 from soulpass.sessions.buffer import Limits
+from soulpass.sessions.inputs import dump, episode_model, turn_model, validate
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -63,10 +62,9 @@ from soulpass.sessions.sandbox import (
     remove_sandbox_folder,
     session_buffer_view,
 )
-from soulpass.sessions.seed_format import episode_from_seed_dict
 from soulpass.store.contract import Hook
 from soulpass.store.files.account import AccountStore, list_accounts
-from soulpass.store.files.session_log import ARCHIVED_MARKER, BUFFER_FILE
+from soulpass.store.files.session_log import ARCHIVED_MARKER
 from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
@@ -74,8 +72,8 @@ from soulpass.store.keys import (
     RECORD_DIRS,
     STATE_DIR,
     USER_PROFILE,
+    buffer_key,
     kind_of_id,
-    sandbox_dir,
     state_path,
 )
 from soulpass.store.versions import diff_entries
@@ -202,20 +200,6 @@ class Account:
         self._lock = threading.RLock()  # this handle's index: opened once, caught up in place
         self._index: AccountIndex | None = None
         self._indexer: BackgroundIndexer | None = None
-        self._sweep_archived()
-
-    def _sweep_archived(self) -> None:
-        # A crash after commit but before cleanup leaves an archived sandbox folder behind.
-        for info in list_sandboxes(self.store):
-            if info.archived_as is not None:
-                try:
-                    with info.buffer().locked():
-                        remove_sandbox_folder(info)
-                except Conflict:
-                    continue  # somebody else removed it first
-        # ... and a crash during that removal leaves the renamed folder: finish deleting it.
-        for trash in (self.store.path / "sandboxes").glob(".trash-*"):
-            shutil.rmtree(trash, ignore_errors=True)
 
     # --- sandboxes -------------------------------------------------------------------
 
@@ -440,12 +424,12 @@ class Sandbox:
             skip = frozenset(derived)
             # Check the raw values first: JSON serialisation would quietly coerce some of them.
             self.account.sp.limits.check(type_, model.model_dump(), skip)
-            batch.append((type_, _dump(model), getattr(model, "agent", None), skip))
+            batch.append((type_, dump(model), getattr(model, "agent", None), skip))
         self._buffer.append_many(batch)
 
     def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:
         """Append a user or LLM turn; returns its temporary id."""
-        model = _turn_model(turn)
+        model = turn_model(turn)
         self._append(("turn", model))
         return model.id
 
@@ -458,7 +442,7 @@ class Sandbox:
 
     def write_episode(self, episode: Episode | dict[str, Any]) -> str:
         """Append an episode (an ``Episode``, a V3 dict or a seed dict with inline turns)."""
-        ep, turns = _episode_model(episode)
+        ep, turns = episode_model(episode)
         self._append(*(("turn", t) for t in turns), ("episode", ep))
         return ep.id
 
@@ -468,35 +452,35 @@ class Sandbox:
         items: list[tuple[str, BaseModel]] = []
         ids = []
         for episode in episodes:
-            ep, turns = _episode_model(episode)
+            ep, turns = episode_model(episode)
             items += [("turn", t) for t in turns] + [("episode", ep)]
             ids.append(ep.id)
         for name, data in (states or {}).items():
-            items.append(("state_delta", _validate(StateDelta, {"name": name, "data": data})))
+            items.append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
         self._append(*items)
         return ids
 
     def add_fact(self, subject: str | None = None, predicate: str | None = None, object: str | None = None,
                  *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
-        cand = _validate(SemanticCandidate, {
+        cand = validate(SemanticCandidate, {
             "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
             "confidence": confidence, "content": content, "source_refs": tuple(source_refs)})
         self._append(("semantic_candidate", cand))
         return str(cand.id)
 
     def update_state(self, name: str, data: dict[str, Any]) -> None:
-        self._append(("state_delta", _validate(StateDelta, {"name": name, "data": data})))
+        self._append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
 
     def update_profile(self, data: dict[str, Any]) -> None:
-        self._append(("profile_update", _validate(ProfileUpdate, {"data": data})))
+        self._append(("profile_update", validate(ProfileUpdate, {"data": data})))
 
     def propose_core(self, section: str, value: Any, *, confidence: float, reason: str, key: str | None = None) -> None:
-        self._append(("core_proposal", _validate(CoreProposal, {
+        self._append(("core_proposal", validate(CoreProposal, {
             "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason})))
 
     def add_sensory(self, content: str, *, source: str | None = None, modality: str = "text",
                     media_type: str = "text/plain") -> str:
-        rec = _validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
+        rec = validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
                                         "modality": modality, "media_type": media_type})
         self._append(("sensory", rec))
         return str(rec.id)
@@ -511,7 +495,7 @@ class Sandbox:
                                 "agent": agent}
         if timestamp is not None:
             data["created_at"] = timestamp
-        entry = _validate(JournalEntry, data)
+        entry = validate(JournalEntry, data)
         self._append(("journal", entry))
         return str(entry.id)
 
@@ -535,7 +519,7 @@ class Sandbox:
             return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
 
     def _buffer_rows(self) -> list[CatalogRow]:
-        path = f"{sandbox_dir(self.id)}/{BUFFER_FILE}"
+        path = buffer_key(self.id)
         return [row for event in self._buffer.events() if (row := buffer_event_row(event, path, self.id))]
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
@@ -547,57 +531,3 @@ class Sandbox:
     @property
     def archived(self) -> bool:
         return (self.info.folder / ARCHIVED_MARKER).exists()
-
-
-def _turn_model(turn: Any) -> TurnUser | TurnLLM:
-    if isinstance(turn, TurnUser | TurnLLM):
-        if not is_temp_id(turn.id):
-            raise InvalidInput(f"a new turn needs a temporary id (tu_temp_…/tl_temp_…), not {turn.id!r}", field="id")
-        return turn
-    if not isinstance(turn, dict):
-        raise InvalidInput(f"a turn must be a TurnUser, a TurnLLM or a dict, not {type(turn).__name__}",
-                           field="turn")
-    data = dict(turn)
-    kind = data.setdefault("kind", "turn_user")
-    if kind not in ("turn_user", "turn_llm"):
-        raise InvalidInput(f"turn kind must be turn_user or turn_llm, got {kind!r}", field="kind")
-    data.setdefault("id", new_temp_id(kind))
-    model: TurnUser | TurnLLM = _validate(RECORD_MODELS[kind], data)
-    return _turn_model(model)
-
-
-def _episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
-    if isinstance(episode, Episode):
-        if not is_temp_id(episode.id):
-            raise InvalidInput(f"a new episode needs a temporary id (ep_temp_…), not {episode.id!r}", field="id")
-        return episode, []
-    if not isinstance(episode, dict):
-        raise InvalidInput(f"an episode must be an Episode or a dict, not {type(episode).__name__}",
-                           field="episode")
-    if any(k.startswith("turn_") and k != "turn_refs" for k in episode):  # the seed's inline turns
-        return episode_from_seed_dict(episode)
-    data = dict(episode)
-    data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
-    return _episode_model(_validate(Episode, data))
-
-
-def _dump(model: BaseModel) -> dict[str, Any]:
-    try:
-        return model.model_dump(mode="json")
-    except (ValueError, UnicodeError) as exc:  # PydanticSerializationError is a ValueError
-        raise InvalidInput(f"{type(model).__name__} cannot be stored as JSON: {exc}") from exc
-
-
-def _validate(model: type[Any], data: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise InvalidInput(f"{model.__name__} rejected: {_first_errors(exc)}", field=model.__name__) from exc
-
-
-def _first_errors(exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors()[:3]:
-        loc = ".".join(str(p) for p in err["loc"]) or "(root)"
-        parts.append(f"{loc}: {err['msg']}")
-    return "; ".join(parts)

@@ -30,7 +30,7 @@ from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
 from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
-from soulpass.index.vectors import open_vector_index
+from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
 from soulpass.store.files.copies import parse_copy
 from soulpass.store.keys import CORE
 
@@ -170,7 +170,7 @@ def _check_rows(report: AuditReport, account: Path, rows: list[CatalogRow], file
 
 def _check_vectors(report: AuditReport, acct: Account) -> None:
     embedder = acct.sp.embedder()
-    root = acct.store.path / "index" / "vectors"
+    root = acct.store.index_dir() / VECTORS_DIR
     if not root.is_dir():
         return
     folders = {p.parent for p in root.glob("*/meta.json")}
@@ -180,7 +180,7 @@ def _check_vectors(report: AuditReport, acct: Account) -> None:
         try:
             meta = json.loads(meta_file.read_bytes())
         except FileNotFoundError:  # the folder is gone, its embedding state is not
-            if embedder is not None and folder.name.endswith(_model_tag(embedder.model_id)):
+            if embedder is not None and folder.name.endswith("-" + model_tag(embedder.model_id)):
                 report.add("missing_vectors", f"index/vectors/{folder.name}",
                            "the vector folder is gone; run `soulpass index rebuild`")
             continue
@@ -215,22 +215,16 @@ def _check_vectors(report: AuditReport, acct: Account) -> None:
                        f"{count} vectors on disk, {embedded} recorded as embedded; run `soulpass index rebuild`")
 
 
-def _model_tag(model_id: str) -> str:
-    # The folder-name suffix AccountIndex gives an embedder's vectors (soulpass.index.search).
-    return "-" + hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:10]
-
-
 def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
     """Remove catalog rows whose file is gone (orphan rows). Source files are never touched."""
     report = PruneReport(dry_run=dry_run)
-    catalog = acct.index().catalog
-    gone = []
-    for row in catalog.rows():
-        if row.replaced_at is None and not (acct.store.path / row.path).exists():
-            gone.append(row)
-    report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
-    if not dry_run and gone:
-        catalog.delete_rows((r.id, r.version) for r in gone)
+    acct.index()  # caught up
+    with Catalog.open(acct.store) as catalog:  # rows by file: the SQLite catalog's own audit
+        gone = [row for row in catalog.rows()
+                if row.replaced_at is None and not (acct.store.path / row.path).exists()]
+        report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
+        if not dry_run and gone:
+            catalog.delete_rows((r.id, r.version) for r in gone)
     return report
 
 

@@ -18,7 +18,8 @@ import numpy as np
 from soulpass.embed.base import Embedder
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
-from soulpass.index.catalog import Catalog, CatalogRow, Filters
+from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.contract import IndexCatalog
 from soulpass.index.search import AccountIndex
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
 from soulpass.store.files.account import AccountStore
@@ -145,7 +146,7 @@ class Journal:
 
     # --- reading -------------------------------------------------------------------------
 
-    def _catalog(self) -> Catalog:
+    def _catalog(self) -> IndexCatalog[AccountStore]:
         return self.account.index().catalog
 
     def find(self, *, tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,

@@ -33,7 +33,8 @@ from pydantic import ValidationError
 from soulpass.engine import Account, Committed, EmbedderChoice, Soulpass
 from soulpass.errors import ConfigError, Conflict, InvalidInput
 from soulpass.ids import MAX_NAME_LENGTH, check_name, new_temp_id
-from soulpass.index.catalog import Catalog, CatalogRow, Filters
+from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.contract import SearchCatalog
 from soulpass.index.search import Hit
 from soulpass.index.vectors import Backend
 from soulpass.records import EPOCH, TurnLLM, TurnUser
@@ -212,7 +213,7 @@ class MemoryManager:
         if self._closed:
             raise Conflict(f"this MemoryManager on {self.engine.home} is closed", path=str(self.engine.home))
 
-    def _catalog(self) -> Catalog:
+    def _catalog(self) -> SearchCatalog[Any]:
         self._check_open()
         return self.account.index().catalog
 
@@ -334,7 +335,7 @@ def _when(row: CatalogRow) -> datetime:
     return row.event_time or EPOCH
 
 
-def _responses(catalog: Catalog, message_ids: list[str]) -> dict[str, CatalogRow]:
+def _responses(catalog: SearchCatalog[Any], message_ids: list[str]) -> dict[str, CatalogRow]:
     """The first response (by time) linked to each of ``message_ids``, by message id."""
     if not message_ids:
         return {}

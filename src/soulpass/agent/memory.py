@@ -39,8 +39,6 @@ from soulpass.agent.types import (
 )
 from soulpass.agent.worklog import (
     SCRIBE_TAG,
-    BufferTail,
-    agent_lock,
     append_records,
     entry_from_record,
     log_entries,
@@ -53,7 +51,7 @@ from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent, Episode, SensoryRecord, SituationContext
-from soulpass.sessions.buffer import SessionBufferFile
+from soulpass.sessions.buffer import SessionBufferFile, SessionLogTail
 
 if TYPE_CHECKING:
     from soulpass.agent.inbox import Inbox
@@ -80,7 +78,7 @@ class AgentMemory:
         self.clock: Clock = clock or utc_now
         self.summariser: Summariser = summariser or ExtractiveSummariser()
         self.inbox_backend: Inbox = inbox or BufferInbox(lambda: self._sandbox, self.clock, self._events)
-        self._tail: BufferTail | None = None
+        self._tail: SessionLogTail | None = None
         self._rows: BufferRows | None = None
 
 
@@ -97,9 +95,9 @@ class AgentMemory:
     def _events(self) -> list[BufferEvent]:
         if not self._sandbox.info.folder.exists():
             self._follow()  # archived on a deep sleep by another process: read its continuation
-        path = self._buffer().path
-        if self._tail is None or self._tail.path != path:
-            self._tail = BufferTail(path)
+        buffer = self._buffer()
+        if self._tail is None or self._tail.path != buffer.path:
+            self._tail = buffer.tail()
         return self._tail.events()
 
     @contextlib.contextmanager
@@ -107,7 +105,7 @@ class AgentMemory:
         if not self._sandbox.info.folder.exists():
             self._follow()
         try:
-            with agent_lock(self._sandbox.info.folder):
+            with self._buffer().section("agent"):  # one scribe or wake at a time across processes
                 yield
         except FileNotFoundError:
             raise Conflict(f"sandbox {self._sandbox.id} no longer exists", sandbox_id=self._sandbox.id) from None

@@ -13,8 +13,7 @@ from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent
-from soulpass.store.files.session_log import BUFFER_FILE
-from soulpass.store.keys import sandbox_dir
+from soulpass.store.keys import buffer_key
 
 if TYPE_CHECKING:
     from soulpass.engine import Sandbox
@@ -27,7 +26,7 @@ class BufferRows:
 
     def __init__(self, sandbox_id: str) -> None:
         self.sandbox_id = sandbox_id
-        self.path = f"{sandbox_dir(sandbox_id)}/{BUFFER_FILE}"
+        self.path = buffer_key(sandbox_id)
         self._rows: dict[str, CatalogRow | None] = {}
 
     def rows(self, events: list[BufferEvent]) -> list[CatalogRow]:

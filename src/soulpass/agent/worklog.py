@@ -1,18 +1,13 @@
 """The working log (tier 1): turn events of a sandbox's session buffer seen as log entries.
 
 Pure functions over buffer events plus the one append path; the facade (``AgentMemory``) adds
-time, locking and the scribe.
+time, locking (the sandbox's ``"agent"`` section) and the scribe.
 """
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
-import json
-import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
@@ -25,9 +20,7 @@ from soulpass.sessions.buffer import SessionBufferFile
 
 __all__ = [
     "OUTCOME_TAG",
-    "BufferTail",
     "SCRIBE_TAG",
-    "agent_lock",
     "append_records",
     "entry_from_record",
     "log_entries",
@@ -124,47 +117,3 @@ def unscribed(entries: list[LogEntry], events: list[BufferEvent]) -> list[LogEnt
 def scribe_episodes(events: Iterable[BufferEvent]) -> list[Episode]:
     return [Episode.model_validate(ev.data) for ev in events
             if ev.type == "episode" and SCRIBE_TAG in ev.data.get("tags", ())]
-
-
-@contextlib.contextmanager
-def agent_lock(folder: Path) -> Iterator[None]:
-    """The sandbox's agent lock: one scribe or wake at a time across processes (never held by appends)."""
-    fd = os.open(folder / ".agent.lock", os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)
-
-
-class BufferTail:
-    """The events of one append-only buffer, parsed incrementally: each read parses only the lines
-    appended since the last one (whole lines only; unparsable lines are skipped, as the buffer does)."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-        self.inode: int | None = None
-        self.parsed: list[BufferEvent] = []
-
-    def events(self) -> list[BufferEvent]:
-        try:
-            fd = os.open(self.path, os.O_RDONLY)
-        except FileNotFoundError:
-            return []
-        try:
-            st = os.fstat(fd)
-            if st.st_ino != self.inode or st.st_size < self.offset:  # another file: start over
-                self.inode, self.offset, self.parsed = st.st_ino, 0, []
-            data = os.pread(fd, st.st_size - self.offset, self.offset) if st.st_size > self.offset else b""
-        finally:
-            os.close(fd)
-        end = data.rfind(b"\n")
-        if end == -1:
-            return list(self.parsed)
-        for raw in data[:end].split(b"\n"):
-            if raw.strip():
-                with contextlib.suppress(ValueError, ValidationError):
-                    self.parsed.append(BufferEvent.model_validate(json.loads(raw)))
-        self.offset += end + 1
-        return list(self.parsed)

@@ -13,7 +13,7 @@ from soulpass.bench import locomo
 from soulpass.bench.context import ContextMeter
 from soulpass.cli.output import console, table
 from soulpass.cli.state import State
-from soulpass.store.files.fsio import atomic_write
+from soulpass.store.fsio import atomic_write
 
 __all__ = ["COMMANDS"]
 

@@ -22,7 +22,7 @@ from soulpass.records import (
     SemanticCandidate,
     SessionBuffer,
 )
-from soulpass.store.files.fsio import atomic_write
+from soulpass.store.fsio import atomic_write
 
 __all__ = ["COMMANDS"]
 

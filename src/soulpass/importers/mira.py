@@ -35,7 +35,7 @@ from soulpass.prose import (
     render_markdown,
     split_front_matter,
 )
-from soulpass.store.files.fsio import atomic_write
+from soulpass.store.fsio import atomic_write
 from soulpass.store.keys import JOURNAL_DIR
 
 if TYPE_CHECKING:

@@ -8,7 +8,6 @@ the text changed (the embedder's ``model_id`` is recorded, so vectors are never 
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import math
 import re
@@ -25,11 +24,12 @@ from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index import passages
 from soulpass.index.backlog import EmbedBacklog, indexing_embed, text_hash
-from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, Traits
+from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, Traits, catalog_path
 from soulpass.index.catalog.query import as_utc, fts_query, query_terms
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.catalog.sync import Progress
-from soulpass.index.vectors import Backend, VectorIndex, open_vector_index
+from soulpass.index.contract import IndexCatalog
+from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
 from soulpass.store.files.account import AccountStore
@@ -108,20 +108,19 @@ class AccountIndex:
         self.embed_inline = embed_inline
         self.backlog: EmbedBacklog | None = None
         self.reranker = reranker
-        self.catalog = Catalog.open(store)
+        self.catalog: IndexCatalog[AccountStore] = Catalog.open(store)
         self.embedder = embedder
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
         self._state: sqlite3.Connection | None = None
         if embedder is not None:
             # One folder per backend and embedder: another model means other vectors, never mixed.
-            tag = hashlib.sha256(embedder.model_id.encode("utf-8")).hexdigest()[:10]
-            folder = store.path / "index" / "vectors" / f"{backend}-{tag}"
+            folder = account_vectors_folder(store.index_dir(), backend, embedder.model_id)
             self.vectors = open_vector_index(folder, model_id=embedder.model_id, dim=embedder.dim, backend=backend)
             # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
             self._state = _embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
                                           f"{embedder.model_id}|{EMBED_RECIPE}")
-            self.backlog = EmbedBacklog(self.catalog.path, folder.with_name(folder.name + ".embedded.sqlite"),
+            self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
                                         f"{embedder.model_id}|{EMBED_RECIPE}", self.vectors, embed_text,
                                         SEARCHABLE_KINDS, passages_of=embed_passages)
 

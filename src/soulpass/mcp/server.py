@@ -42,27 +42,41 @@ INSTRUCTIONS = (
 def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
     """The MCP server over ``engine``. ``account``: who the tools act for when the request does not
     say (stdio); over HTTP the key decides."""
-    pool = AccountPool(engine)
-    tools = MemoryTools(pool)
+    tools = MemoryTools(AccountPool(engine))
     server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
+    call = _Caller(engine, account)
+    _add_memory_tools(server, tools, call)
+    _add_session_tools(server, tools, call)
+    return server
 
-    def who(ctx: Context) -> str:
+
+class _Caller:
+    """Calls a tool for the account the request acts for, turning our errors into tool errors."""
+
+    def __init__(self, engine: Soulpass, account: str | None) -> None:
+        self.engine, self.account = engine, account
+
+    def who(self, ctx: Context) -> str:
         request = ctx.request_context.request
         scope = getattr(request, "scope", None)
         if isinstance(scope, dict) and scope.get(ACCOUNT_SCOPE_KEY):
             return str(scope[ACCOUNT_SCOPE_KEY])
-        if request is None and account is not None:
-            return account
+        if request is None and self.account is not None:
+            return self.account
         raise ToolError("no account: start the stdio server with --account, or send an API key over HTTP")
 
-    def call(fn: Any, ctx: Context, /, *args: Any, **kwargs: Any) -> Any:
-        acct = who(ctx)
+    def __call__(self, fn: Any, ctx: Context, /, *args: Any, **kwargs: Any) -> Any:
+        acct = self.who(ctx)
         try:
             return fn(acct, *args, **kwargs)
         except SoulpassError as exc:
-            raise ToolError(f"{type(exc).__name__}: {str(exc).replace(str(engine.home), '<home>')}") from exc
+            raise ToolError(f"{type(exc).__name__}: {str(exc).replace(str(self.engine.home), '<home>')}") from exc
         except NotImplementedError as exc:
             raise ToolError(f"not available in this build: {exc}") from exc
+
+
+def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
+    """Reading and writing memory: rag_search, remember, manage_clipboard, get_context."""
 
     @server.tool()
     def rag_search(query: str, ctx: Context, agent: AgentArg = "agent",
@@ -105,6 +119,10 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
                                       sandbox_id=sandbox_id)
         return result
 
+
+def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
+    """Sessions and versions: create_sandbox, archive_session, discard_session, memory_log."""
+
     @server.tool()
     def create_sandbox(ctx: Context, name: str = "mcp") -> dict[str, Any]:
         """Open a new sandbox (a session) on the current memory version; returns its id. Sandboxes named
@@ -130,8 +148,6 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
         """The newest memory versions, newest first: when, from which session, what was added."""
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
         return result
-
-    return server
 
 
 def run_stdio(engine: Soulpass, account: str) -> None:

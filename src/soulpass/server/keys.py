@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
-from soulpass.store.files.fsio import atomic_write, dump_json, file_lock, load_json
+from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
 
 __all__ = ["KEYS_FILE", "ApiKey", "FileKeyStore", "KeyStore", "NewKey"]
 

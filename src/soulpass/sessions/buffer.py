@@ -16,9 +16,9 @@ from typing import Any
 from soulpass.errors import InvalidInput
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
-from soulpass.store.files.session_log import FileSessionLog
+from soulpass.store.files.session_log import FileSessionLog, SessionLogTail
 
-__all__ = ["BODY_FIELDS", "Limits", "SessionBufferFile", "check_json_safe"]
+__all__ = ["BODY_FIELDS", "Limits", "SessionBufferFile", "SessionLogTail", "check_json_safe"]
 
 # The message bodies of a buffer event type: what someone said or pasted, kept verbatim whatever
 # its length. Every other string (names, labels, tags, summaries, fact and state values) is short.
@@ -102,6 +102,14 @@ class SessionBufferFile:
     def locked(self) -> contextlib.AbstractContextManager[None]:
         """Exclusive lock: held by every append and for the whole of an archive."""
         return self.log.exclusive()
+
+    def section(self, name: str) -> contextlib.AbstractContextManager[None]:
+        """A named exclusive section of the sandbox that appends never take (``Conflict`` once it is gone)."""
+        return self.log.section(name)
+
+    def tail(self) -> SessionLogTail:
+        """An incremental reader of the buffer: each read parses only the lines appended since the last."""
+        return self.log.tail()
 
     def append(self, type_: str, data: dict[str, Any], agent: str | None = None,
                at: datetime | None = None, skip: frozenset[str] = frozenset()) -> BufferEvent:

@@ -12,8 +12,8 @@ from soulpass.ids import check_name, new_sandbox_id, utc_now
 from soulpass.records import BufferEvent, SessionBuffer
 from soulpass.sessions.buffer import Limits, SessionBufferFile
 from soulpass.store.files.account import AccountStore
-from soulpass.store.files.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
 from soulpass.store.files.session_log import ARCHIVED_MARKER, remove_folder
+from soulpass.store.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
 from soulpass.store.keys import sandbox_dir
 
 __all__ = [

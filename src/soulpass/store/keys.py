@@ -11,6 +11,7 @@ from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, check_record_id, record_date
 
 __all__ = [
+    "BUFFER_FILE",
     "CORE",
     "CORE_MEMORY",
     "GKS_DATA",
@@ -23,6 +24,7 @@ __all__ = [
     "STATE_DIR",
     "USER_PROFILE",
     "VERSION_FILE",
+    "buffer_key",
     "gks_shard_path",
     "is_journal_path",
     "journal_path",
@@ -33,6 +35,7 @@ __all__ = [
 ]
 
 CORE = "core"
+BUFFER_FILE = "session_buffer.jsonl"  # a sandbox's buffer, in its folder
 VERSION_FILE = "core/VERSION.json"
 CORE_MEMORY = "core/05_Core_Memory/Core_memory.json"
 USER_PROFILE = "core/07_User_block/User_profile.json"
@@ -93,6 +96,11 @@ def journal_path(folder: str, day: str, title_slug: str, n: int = 1) -> str:
 
 def sandbox_dir(sandbox_id: str) -> str:
     return f"sandboxes/{check_name(sandbox_id, 'sandbox id')}"
+
+
+def buffer_key(sandbox_id: str) -> str:
+    """The name a sandbox's session buffer goes by (the path of hits on buffered records)."""
+    return f"{sandbox_dir(sandbox_id)}/{BUFFER_FILE}"
 
 
 def id_counter_key(month: str) -> str:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.files.account import AccountStore
+from soulpass.store.files.layout import INDEX
 
 from .query import Filters, filter_sql, query_terms
 from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits
@@ -23,7 +24,8 @@ from .sync import Progress, SyncCounts, apply_version, rebuild_rows
 __all__ = ["CATALOG_FILE", "DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path",
            "catch_up", "remove_catalog"]
 
-CATALOG_FILE = "index/catalog.sqlite"
+CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountStore.index_dir())
+CATALOG_FILE = f"{INDEX}/{CATALOG_NAME}"  # account-relative, for reports
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
@@ -63,7 +65,7 @@ class CatalogStatus:
 
 
 def catalog_path(store: AccountStore) -> Path:
-    return store.path / CATALOG_FILE
+    return store.index_dir() / CATALOG_NAME
 
 
 def remove_catalog(store: AccountStore) -> None:

@@ -11,6 +11,7 @@ that filled it; opening it for another embedder raises ``ConfigError``.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Literal
 
@@ -21,6 +22,7 @@ from soulpass.index.vectors.hnsw import HnswIndex
 from soulpass.index.vectors.shared import SharedIndex, open_shared
 
 __all__ = [
+    "VECTORS_DIR",
     "Backend",
     "ChromaIndex",
     "ExactIndex",
@@ -28,10 +30,25 @@ __all__ = [
     "IndexMeta",
     "SharedIndex",
     "VectorIndex",
+    "account_vectors_folder",
+    "model_tag",
     "open_vector_index",
 ]
 
 Backend = Literal["hnsw", "exact", "chroma"]
+VECTORS_DIR = "vectors"
+
+
+def model_tag(model_id: str) -> str:
+    """A short, stable name for an embedder's vectors (the end of their folder's name)."""
+    return hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:10]
+
+
+def account_vectors_folder(index_dir: Path, backend: Backend, model_id: str) -> Path:
+    """The folder of an account's vectors of ``backend`` for embedder ``model_id``, under the index
+    folder its store hands out (``AccountStore.index_dir()``): one folder per backend and
+    embedder, so another model means other vectors, never mixed."""
+    return index_dir / VECTORS_DIR / f"{backend}-{model_tag(model_id)}"
 
 
 def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> VectorIndex:

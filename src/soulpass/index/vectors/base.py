@@ -19,7 +19,7 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import ConfigError, Corrupted, InvalidInput
-from soulpass.store.files.fsio import atomic_write, dump_json, load_json
+from soulpass.store.fsio import atomic_write, dump_json, load_json
 
 __all__ = [
     "FORMAT",

@@ -52,7 +52,7 @@ import numpy as np
 
 from soulpass.errors import BackendUnavailable
 from soulpass.index.vectors.exact import ExactIndex, Rows, Scores
-from soulpass.store.files.fsio import fsync_dir
+from soulpass.store.fsio import fsync_dir
 
 __all__ = ["HnswIndex"]
 

@@ -26,7 +26,6 @@ the frame that names them, so a reader never sees a row that is not whole.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
@@ -41,7 +40,7 @@ import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.vectors.base import Matrix
-from soulpass.store.files.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
+from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
 
 __all__ = ["RowStore"]
 
@@ -57,7 +56,7 @@ class RowStore:
         self.dim = dim
         self._row_bytes = dim * 4
         makedirs_durable(folder)
-        self._lock_fd = -1
+        self._lock: contextlib.ExitStack | None = None  # holds the writer's flock while open
         self._closed = False
         self.read_only = not self._take_lock()  # another process writes this index: read what it commits
         try:
@@ -163,19 +162,18 @@ class RowStore:
         self._release_lock()
 
     def _take_lock(self) -> bool:
-        fd = os.open(self.folder / "lock", os.O_RDWR | os.O_CREAT, 0o644)
+        lock = contextlib.ExitStack()
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock.enter_context(file_lock(self.folder / "lock", create_parent=False, blocking=False))
         except BlockingIOError:
-            os.close(fd)
             return False
-        self._lock_fd = fd
+        self._lock = lock
         return True
 
     def _release_lock(self) -> None:
-        if self._lock_fd >= 0:
-            os.close(self._lock_fd)
-            self._lock_fd = -1
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
     def _check_writable(self) -> None:
         if self.read_only:

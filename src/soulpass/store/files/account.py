@@ -17,8 +17,9 @@ from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
-from soulpass.store.files.fsio import file_lock, load_json, makedirs_durable
-from soulpass.store.files.layout import HISTORY, LOG_FILE, history_dir
+from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
+from soulpass.store.files.session_log import sweep_finished
+from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
 
 __all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]
@@ -54,20 +55,36 @@ class AccountStore:
             with self.locked():  # recovers
                 pass
 
+    def index_dir(self) -> Path:
+        """Where this account's derived indexes live (the catalog, the vector files). Nothing in it
+        is the truth: it may be deleted and rebuilt from the store at any time; what is inside is
+        the index layer's business."""
+        return self.path / INDEX
+
     # --- locking and committing --------------------------------------------------------
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Exclusive account lock: one commit (plan + write) at a time.
 
-        A txn left by a process that died is finished (or discarded) first, under the lock, so
-        nobody plans on a HEAD that a committed txn is about to move.
+        Recovery runs first, under the lock: a txn left by a process that died is finished (or
+        discarded), so nobody plans on a HEAD that a committed txn is about to move, and sandbox
+        folders whose archive committed (or whose removal was cut short) are removed.
         """
         with file_lock(self.path / ".lock"):
             txn = self.path / "txn"
             if txn.exists() and any(txn.iterdir()):
                 self.recovered += recover(self.path)
+            self.recovered += sweep_finished(self.path)
             yield
+
+    def recover(self) -> list[str]:
+        """Run recovery now (it also runs at every commit and on opening a store with a txn
+        pending); returns what it did."""
+        before = len(self.recovered)
+        with self.locked():
+            pass
+        return self.recovered[before:]
 
     def commit(self, changeset: Changeset, hook: Hook | None = None) -> int:
         """Commit under the lock the caller holds; the changeset must be planned on HEAD."""

@@ -27,7 +27,8 @@ from typing import Any
 
 from soulpass.errors import Corrupted
 from soulpass.store.contract import Hook
-from soulpass.store.files.fsio import (
+from soulpass.store.files.layout import LOG_FILE, history_path
+from soulpass.store.fsio import (
     atomic_write,
     dump_json,
     fsync_dir,
@@ -36,7 +37,6 @@ from soulpass.store.files.fsio import (
     write_durable,
     write_many_durable,
 )
-from soulpass.store.files.layout import LOG_FILE, history_path
 from soulpass.store.keys import CORE, VERSION_FILE
 
 __all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_log_line",

@@ -15,8 +15,8 @@ from soulpass.errors import Corrupted
 from soulpass.prose import JournalEntry, parse_markdown, render_markdown
 from soulpass.store.contract import Change, DocumentPut
 from soulpass.store.files.commit import Changeset, FileWrite
-from soulpass.store.files.fsio import dump_json, load_json
 from soulpass.store.files.session_log import ARCHIVED_MARKER
+from soulpass.store.fsio import dump_json, load_json
 from soulpass.store.keys import record_path, sandbox_dir
 
 __all__ = [

@@ -9,9 +9,10 @@ from pathlib import PurePosixPath
 
 from soulpass.store.keys import CORE
 
-__all__ = ["HISTORY", "LOG_FILE", "history_dir", "history_path"]
+__all__ = ["HISTORY", "INDEX", "LOG_FILE", "history_dir", "history_path"]
 
 HISTORY = "history"
+INDEX = "index"  # derived indexes (catalog, vectors): rebuildable, never the truth
 LOG_FILE = "log/versions.jsonl"
 
 

@@ -22,11 +22,19 @@ from soulpass.errors import Conflict, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
-from soulpass.store.files.fsio import file_lock, fsync_dir
+from soulpass.store.fsio import file_lock, fsync_dir
+from soulpass.store.keys import BUFFER_FILE
 
-__all__ = ["ARCHIVED_MARKER", "BUFFER_FILE", "FileSessionLog", "remove_folder"]
+__all__ = [
+    "ARCHIVED_MARKER",
+    "SANDBOXES",
+    "FileSessionLog",
+    "SessionLogTail",
+    "remove_folder",
+    "sweep_finished",
+]
 
-BUFFER_FILE = "session_buffer.jsonl"
+SANDBOXES = "sandboxes"
 ARCHIVED_MARKER = "ARCHIVED.json"
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
 
@@ -49,16 +57,26 @@ class FileSessionLog:
         self.max_event_bytes = max_event_bytes
         self._check = check
 
-    @contextlib.contextmanager
-    def exclusive(self) -> Iterator[None]:
+    def exclusive(self) -> contextlib.AbstractContextManager[None]:
         """Held by every append and for the whole of an archive or discard."""
+        return self.section("buffer")
+
+    @contextlib.contextmanager
+    def section(self, name: str) -> Iterator[None]:
+        """An exclusive section of this sandbox across processes, named ``name`` (``"buffer"`` is
+        the appends' lock; another name, e.g. ``"agent"``, is one appends never take). Refused
+        with ``Conflict`` once the sandbox is gone."""
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(file_lock(self.folder / ".buffer.lock", create_parent=False))
+                stack.enter_context(file_lock(self.folder / f".{name}.lock", create_parent=False))
             except FileNotFoundError:
                 raise Conflict(f"sandbox {self.folder.name} no longer exists",
                                sandbox_id=self.folder.name) from None
             yield
+
+    def tail(self) -> SessionLogTail:
+        """A reader of this buffer that parses only what was appended since its last read."""
+        return SessionLogTail(self.path)
 
     def append_many(self, events: Sequence[PendingEvent], at: datetime | None = None) -> list[BufferEvent]:
         """Append several events all-or-nothing: every one is checked and encoded before one write."""
@@ -118,18 +136,54 @@ class FileSessionLog:
             return []
         out: list[tuple[BufferEvent | None, int]] = []
         for n, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
-            if not raw.strip():
-                continue
-            try:
-                out.append((BufferEvent.model_validate(json.loads(raw)), n))
-            except (ValueError, ValidationError):
-                if keep_bad:
-                    out.append((None, n))
+            if raw.strip() and ((event := _parse_line(raw)) is not None or keep_bad):
+                out.append((event, n))
         return out
 
     def close(self, archived_as: int | None = None) -> None:
         """Remove the sandbox folder (buffer included); the caller holds :meth:`exclusive`."""
         remove_folder(self.folder)
+
+
+def _parse_line(raw: bytes) -> BufferEvent | None:
+    """One buffer line as an event; None for a torn or unparsable line."""
+    try:
+        return BufferEvent.model_validate(json.loads(raw))
+    except (ValueError, ValidationError):
+        return None
+
+
+class SessionLogTail:
+    """The events of one append-only buffer file, parsed incrementally: each read parses only the
+    whole lines appended since the last one (unparsable lines are skipped, as
+    :meth:`FileSessionLog.events` does); a replaced or truncated file is read again from the start."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.inode: int | None = None
+        self.parsed: list[BufferEvent] = []
+
+    def events(self) -> list[BufferEvent]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return []
+        try:
+            st = os.fstat(fd)
+            if st.st_ino != self.inode or st.st_size < self.offset:  # another file: start over
+                self.inode, self.offset, self.parsed = st.st_ino, 0, []
+            data = os.pread(fd, st.st_size - self.offset, self.offset) if st.st_size > self.offset else b""
+        finally:
+            os.close(fd)
+        end = data.rfind(b"\n")
+        if end == -1:
+            return list(self.parsed)
+        for raw in data[:end].split(b"\n"):
+            if raw.strip() and (event := _parse_line(raw)) is not None:
+                self.parsed.append(event)
+        self.offset += end + 1
+        return list(self.parsed)
 
 
 def remove_folder(folder: Path) -> None:
@@ -141,3 +195,26 @@ def remove_folder(folder: Path) -> None:
         return
     fsync_dir(trash.parent)
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def sweep_finished(account: Path) -> list[str]:
+    """Recovery of sandbox folders; the caller holds the account lock. A crash after an archive's
+    commit point leaves the sandbox folder behind (its ``ARCHIVED.json`` came with the commit): it
+    is removed. A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted."""
+    root = account / SANDBOXES
+    if not root.is_dir():
+        return []
+    done = []
+    for folder in sorted(root.iterdir()):
+        if folder.name.startswith(".trash-"):
+            shutil.rmtree(folder, ignore_errors=True)
+            done.append(f"deleted {folder.name}")
+        elif (folder / ARCHIVED_MARKER).exists():
+            log = FileSessionLog(folder)
+            try:
+                with log.exclusive():
+                    log.close()
+            except Conflict:
+                continue  # somebody else removed it first
+            done.append(f"removed archived sandbox {folder.name}")
+    return done

@@ -1,4 +1,8 @@
-"""Crash-safe file primitives: temp + fsync + rename, directory fsync, whole-line appends."""
+"""Crash-safe file primitives: temp + fsync + rename, directory fsync, durable batches, ``flock``.
+
+Neutral file I/O that knows nothing of an account's layout: the files backend builds on it, and so
+do the local vector files, the key file and a user's output files (exports, results).
+"""
 
 from __future__ import annotations
 
@@ -133,16 +137,18 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def file_lock(path: Path, shared: bool = False, *, create_parent: bool = True) -> Iterator[int]:
+def file_lock(path: Path, shared: bool = False, *, create_parent: bool = True,
+              blocking: bool = True) -> Iterator[int]:
     """Hold an advisory ``flock`` on ``path`` (created if missing) for the ``with`` block.
 
     With ``create_parent`` off, a missing folder raises ``FileNotFoundError`` instead of being made
-    again (a sandbox removed while its lock was awaited must stay removed)."""
+    again (a sandbox removed while its lock was awaited must stay removed). With ``blocking`` off,
+    a lock held elsewhere raises ``BlockingIOError`` at once instead of being waited for."""
     if create_parent:
         makedirs_durable(path.parent)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+        fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | (0 if blocking else fcntl.LOCK_NB))
         yield fd
     finally:
         os.close(fd)  # closing releases the lock

@@ -1,0 +1,83 @@
+"""What search needs from an account's catalog, as Protocols: the SQLite
+:class:`soulpass.index.catalog.Catalog` implements them, and a catalog kept elsewhere (PostgreSQL)
+can stand in. ``StoreT`` is the store the catalog follows (the files backend's ``AccountStore``
+for the SQLite catalog).
+
+``SearchCatalog`` holds the eight methods a search calls; ``IndexCatalog`` adds what the rest of
+the library asks of the catalog an ``AccountIndex`` holds: its version (the background indexer),
+the journal's lookup by semantic hash, and upkeep (rebuild, status, close).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Protocol, TypeVar
+
+from soulpass.index.catalog.catalog import CatalogStatus, CatchUpReport
+from soulpass.index.catalog.query import Filters
+from soulpass.index.catalog.rows import CatalogRow, Traits
+from soulpass.index.catalog.sync import Progress
+
+__all__ = ["IndexCatalog", "SearchCatalog"]
+
+StoreT = TypeVar("StoreT", contravariant=True)
+
+
+class SearchCatalog(Protocol[StoreT]):
+    """Decides what exists and what passes the filters (kind, agent, tags, time, session, persona,
+    event, "as of version"), ranks full text, and follows its store."""
+
+    def catch_up(self, store: StoreT) -> CatchUpReport:
+        """Apply the versions of ``store`` newer than the catalog's (idempotent)."""
+        ...
+
+    def fts_search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[tuple[str, float]]:
+        """The ``k`` best rows for free text, best first, as ``(id, score)``."""
+        ...
+
+    def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
+        """Full-text scores of the given rows, on the scale of ``fts_search``."""
+        ...
+
+    def passing(self, ids: Iterable[str], filters: Filters | None = None) -> set[str]:
+        """The given ids whose rows pass the filters."""
+        ...
+
+    def neighbours(self, ids: Iterable[str], kinds: Sequence[str], filters: Filters | None = None,
+                   ) -> dict[str, tuple[str | None, str | None]]:
+        """For each given row of ``kinds`` with a session: the rows just before and after it."""
+        ...
+
+    def get(self, ids: Iterable[str], as_of_version: int | None = None) -> list[CatalogRow]:
+        """Rows for ``ids`` in the order given, unknown ids left out."""
+        ...
+
+    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
+        """What ranking reads of each known id (kind, session, agent, length, asks)."""
+        ...
+
+    def ids_matching(self, filters: Filters | None = None) -> list[str]:
+        """Ids of the rows that pass ``filters``, sorted."""
+        ...
+
+
+class IndexCatalog(SearchCatalog[StoreT], Protocol[StoreT]):
+    """A search catalog with the journal's lookup and its upkeep."""
+
+    def version(self) -> int:
+        """The store version the catalog reflects."""
+        ...
+
+    def with_semantic_hash(self, hashes: Iterable[str], filters: Filters | None = None) -> list[CatalogRow]:
+        """Rows passing ``filters`` whose semantic hash is one of ``hashes``, oldest event first."""
+        ...
+
+    def rebuild(self, store: StoreT, progress: Progress | None = None) -> CatchUpReport:
+        """Recreate every row from ``store`` (``progress(done, total)``)."""
+        ...
+
+    def status(self) -> CatalogStatus:
+        ...
+
+    def close(self) -> None:
+        ...
