@@ -35,7 +35,7 @@ from soulpass.records import EPOCH
 from soulpass.store.files.account import AccountStore
 
 __all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus", "embed_passages",
-           "embed_text", "passes"]
+           "embed_text", "passes", "speaks_first_person"]
 
 log = logging.getLogger(__name__)
 
