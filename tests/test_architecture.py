@@ -40,7 +40,6 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
-    "soulpass.bench.locomo": "drops the index folder between runs; needs an index reset API",
     "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
                           "pending txns, source files with their bytes and the index folder",
     "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "

@@ -80,6 +80,19 @@ def test_rebuild_from_files_gives_the_same_top10(acct: Account, tmp_path: Path) 
     assert after == before
 
 
+def test_drop_index_deletes_only_the_index_and_the_next_search_rebuilds_it(acct: Account) -> None:
+    from treehash import digest
+
+    queries = ["puppy", "sister wedding", "Lisbon"]
+    before = {q: [h.id for h in acct.search(q, k=10)] for q in queries}
+    stored = digest(acct.store.path)
+    assert acct.store.index_dir().is_dir()
+    acct.drop_index()
+    assert not acct.store.index_dir().exists()
+    assert digest(acct.store.path) == stored  # the memory itself is untouched
+    assert {q: [h.id for h in acct.search(q, k=10)] for q in queries} == before
+
+
 def test_hostile_queries_do_not_raise(acct: Account) -> None:
     for q in ['"', "NEAR(", "a* OR -b", "))((", "", "   ", "\x00"]:
         acct.search(q, k=5)

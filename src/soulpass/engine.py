@@ -355,6 +355,13 @@ class Account:
                 self._index.close()
                 self._index = None
 
+    def drop_index(self) -> None:
+        """Close and delete the derived index (catalog, full text, vectors): the next search
+        rebuilds it from the store, re-embedding everything."""
+        with self._lock:
+            self.close()
+            self.store.drop_index()
+
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
         with self.store.locked():

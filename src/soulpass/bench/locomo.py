@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import re
-import shutil
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -198,8 +197,7 @@ def _run_one(sp: Soulpass, conv: Conversation, tally: _Tally, *, reuse: bool, ch
         tally.rows += conv_rows
         tally.latencies += lat
         if check_rebuild:
-            account.close()
-            shutil.rmtree(account.store.path / "index")
+            account.drop_index()
             account.index()  # opens an empty index and catches up from version 0: a full rebuild
             again, _ = evaluate(account, conv, searcher)
             tally.rebuild_mismatches += sum(a["ranked"][:10] != b["ranked"][:10]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -60,6 +61,10 @@ class AccountStore:
         is the truth: it may be deleted and rebuilt from the store at any time; what is inside is
         the index layer's business."""
         return self.path / INDEX
+
+    def drop_index(self) -> None:
+        """Delete this account's derived indexes; the store itself is untouched."""
+        shutil.rmtree(self.index_dir(), ignore_errors=True)
 
     # --- locking and committing --------------------------------------------------------
 
