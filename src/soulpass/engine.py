@@ -24,7 +24,7 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
-from soulpass.index.catalog import Catalog, CatalogHashLookup, CatalogRow, Filters, FullText
+from soulpass.index.catalog import CatalogHashLookup, CatalogRow, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.results import SearchResults, search_results
@@ -312,11 +312,9 @@ class Account:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         with self._lock:
             if self._index is None:
-                if self.sp.fulltext is not None:  # recorded in the index, so AccountIndex opens it so
-                    with Catalog.open(self.store, fulltext=self.sp.fulltext) as catalog:
-                        catalog.record_fulltext(self.sp.fulltext)
                 self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
-                                           reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline")
+                                           reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline",
+                                           fulltext=self.sp.fulltext)
                 if self.sp.indexing == "background" and self._index.embedder is not None:
                     self._indexer = BackgroundIndexer(self._index).start()
             self._index.catch_up()  # the catalog (full text) always; vectors inline or by the indexer

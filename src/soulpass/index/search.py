@@ -24,7 +24,7 @@ from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index import passages
 from soulpass.index.backlog import EmbedBacklog, indexing_embed, text_hash
-from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, Traits, catalog_path
+from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, FullText, Traits, catalog_path
 from soulpass.index.catalog.query import as_utc, fts_query, query_terms
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.catalog.sync import Progress
@@ -101,14 +101,19 @@ class AccountIndex:
     """The derived index of one account under ``<account>/index/``."""
 
     def __init__(self, store: AccountStore, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
-                 reranker: Reranker | None = None, embed_inline: bool = True) -> None:
+                 reranker: Reranker | None = None, embed_inline: bool = True,
+                 fulltext: FullText | None = None) -> None:
         """``embed_inline``: ``catch_up`` embeds the new records before returning; when False they
-        wait in ``backlog`` for a :class:`~soulpass.index.indexer.BackgroundIndexer`."""
+        wait in ``backlog`` for a :class:`~soulpass.index.indexer.BackgroundIndexer`. ``fulltext``:
+        the full-text engine, recorded in the catalog for every later handle (None: the recorded one)."""
         self.store = store
         self.embed_inline = embed_inline
         self.backlog: EmbedBacklog | None = None
         self.reranker = reranker
-        self.catalog: IndexCatalog[AccountStore] = Catalog.open(store)
+        catalog = Catalog.open(store, fulltext=fulltext)
+        if fulltext is not None:
+            catalog.record_fulltext(fulltext)
+        self.catalog: IndexCatalog[AccountStore] = catalog
         self.embedder = embedder
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
