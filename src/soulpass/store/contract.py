@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Protocol, TypeAlias
 
 from pydantic import BaseModel
@@ -24,6 +25,8 @@ from pydantic import BaseModel
 from soulpass.records import BufferEvent, Record
 
 __all__ = [
+    "AccountBackend",
+    "Backend",
     "Change",
     "Committed",
     "CommitOutcome",
@@ -33,9 +36,13 @@ __all__ = [
     "MasterStore",
     "PendingEvent",
     "SandboxClose",
+    "SandboxMeta",
+    "SandboxStore",
     "SessionLog",
+    "SessionTail",
     "Snapshot",
     "StoredCopy",
+    "StoredVersionCopy",
     "Supersession",
     "VersionChanges",
     "VersionDiff",
@@ -308,4 +315,119 @@ class SessionLog(Protocol):
         """Remove the buffer: after the archive that made ``archived_as``, or a discard (None).
 
         The caller holds :meth:`exclusive`."""
+        ...
+
+    def section(self, name: str) -> AbstractContextManager[None]:
+        """A named exclusive section of the sandbox across processes that appends never take
+        (``"buffer"`` is :meth:`exclusive`); ``Conflict`` once the sandbox is gone."""
+        ...
+
+    def tail(self) -> SessionTail:
+        """A reader that parses only what was appended since its last read."""
+        ...
+
+    def torn_lines(self) -> int:
+        """Lines of the log that hold no whole event (a crash mid-append); they are skipped."""
+        ...
+
+
+class SessionTail(Protocol):
+    def events(self) -> list[BufferEvent]:
+        """Every whole event so far, in append order."""
+        ...
+
+
+@dataclass(frozen=True)
+class StoredVersionCopy:
+    """A stored copy as a rebuild sees it: ``replaced_at`` is the version that replaced or retired
+    it (None while it is current)."""
+
+    copy: StoredCopy
+    replaced_at: int | None
+
+
+@dataclass(frozen=True)
+class SandboxMeta:
+    """What a backend keeps about a sandbox besides its session log."""
+
+    sandbox_id: str
+    name: str
+    account: str
+    parent_version: int
+    created_at: datetime
+    archived_as: int | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "sandbox_id": self.sandbox_id,
+            "name": self.name,
+            "account": self.account,
+            "parent_version": self.parent_version,
+            "created_at": self.created_at.isoformat(),
+            "archived_as": self.archived_as,
+        }
+
+
+class SandboxStore(Protocol):
+    """An account's open sandboxes: their metadata and one :class:`SessionLog` each.
+
+    A sandbox is archived by the commit whose ``Change.closes`` names it (``archived_as`` is set
+    from then on) and then removed; a discard removes it without a version."""
+
+    def create(self, name: str, parent_version: int, sandbox_id: str | None = None) -> SandboxMeta:
+        """A new sandbox reading ``parent_version``, with an empty log; ``InvalidInput`` if the id is taken."""
+        ...
+
+    def get(self, sandbox_id: str) -> SandboxMeta:
+        """The sandbox's metadata; ``NotFound`` once it is removed (or never existed)."""
+        ...
+
+    def list(self) -> list[SandboxMeta]:
+        """Every sandbox still kept (archived ones whose removal is pending included), oldest first."""
+        ...
+
+    def session_log(self, sandbox_id: str, *, max_event_bytes: int | None = None,
+                    check: Callable[[PendingEvent], None] | None = None) -> SessionLog:
+        """The sandbox's session log; ``check`` refuses an event before it is stored."""
+        ...
+
+    def remove(self, sandbox_id: str) -> None:
+        """Delete the sandbox and its log at once (nobody sees half of it); the caller holds the
+        log's :meth:`SessionLog.exclusive` section."""
+        ...
+
+
+class AccountBackend(MasterStore, Protocol):
+    """Everything the engine and the index need of one stored account."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def sandboxes(self) -> SandboxStore: ...
+
+    def copies(self) -> Iterator[StoredVersionCopy]:
+        """Every copy the account holds, current ones first (an index rebuild reads them all)."""
+        ...
+
+    def index_dir(self) -> Path:
+        """A local folder for this account's derived indexes (deleted and rebuilt at will)."""
+        ...
+
+    def drop_index(self) -> None:
+        """Delete the derived indexes; the stored account is untouched."""
+        ...
+
+    def recover(self) -> list[str]:
+        """Finish or discard what a process that died left half-done; what it did, in words."""
+        ...
+
+
+class Backend(Protocol):
+    """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""
+
+    def accounts(self) -> list[str]: ...
+
+    def open(self, name: str, *, create: bool = False) -> AccountBackend:
+        """The account ``name``; ``NotFound`` unless it exists or ``create`` is set."""
         ...

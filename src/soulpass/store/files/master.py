@@ -15,12 +15,14 @@ from soulpass.store.contract import (
     HeadMoved,
     Hook,
     StoredCopy,
+    StoredVersionCopy,
     VersionChanges,
     VersionEntry,
 )
 from soulpass.store.files.account import AccountStore, FilesSnapshot
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.layout import HISTORY, history_dir
+from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.keys import CORE, record_path
 
 __all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes", "version_keys",
@@ -28,10 +30,34 @@ __all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "vers
 
 
 class FilesMasterStore:
-    """One account kept as plain files (:class:`soulpass.store.contract.MasterStore`)."""
+    """One account kept as plain files (:class:`soulpass.store.contract.AccountBackend`)."""
 
     def __init__(self, store: AccountStore) -> None:
         self.store = store
+        self._sandboxes = FilesSandboxes(store.path, store.name, store.head)
+
+    @property
+    def sandboxes(self) -> FilesSandboxes:
+        return self._sandboxes
+
+    @property
+    def name(self) -> str:
+        return self.store.name
+
+    def index_dir(self) -> Path:
+        return self.store.index_dir()
+
+    def drop_index(self) -> None:
+        self.store.drop_index()
+
+    def recover(self) -> list[str]:
+        return self.store.recover()
+
+    def copies(self) -> Iterator[StoredVersionCopy]:
+        for path, key, replaced_at in walk_copies(self.store.path):
+            got = load_stored(path)
+            if got is not None:
+                yield StoredVersionCopy(StoredCopy(key, got[0], got[1]), replaced_at)
 
     def head(self) -> int:
         return self.store.head()

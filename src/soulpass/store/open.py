@@ -1,0 +1,29 @@
+"""Open the store a home names: the one module outside ``store/files`` that knows the backends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from soulpass.store.contract import AccountBackend, Backend
+from soulpass.store.files.account import AccountStore, list_accounts
+from soulpass.store.files.master import FilesMasterStore
+
+__all__ = ["FilesBackend", "open_backend"]
+
+
+class FilesBackend:
+    """Accounts kept as plain files under ``<home>/accounts/`` (:class:`Backend`)."""
+
+    def __init__(self, home: Path) -> None:
+        self.home = home
+
+    def accounts(self) -> list[str]:
+        return list_accounts(self.home)
+
+    def open(self, name: str, *, create: bool = False) -> AccountBackend:
+        return FilesMasterStore(AccountStore(self.home, name, create=create))
+
+
+def open_backend(home: Path) -> Backend:
+    """The backend of ``home`` (a folder: the files backend; PostgreSQL joins by URL)."""
+    return FilesBackend(home)
