@@ -12,6 +12,7 @@ import pytest
 
 import soulpass
 from agent_helpers import Clock, account, memory
+from files_helpers import buffer_file
 from soulpass.agent import AgentMemory
 from soulpass.errors import InvalidInput
 from soulpass.records import TurnLLM, TurnUser
@@ -103,7 +104,7 @@ def test_two_agents_in_two_processes_write_one_log(tmp_path: Path) -> None:
     for p in procs:
         p.join(timeout=300)
         assert p.exitcode == 0
-    raw_lines = sb.info.buffer().path.read_bytes().split(b"\n")
+    raw_lines = buffer_file(sb).read_bytes().split(b"\n")
     assert raw_lines[-1] == b""  # ends with a newline: no torn last line
     for line in raw_lines[:-1]:
         json.loads(line)  # every line whole: none interleaved mid-line

@@ -36,7 +36,6 @@ FILES_BACKEND = "soulpass.store.files"
 # Modules outside store/ that still know where an account keeps its files, each with the reason it
 # cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
 PATH_JOIN_ALLOWED: Mapping[str, str] = {
-    "soulpass.sessions.sandbox": "sandbox folders; moves into the files backend's SessionLog (issue 12 part 2)",
     "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
     "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
@@ -50,11 +49,6 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
 # Modules outside store/ that still import the files backend, each with the reason. Like the list
 # above, it only shrinks: the test fails when an entry no longer needs the import.
 FILES_BACKEND_ALLOWED: Mapping[str, str] = {
-    "soulpass.engine": "opens AccountStore and its sandbox folders; a MasterStore factory by URL comes with "
-                       "the PostgreSQL issue",
-    "soulpass.sessions.sandbox": "sandbox metadata and folders live in the files backend; a SessionLog "
-                                 "factory on the MasterStore would hand them out",
-    "soulpass.sessions.buffer": "applies the input limits around FileSessionLog",
     "soulpass.index.catalog.catalog": "the catalog opens in the folder AccountStore.index_dir() hands out and "
                                       "follows an AccountStore",
     "soulpass.index.catalog.lookup": "opens the account's catalog by its AccountStore",
@@ -63,7 +57,6 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
     "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
                              "IndexCatalog follows)",
     "soulpass.integrity": "audits the files themselves (see PATH_JOIN_ALLOWED)",
-    "soulpass.journal": "journal lookups read the files backend's AccountStore",
 }
 
 

@@ -24,6 +24,7 @@ import pytest
 from pydantic import ValidationError
 
 import soulpass
+from files_helpers import buffer_file
 from soulpass import Committed, InvalidInput, Limits, SoulpassError
 
 LIMIT = 1000
@@ -88,7 +89,7 @@ def tree_digest(root: Path) -> str:
 
 
 def buffer_lines(env: Env) -> int:
-    return len(env.sb._buffer.path.read_bytes().splitlines())
+    return len(buffer_file(env.sb).read_bytes().splitlines())
 
 
 def observed(env: Env) -> tuple[str, int, int, int]:
@@ -410,10 +411,10 @@ def test_small_limit_applies_to_caller_text_only(tmp_path: Path) -> None:
 def test_event_byte_limit(tmp_path: Path) -> None:
     acct = soulpass.open(tmp_path, limits=Limits(max_event_bytes=2000)).account("u", create=True)
     sb = acct.create_sandbox("s")
-    lines = len(sb._buffer.path.read_bytes().splitlines())
+    lines = len(buffer_file(sb).read_bytes().splitlines())
     with pytest.raises(InvalidInput, match="bytes"):
         sb.update_state("ire", {f"k{i}": "v" * 50 for i in range(60)})
-    assert len(sb._buffer.path.read_bytes().splitlines()) == lines
+    assert len(buffer_file(sb).read_bytes().splitlines()) == lines
 
 
 # --- schema violations ----------------------------------------------------------------------

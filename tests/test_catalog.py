@@ -355,12 +355,12 @@ def test_commit_without_catch_up_then_reopen(tmp_path: Path) -> None:
     sb.add_fact("alice", "lives in", "Lisbon", confidence=0.9)
     with pytest.raises(Crash):
         sb.archive(hook=crash)
-    assert acct.store.head() == head + 1 and acct.store.log()[-1]["version"] == head  # half-applied
+    assert acct.store.head() == head + 1 and acct.store.log()[-1].version == head  # half-applied
     assert follow.catch_up(acct.store).to_version == head  # nothing half-read
     follow.close()
 
     reopened = soulpass.open(home).account("alice")  # recovery finishes the commit
-    assert reopened.store.log()[-1]["version"] == head + 1
+    assert reopened.store.log()[-1].version == head + 1
     with Catalog(tmp_path / "follow.sqlite") as again:
         assert again.catch_up(reopened.store).to_version == head + 1
         with Catalog(tmp_path / "fresh.sqlite") as fresh:
@@ -384,7 +384,7 @@ def test_sigkilled_catch_up_process(acct: soulpass.Account, tmp_path: Path, engi
             "a = soulpass.open(Path(sys.argv[1])).account('alice'); c = Catalog(Path(sys.argv[2]));"
             "print('go', flush=True); c.catch_up(a.store)")
     for delay in (0.05, 0.2, 0.5):
-        with subprocess.Popen([sys.executable, "-c", code, str(acct.store.home), str(path)],
+        with subprocess.Popen([sys.executable, "-c", code, str(acct.sp.home), str(path)],
                               stdout=subprocess.PIPE) as proc:
             assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
             time.sleep(delay)

@@ -72,7 +72,7 @@ def test_clipboard_survives_deep_sleep_archive_and_restart(tmp_path: Path) -> No
     again = AgentMemory(acct2.create_sandbox("next day"))
     assert again.clipboard_show("pro").items == ("ticket OPS-12 is the priority",)
     # the replaced copy is kept: version 1 still reads the two items
-    assert acct2.store.read_at("core/06_Clipboard/pro.md", 1)["items"] == [  # type: ignore[index]
+    assert acct2.store.snapshot(1).document("core/06_Clipboard/pro.md")["items"] == [  # type: ignore[index]
         "ticket OPS-12 is the priority", "staging password rotates on Fridays"]
     assert "core/06_Clipboard/pro.md" in acct2.log()[-1]["replaced"]
 

@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 import soulpass
-import soulpass.sessions.sandbox as sandbox_module
-from soulpass.sessions.buffer import SessionBufferFile
+import soulpass.store.files.sandboxes as sandbox_module
+from files_helpers import buffer_log, sandbox_folder
 
 pytestmark = pytest.mark.slow
 
@@ -124,7 +124,7 @@ def _write_and_archive(home: Path, idx: int, barrier: Any) -> dict[str, Any]:
             if idx in (0, 2):
                 facts.append(sb.add_fact("user", "works at", f"company {idx}", confidence=0.95, source_refs=[ep]))
             sb.update_state("mood", {f"w{idx}": idx, "shared": idx})
-    state_at = [e.at.isoformat() for e in SessionBufferFile(sb.info.folder).events() if e.type == "state_delta"]
+    state_at = [e.at.isoformat() for e in buffer_log(sandbox_folder(sb)).events() if e.type == "state_delta"]
     barrier.wait(timeout=TIMEOUT)
     result = sb.archive()
     assert isinstance(result, soulpass.Committed), result
@@ -209,7 +209,7 @@ def test_eight_sandboxes_archive_at_once(tmp_path: Path) -> None:
     assert edges == {("likes", (fid,)) for fid, f in facts.items() if f.predicate == "likes"} | {
         ("works at", (works[1].id,))
     }
-    totals = acct.store.read_at("core/09_Genesis_Knowledge_System/GKS_data.json") or {}
+    totals = acct.store.snapshot().document("core/09_Genesis_Knowledge_System/GKS_data.json") or {}
     assert totals["edge_count"] == len(gks.edges)  # the rebased plans kept the running total right
 
     # latest_wins by event time, whatever the commit order.
@@ -232,7 +232,7 @@ def test_eight_sandboxes_archive_at_once(tmp_path: Path) -> None:
     [first] = [e for e in log if e not in rebased]
     assert first["version"] == start + 1 and first["rebased"] is None
     assert len(acct.diff(start, acct.head())["rebases"]) == WRITERS - 1
-    assert acct.store.version_doc()["counts"]["episode"] == total
+    assert acct.store.snapshot().entry().counts["episode"] == total
 
     # Nothing left behind.
     assert sandbox_folders(tmp_path) == []
@@ -283,14 +283,14 @@ def test_concurrent_appends_to_one_buffer_stay_whole(tmp_path: Path) -> None:
     total = APPENDERS * EVENTS_PER_APPENDER
     assert len(expected) == total
 
-    raw = (sb.info.folder / "session_buffer.jsonl").read_bytes()
+    raw = (sandbox_folder(sb) / "session_buffer.jsonl").read_bytes()
     assert raw.endswith(b"\n")
     lines = raw.split(b"\n")[:-1]
     assert len(lines) == total
     parsed = [json.loads(line) for line in lines]  # every line is one whole JSON object
     assert Counter(_tag_of(e) for e in parsed) == expected
     assert len({e["event_id"] for e in parsed}) == total
-    buf = SessionBufferFile(sb.info.folder)
+    buf = buffer_log(sandbox_folder(sb))
     assert len(buf.events()) == total
     assert buf.torn_lines() == 0
     view = sb.buffer()
@@ -319,7 +319,7 @@ def test_torn_last_line_is_skipped_not_glued(tmp_path: Path) -> None:
     acct = open_account(tmp_path, create=True)
     sb = acct.create_sandbox("torn")
     before = [sb.add_turn("user", f"whole {i}") for i in range(3)]
-    path = sb.info.folder / "session_buffer.jsonl"
+    path = sandbox_folder(sb) / "session_buffer.jsonl"
     whole = path.read_bytes()
     half = json.dumps(
         {
@@ -331,7 +331,7 @@ def test_torn_last_line_is_skipped_not_glued(tmp_path: Path) -> None:
     ).encode()
     with path.open("ab") as fh:  # a crash in the middle of a write
         fh.write(half[: len(half) // 2])
-    buf = SessionBufferFile(sb.info.folder)
+    buf = buffer_log(sandbox_folder(sb))
     assert len(buf.events()) == 3 and buf.torn_lines() == 1
 
     after = sb.add_turn("eva", "after the crash")
@@ -405,7 +405,7 @@ def test_archive_racing_an_append_loses_nothing(tmp_path: Path) -> None:
         appended = sorted(f"event {i}" for i in range(app["ok"]))
         report = (
             f"round {round_}: {app['ok']} appends succeeded, {len(in_version)} in version {arc[1]}, "
-            f"stopped by {app['stopped_by']} ({app['detail']}), folder left: {sb.info.folder.exists()}"
+            f"stopped by {app['stopped_by']} ({app['detail']}), folder left: {sandbox_folder(sb).exists()}"
         )
         # Every append that returned is in the version, and appends stopped once the sandbox was archived.
         if not (in_version == appended and len(appended) >= 5 and app["stopped_by"] != "nothing"):
@@ -414,7 +414,7 @@ def test_archive_racing_an_append_loses_nothing(tmp_path: Path) -> None:
             "already archived" in app["detail"] or "no longer exists" in app["detail"]
         ):
             wrong_error.append(report)
-        if sb.info.folder.exists():
+        if sandbox_folder(sb).exists():
             bad.append(report)
     assert not bad, bad
     assert acct.head() == RACE_ROUNDS
@@ -433,7 +433,7 @@ def test_append_while_the_archived_folder_is_renamed_away(tmp_path: Path, monkey
     acct = open_account(tmp_path, create=True)
     sb = acct.create_sandbox("renamed")
     sb.add_turn("user", "before")
-    folder = sb.info.folder
+    folder = sandbox_folder(sb)
     trash = folder.with_name(f".trash-{sb.id}")
     real_exists = Path.exists
 
@@ -450,7 +450,7 @@ def test_append_while_the_archived_folder_is_renamed_away(tmp_path: Path, monkey
     finally:
         monkeypatch.undo()
     assert not folder.exists()
-    assert [e.data["text_excerpt"] for e in SessionBufferFile(trash).events()] == ["before"]
+    assert [e.data["text_excerpt"] for e in buffer_log(trash).events()] == ["before"]
 
 
 # --- 5. two processes archiving the same sandbox -----------------------------------------------------
@@ -481,12 +481,12 @@ def test_same_sandbox_archived_twice_at_once_commits_once(tmp_path: Path) -> Non
             and acct.head() == head + 1
             and [e["version"] for e in entries] == [head + 1]
             and sorted(entries[0]["id_map"]) == sorted(turns)
-            and not sb.info.folder.exists()
+            and not sandbox_folder(sb).exists()
         )
         if not sane:
             bad.append(
                 f"round {round_}: {outcomes}, versions {[e['version'] for e in entries]} "
-                f"added {[e['added'] for e in entries]}, folder left: {sb.info.folder.exists()}"
+                f"added {[e['added'] for e in entries]}, folder left: {sandbox_folder(sb).exists()}"
             )
     assert not bad, bad
     assert acct.head() == DOUBLE_ROUNDS
@@ -510,8 +510,8 @@ def test_sandbox_vanishing_mid_read(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     real_load_json = sandbox_module.load_json
 
     def load_json_racing(path: Path) -> Any:
-        if path == gone.info.folder / "metadata.json" and gone.info.folder.exists():
-            shutil.rmtree(gone.info.folder)  # what a concurrent archive or discard does
+        if path == sandbox_folder(gone) / "metadata.json" and sandbox_folder(gone).exists():
+            shutil.rmtree(sandbox_folder(gone))  # what a concurrent archive or discard does
         return real_load_json(path)
 
     monkeypatch.setattr(sandbox_module, "load_json", load_json_racing)

@@ -209,8 +209,8 @@ def _with_hook(acct: soulpass.Account, hook: Hook) -> soulpass.Account:
     """Route ``hook`` into every commit of ``acct`` (bulk_append has no hook parameter)."""
     real_commit = acct.store.commit
 
-    def commit(changeset: Any, _hook: Hook | None = None) -> int:
-        return real_commit(changeset, hook)
+    def commit(change: Any, *, parent: int, hook: Hook | None = None, _route: Hook = hook) -> Any:
+        return real_commit(change, parent=parent, hook=_route)
 
     acct.store.commit = commit  # type: ignore[method-assign]
     return acct
@@ -410,7 +410,7 @@ def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
     versions = [int(e["version"]) for e in log]
     assert versions == list(range(1, head + 1)), f"log versions {versions} at HEAD {head}"
     assert all(int(e["parent"]) == int(e["version"]) - 1 for e in log)
-    doc = acct.store.version_doc()
+    doc = acct.store.store.version_doc()
     assert doc["version"] == head
     for kind in RECORD_DIRS:
         records = list(acct.records(kind))  # every record at HEAD parses (no Corrupted)
@@ -425,7 +425,7 @@ def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
         assert versions.count(case.n + 1) == 1 and versions[-1] == case.n + 1
     # Recovery is idempotent: running it again on the recovered tree changes nothing.
     before = _tree_hash(path)
-    with acct.store.locked():
+    with acct.store.store.locked():
         assert recover(path) == []
     assert _tree_hash(path) == before
     return acct, head

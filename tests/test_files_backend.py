@@ -71,7 +71,7 @@ def test_opening_an_account_deletes_nothing_and_recovery_sweeps_finished_sandbox
     done.add_turn("user", "archived, then the process died")
     live.add_turn("user", "still open")
     with monkeypatch.context() as m:  # a crash between the commit point and the folder's removal
-        m.setattr("soulpass.engine.remove_sandbox_folder", lambda info: None)
+        m.setattr("soulpass.sessions.sandbox.SandboxInfo.remove", lambda info: None)
         assert isinstance(done.archive(), soulpass.Committed)
     sandboxes = acct.store.path / "sandboxes"
     trash = sandboxes / ".trash-gone-1234abcd"  # a removal cut short

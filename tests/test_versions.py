@@ -422,7 +422,7 @@ def test_diff_across_rollback_and_restore(hist: History) -> None:
         pytest.xfail("bug: diff() subtracts every id retired in (a, b] from 'added' even when a later "
                      "version restored it, so diff(0, HEAD) misses records that exist at HEAD")
     assert rome in d["added"]["fact"]
-    assert d["retired"] == [] or all(acct.store.read_at(p, w) is None for p in d["retired"])
+    assert d["retired"] == [] or all(acct.store.snapshot(w).document(p) is None for p in d["retired"])
 
 
 def test_rollback_to_bad_versions(hist: History) -> None:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
@@ -22,7 +22,7 @@ from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
-from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.catalog import CatalogHashLookup, CatalogRow, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
@@ -34,8 +34,10 @@ from soulpass.journal import Journal
 from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,
+    BufferEvent,
     CoreMemory,
     CoreProposal,
+    Document,
     Episode,
     GKSEdge,
     GKSGraph,
@@ -59,12 +61,10 @@ from soulpass.sessions.sandbox import (
     discard_sandbox,
     list_sandboxes,
     load_sandbox,
-    remove_sandbox_folder,
     session_buffer_view,
 )
-from soulpass.store.contract import Hook
-from soulpass.store.files.account import AccountStore, list_accounts
-from soulpass.store.files.session_log import ARCHIVED_MARKER
+from soulpass.store import contract
+from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
 from soulpass.store.keys import (
     CORE_MEMORY,
     GKS_DATA,
@@ -76,9 +76,13 @@ from soulpass.store.keys import (
     kind_of_id,
     state_path,
 )
+from soulpass.store.open import open_backend
 from soulpass.store.versions import diff_entries
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
+
+
+D = TypeVar("D", bound=Document)
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,7 @@ class Soulpass:
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
         self.indexing, self.fulltext = indexing, fulltext
         self.home = Path(home).expanduser()
+        self.backend = open_backend(self.home)
         self.rules = rules or Rules()
         self.limits = limits or Limits()
         self.vector_backend = vector_backend
@@ -174,10 +179,10 @@ class Soulpass:
         return self._embedder
 
     def accounts(self) -> list[str]:
-        return list_accounts(self.home)
+        return self.backend.accounts()
 
     def account(self, name: str, *, create: bool = False) -> Account:
-        return Account(self, AccountStore(self.home, name, create=create))
+        return Account(self, self.backend.open(name, create=create))
 
     def create_account(self, name: str) -> Account:
         return self.account(name, create=True)
@@ -195,7 +200,7 @@ class Account:
     """One account's master state, versions and sandboxes. Safe to share between threads, and a
     process may hold several handles on one account (they share its open vector index)."""
 
-    def __init__(self, sp: Soulpass, store: AccountStore) -> None:
+    def __init__(self, sp: Soulpass, store: AccountBackend) -> None:
         self.sp, self.store, self.name = sp, store, store.name
         self._lock = threading.RLock()  # this handle's index: opened once, caught up in place
         self._index: AccountIndex | None = None
@@ -217,68 +222,100 @@ class Account:
     def head(self) -> int:
         return self.store.head()
 
+    def check_version(self, at: int | None) -> int:
+        """``at`` if it names a version of this account (HEAD if None); ``NotFound`` past HEAD."""
+        return self.store.snapshot(at).version
+
     def log(self) -> list[dict[str, Any]]:
-        return self.store.log()
+        """The version log as ``soulpass log`` prints it (a bulk version's id lists left out)."""
+        return [dict(e.fields) for e in self.store.log(lists=False)]
 
     def diff(self, a: int, b: int) -> dict[str, Any]:
-        self.store.check_version(a)
-        self.store.check_version(b)
-        return diff_entries(self.store.log(expand_after=a), a, b).to_json()
+        self.check_version(a)
+        self.check_version(b)
+        return diff_entries([dict(e.fields) for e in self.store.log(a)], a, b).to_json()
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""
-        with self.store.locked():
-            version = self.store.check_version(target)
-            change = plan_rollback(self.store.snapshot(), self.store.snapshot(version),
-                                   self.store.log(expand_after=version), utc_now())
-            return self.store.commit_change(change, hook)
+        version = self.check_version(target)
+        return self.commit(lambda head: plan_rollback(head, self.store.snapshot(version),
+                                                      [dict(e.fields) for e in self.store.log(version)], utc_now()),
+                           hook=hook)
+
+    def commit(self, plan: Callable[[Snapshot], Change], *, first: Change | None = None,
+               hook: Hook | None = None) -> int:
+        """Commit what ``plan`` makes of HEAD (``first``, already planned, is tried first); when
+        another writer moved HEAD meanwhile, plan again on the new HEAD (a rebase) until it lands."""
+        change = first
+        while True:
+            if change is None:
+                change = plan(self.store.snapshot())
+            outcome = self.store.commit(change, parent=change.parent, hook=hook)
+            if isinstance(outcome, contract.Committed):
+                return outcome.version
+            change = None
 
     def record(self, record_id: str, at: int | None = None) -> Record:
-        return self.store.record(record_id, at)
+        kind_of_id(record_id)  # a clear error for what is no record id
+        snap = self.store.snapshot(at)
+        rec = snap.record(record_id)
+        if rec is None:
+            raise NotFound(f"record {record_id} does not exist at version {snap.version}", id=record_id)
+        return rec
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
         if kind not in RECORD_DIRS:
             raise InvalidInput(f"unknown record kind {kind!r} (one of {', '.join(RECORD_DIRS)})", field="kind")
-        return self.store.iter_records(kind, at)
+        return self.store.snapshot(at).records(kind)
+
+    def _document(self, key: str, model: type[D], at: int | None) -> D | None:
+        raw = self.store.snapshot(at).document(key)
+        if raw is None:
+            return None
+        try:
+            return model.model_validate(raw)
+        except (ValidationError, InvalidInput) as exc:
+            raise Corrupted(f"{key} does not match the {model.__name__} schema: {exc}", path=key) from exc
 
     def core_memory(self, at: int | None = None) -> CoreMemory:
-        return self.store.document(CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
+        return self._document(CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
 
     def user_profile(self, at: int | None = None) -> UserProfile:
-        return self.store.document(USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
+        return self._document(USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
 
     def state(self, name: str, at: int | None = None) -> StateBlob | None:
         check_name(name, "state name")
-        return self.store.document(state_path(name.removesuffix("_state")), StateBlob, at)
+        return self._document(state_path(name.removesuffix("_state")), StateBlob, at)
 
     def states(self, at: int | None = None) -> dict[str, StateBlob]:
         out: dict[str, StateBlob] = {}
-        for rel in self.store.iter_paths(STATE_DIR, at):
+        snap = self.store.snapshot(at)
+        for rel in snap.keys(STATE_DIR):
             name = rel.rsplit("/", 1)[-1].removesuffix("_state.json")
-            blob = self.state(name, at)
+            blob = self.state(name, snap.version)
             if blob is not None:
                 out[name] = blob
         return out
 
     def gks(self, at: int | None = None) -> GKSGraph:
         """The whole knowledge graph assembled from its shards."""
-        version = self.store.check_version(at)
+        snap = self.store.snapshot(at)
         nodes: dict[str, GKSNode] = {}
         edges: list[GKSEdge] = []
-        for rel in self.store.iter_paths(GKS_SHARDS, version):
-            shard = self.store.read_at(rel, version) or {}
+        for rel in snap.keys(GKS_SHARDS):
+            shard = snap.document(rel) or {}
             for e in shard.get("edges", {}).values():
                 edges.append(GKSEdge.model_validate(e))
                 for nid, label in ((e["source"], e["source_label"]), (e["target"], e["target_label"])):
                     node = nodes.get(nid) or GKSNode(id=nid, label=label)
                     nodes[nid] = node.model_copy(update={"fact_refs": (*node.fact_refs, *e["fact_refs"])})
-        totals = self.store.read_at(GKS_DATA, version) or {}
+        totals = snap.document(GKS_DATA) or {}
         return GKSGraph(nodes=tuple(nodes.values()), edges=tuple(sorted(edges, key=lambda e: e.fact_refs)),
                         version=int(totals.get("version", 0)), updated_at=totals.get("updated_at", EPOCH))
 
     def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
         """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""
-        version = self.store.check_version(at)
+        version = self.check_version(at)
         if not isinstance(ref, str):
             raise InvalidInput(f"ref (a record id or a document name) must be a string, not {type(ref).__name__}",
                                field="ref")
@@ -312,7 +349,7 @@ class Account:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         with self._lock:
             if self._index is None:
-                self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
+                self._index = AccountIndex(self.store.store, self.sp.embedder(), backend=self.sp.vector_backend,
                                            reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline",
                                            fulltext=self.sp.fulltext)
                 if self.sp.indexing == "background" and self._index.embedder is not None:
@@ -333,7 +370,7 @@ class Account:
         """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``.
         ``.incomplete`` on the result says records not embedded yet may be missing from it."""
         if at is not None:
-            self.store.check_version(at)
+            self.check_version(at)
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
@@ -362,48 +399,66 @@ class Account:
 
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
-        with self.store.locked():
-            change = plan_bulk_append(self.store.snapshot(), list(records), utc_now(), self.sp.rules.semantic)
-            return self.store.commit_change(change)
+        batch = list(records)
+        return self.commit(lambda head: plan_bulk_append(head, batch, utc_now(), self.sp.rules.semantic))
 
     # --- archive and discard ------------------------------------------------------------
 
     def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on)."""
-        with self.store.locked():
+        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on).
+
+        The buffer's lock is held throughout, so no write is between the plan and the commit, and
+        a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
+        the plan and the commit, the store says so and the plan is made again on the new HEAD."""
+        try:
+            info = load_sandbox(self.store, sandbox_id)
+        except NotFound:
+            return self._already_archived(sandbox_id)
+        buffer = info.buffer(self.sp.limits)
+        with buffer.locked():
             try:
-                info = load_sandbox(self.store, sandbox_id)
+                info = info.current()  # a discard or another archive may have had the lock first
             except NotFound:
-                version = self._archived_as(sandbox_id)
-                if version is None:
-                    raise
-                return AlreadyArchived(sandbox_id, version)
+                return self._already_archived(sandbox_id)
             if info.archived_as is not None:
                 return AlreadyArchived(sandbox_id, info.archived_as)
-            buffer = info.buffer(self.sp.limits)
-            with buffer.locked():
-                info = load_sandbox(self.store, sandbox_id)  # a discard may have won the buffer lock
-                lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
-                head = self.store.snapshot()
-                parent = head if info.parent_version == head.version else self.store.snapshot(info.parent_version)
-                try:
-                    plan = plan_consolidation(head, info, buffer.events(), self.sp.rules, utc_now(),
-                                              journal_lookup=lookup, parent=parent)
-                finally:
-                    lookup.close()
-                if dry_run:
-                    return Planned(plan)
-                self.store.commit_change(plan.change, hook)
-                remove_sandbox_folder(info)
+            events = buffer.events()
+            plan = self._plan_archive(info, events)
+            while not dry_run:
+                outcome = self.store.commit(plan.change, parent=plan.version - 1, hook=hook)
+                if isinstance(outcome, contract.Committed):
+                    info.remove()
+                    break
+                plan = self._plan_archive(info, events)
+            else:
+                return Planned(plan)
         if self._indexer is not None:
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return Committed(plan.version, plan)
 
+    def _plan_archive(self, info: SandboxInfo, events: list[BufferEvent]) -> ConsolidationPlan:
+        lookup = CatalogHashLookup(self.store.store)  # journal entries: semantic hashes already stored
+        try:
+            head = self.store.snapshot()
+            parent = head if info.parent_version == head.version else self.store.snapshot(info.parent_version)
+            return plan_consolidation(head, info, events, self.sp.rules, utc_now(), journal_lookup=lookup,
+                                      parent=parent)
+        finally:
+            lookup.close()
+
+    def _already_archived(self, sandbox_id: str) -> AlreadyArchived:
+        """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``)."""
+        version = self._archived_as(sandbox_id)
+        if version is None:
+            raise NotFound(f"sandbox {sandbox_id} does not exist in account {self.name}",
+                           sandbox_id=sandbox_id, account=self.name)
+        return AlreadyArchived(sandbox_id, version)
+
     def _archived_as(self, sandbox_id: str) -> int | None:
         """The version a sandbox whose folder is gone was archived as (from the log), if any."""
-        for entry in reversed(self.store.log()):
-            if entry.get("source_sandbox") == sandbox_id:
-                return int(entry["version"])
+        for entry in reversed(self.store.log(lists=False)):
+            if entry.source_sandbox == sandbox_id:
+                return entry.version
         return None
 
     def discard(self, sandbox_id: str) -> None:
@@ -535,4 +590,8 @@ class Sandbox:
 
     @property
     def archived(self) -> bool:
-        return (self.info.folder / ARCHIVED_MARKER).exists()
+        """Archived (the commit marked it) or gone (archived, then removed; or discarded)."""
+        try:
+            return self.info.current().archived_as is not None
+        except NotFound:
+            return True

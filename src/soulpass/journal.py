@@ -22,7 +22,7 @@ from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.contract import IndexCatalog
 from soulpass.index.search import AccountIndex
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
-from soulpass.store.files.account import AccountStore
+from soulpass.store.contract import AccountBackend
 from soulpass.store.keys import JOURNAL_DIR
 
 __all__ = ["Journal", "JournalAccount", "JournalItem", "PatternGroup", "Patterns"]
@@ -98,12 +98,14 @@ class JournalAccount(Protocol):
     the journal does not import the engine that hands it out."""
 
     @property
-    def store(self) -> AccountStore: ...
+    def store(self) -> AccountBackend: ...
 
     @property
     def sp(self) -> _Embedders: ...
 
     def head(self) -> int: ...
+
+    def check_version(self, at: int | None) -> int: ...
 
     def index(self) -> AccountIndex: ...
 
@@ -146,7 +148,7 @@ class Journal:
 
     # --- reading -------------------------------------------------------------------------
 
-    def _catalog(self) -> IndexCatalog[AccountStore]:
+    def _catalog(self) -> IndexCatalog[AccountBackend]:
         return self.account.index().catalog
 
     def find(self, *, tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
@@ -156,7 +158,7 @@ class Journal:
         if type is not None and type not in ENTRY_TYPES:
             raise InvalidInput(f"type must be one of {', '.join(ENTRY_TYPES)}, not {type!r}", field="type")
         if at is not None:
-            self.account.store.check_version(at)
+            self.account.check_version(at)
         filters = Filters(kinds=JOURNAL, tags=tuple(tags), since=since, until=until, as_of_version=at)
         cat = self._catalog()
         if semantic_hash is not None:
@@ -171,18 +173,18 @@ class Journal:
     def get(self, entry_id: str, at: int | None = None) -> tuple[JournalEntry, str]:
         """The entry with this id (as of version ``at``, default HEAD) and its account-relative path."""
         check_record_id(entry_id, "journal entry id")
-        version = self.account.store.check_version(at)
+        version = self.account.check_version(at)
         rows = self._catalog().get([entry_id], as_of_version=at)
         row = rows[0] if rows else None
         if row is None or row.kind != "journal" or not row.in_force_at(version):
             raise NotFound(f"journal entry {entry_id} does not exist at version {version}", id=entry_id)
-        raw = self.account.store.read_at(row.path, version)
+        raw = self.account.store.snapshot(version).document(row.path)
         if raw is None:
             raise NotFound(f"{row.path} is missing from disk (see `soulpass audit`)", id=entry_id, path=row.path)
         return JournalEntry.model_validate(raw), row.path
 
     def read(self, relpath: str) -> JournalEntry:
-        raw = self.account.store.read_at(relpath)
+        raw = self.account.store.snapshot().document(relpath)
         if raw is None:
             raise NotFound(f"{relpath} does not exist", path=relpath)
         return JournalEntry.model_validate(raw)

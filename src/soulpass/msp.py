@@ -65,7 +65,7 @@ class MSP:
             return MasterState(version=0, user_id=user_id, metadata={"total_episodes": 0, "total_facts": 0,
                                                                      "total_sessions": 0, "last_consolidation": None})
         acct = self.engine.account(user_id)
-        version = acct.store.check_version(at)
+        version = acct.check_version(at)
         episodes = [e.model_dump(mode="json") for e in acct.records("episode", version)]
         facts = [f.model_dump(mode="json") for f in acct.records("fact", version)]
         graph = acct.gks(version)

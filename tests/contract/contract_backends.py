@@ -8,10 +8,8 @@ from typing import Protocol
 
 import soulpass
 from soulpass.store.contract import MasterStore, SessionLog
-from soulpass.store.files.account import AccountStore
 from soulpass.store.files.commit import COMMIT_STEPS
-from soulpass.store.files.master import FilesMasterStore
-from soulpass.store.files.session_log import FileSessionLog
+from soulpass.store.open import open_backend
 
 
 class Backend(Protocol):
@@ -42,16 +40,15 @@ class FilesBackend:
     crash_points: tuple[str, ...] = COMMIT_STEPS
 
     def master(self, account: str) -> MasterStore:
-        return FilesMasterStore(AccountStore(self.home, account, create=True))
+        return open_backend(self.home).open(account, create=True)
 
     def reopen(self, account: str) -> MasterStore:
-        return FilesMasterStore(AccountStore(self.home, account))
+        return open_backend(self.home).open(account)
 
     def session_log(self, account: str, sandbox_id: str) -> SessionLog:
-        from soulpass.sessions.sandbox import create_sandbox
-
-        info = create_sandbox(AccountStore(self.home, account, create=True), "contract", sandbox_id)
-        return FileSessionLog(info.folder, max_event_bytes=64 * 1024)
+        store = open_backend(self.home).open(account, create=True)
+        store.sandboxes.create("contract", store.head(), sandbox_id)
+        return store.sandboxes.session_log(sandbox_id, max_event_bytes=64 * 1024)
 
     def engine(self) -> soulpass.Soulpass:
         return soulpass.open(self.home, embedder="none")

@@ -51,7 +51,8 @@ from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent, Episode, SensoryRecord, SituationContext
-from soulpass.sessions.buffer import SessionBufferFile, SessionLogTail
+from soulpass.sessions.buffer import SandboxBuffer
+from soulpass.store.contract import SessionTail
 
 if TYPE_CHECKING:
     from soulpass.agent.inbox import Inbox
@@ -78,7 +79,7 @@ class AgentMemory:
         self.clock: Clock = clock or utc_now
         self.summariser: Summariser = summariser or ExtractiveSummariser()
         self.inbox_backend: Inbox = inbox or BufferInbox(lambda: self._sandbox, self.clock, self._events)
-        self._tail: SessionLogTail | None = None
+        self._tail: tuple[str, SessionTail] | None = None  # (sandbox id, its reader)
         self._rows: BufferRows | None = None
 
 
@@ -89,20 +90,26 @@ class AgentMemory:
 
     # --- plumbing ---------------------------------------------------------------------------
 
-    def _buffer(self) -> SessionBufferFile:
+    def _buffer(self) -> SandboxBuffer:
         return self._sandbox.info.buffer(self._sandbox.account.sp.limits)
 
+    def _gone(self) -> bool:
+        try:
+            self._sandbox.info.current()
+        except NotFound:
+            return True
+        return False
+
     def _events(self) -> list[BufferEvent]:
-        if not self._sandbox.info.folder.exists():
+        if self._gone():
             self._follow()  # archived on a deep sleep by another process: read its continuation
-        buffer = self._buffer()
-        if self._tail is None or self._tail.path != buffer.path:
-            self._tail = buffer.tail()
-        return self._tail.events()
+        if self._tail is None or self._tail[0] != self._sandbox.id:
+            self._tail = (self._sandbox.id, self._buffer().tail())
+        return self._tail[1].events()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        if not self._sandbox.info.folder.exists():
+        if self._gone():
             self._follow()
         try:
             with self._buffer().section("agent"):  # one scribe or wake at a time across processes

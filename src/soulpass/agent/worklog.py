@@ -16,7 +16,7 @@ from soulpass.agent.types import EntryKind, LogEntry
 from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, new_temp_id
 from soulpass.records import BufferEvent, Episode, Record, TurnLLM, TurnUser
-from soulpass.sessions.buffer import SessionBufferFile
+from soulpass.sessions.buffer import SandboxBuffer
 
 __all__ = [
     "OUTCOME_TAG",
@@ -65,7 +65,7 @@ def make_turn(agent: str, text: str, kind: EntryKind, speaker: str | None, at: d
         raise InvalidInput(f"log entry rejected: {loc}: {err['msg']}", field=loc) from exc
 
 
-def append_records(buffer: SessionBufferFile, items: Iterable[tuple[str, BaseModel, str | None]],
+def append_records(buffer: SandboxBuffer, items: Iterable[tuple[str, BaseModel, str | None]],
                    at: datetime) -> list[BufferEvent]:
     """Append ``(event type, model, agent)`` items all-or-nothing with event time ``at``."""
     batch = []

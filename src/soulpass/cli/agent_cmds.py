@@ -138,7 +138,7 @@ def clipboard_show(state: State, account: str, agent: str, sandbox_id: str | Non
     if sandbox_id is not None:
         items: tuple[str, ...] | list[str] = AgentMemory(acct.sandbox(sandbox_id)).clipboard_show(agent).items
     else:
-        items = read_clipboard_items(acct.store, agent, acct.store.check_version(at))
+        items = read_clipboard_items(acct.store, agent, acct.check_version(at))
     _show_items(agent, items, as_json)
 
 

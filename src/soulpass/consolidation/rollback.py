@@ -28,7 +28,8 @@ def _record_kind(relpath: str) -> str | None:
 
 def plan_rollback(master: Snapshot, target: Snapshot, log: list[dict[str, Any]], now: datetime) -> Change:
     """Version HEAD+1 on ``master`` (HEAD) equal to ``target``. Only keys touched after the
-    target (``log``, with bulk id lists inlined) can differ, so the cost follows what changed since."""
+    target (``log``: the entries after it, with bulk id lists inlined) can differ, so the cost
+    follows what changed since."""
     if target.version > master.version:
         raise InvalidInput(f"cannot roll back to version {target.version} past HEAD {master.version}")
     version = master.version + 1
@@ -51,10 +52,7 @@ def plan_rollback(master: Snapshot, target: Snapshot, log: list[dict[str, Any]],
                 restored[kind].append(rel.rsplit("/", 1)[-1].removesuffix(".json"))
             else:
                 replaced.append(rel)
-    counts: dict[str, Any] = {}
-    for entry in log:
-        if int(entry["version"]) == target.version:
-            counts = dict(entry.get("counts", {}))
+    counts = dict(target.entry().counts)
     return Change(VersionEntry({
         "version": version, "parent": master.version, "timestamp": now.isoformat(), "kind": "rollback",
         "rolled_back_to": target.version, "added": {}, "restored": dict(restored), "superseded": [],

@@ -35,6 +35,7 @@ from soulpass.prose import (
     render_markdown,
     split_front_matter,
 )
+from soulpass.store.contract import Change, Snapshot
 from soulpass.store.fsio import atomic_write
 from soulpass.store.keys import JOURNAL_DIR
 
@@ -207,17 +208,22 @@ def import_mira(account: Account, folder: str | Path, *, dry_run: bool = False) 
     """Take a Mira folder into ``account`` as one version (exact repeats skipped per the journal rule)."""
     entries, report = read_mira_folder(folder)
     source = {e.id: rel for e, rel in entries}
-    store = account.store
-    with store.locked():
-        lookup = CatalogHashLookup(store)
+    plans: list[JournalPlan] = []
+
+    def plan(head: Snapshot) -> Change:
+        lookup = CatalogHashLookup(account.store.store)
         try:
-            change, plan = plan_journal_import(store.snapshot(), [e for e, _ in entries], utc_now(),
-                                               rule=account.sp.rules.journal, lookup=lookup)
+            change, planned = plan_journal_import(head, [e for e, _ in entries], utc_now(),
+                                                  rule=account.sp.rules.journal, lookup=lookup)
         finally:
             lookup.close()
-        _fill(report, plan, source)
-        if not dry_run and plan.added:
-            report.version = store.commit_change(change)
+        plans.append(planned)
+        return change
+
+    first = plan(account.store.snapshot())
+    if not dry_run and plans[0].added:
+        report.version = account.commit(plan, first=first)  # planned again if another commit came first
+    _fill(report, plans[-1], source)
     return report
 
 

@@ -1,7 +1,7 @@
 """Input limits, the JSON-safety check every buffered event passes, and a sandbox's buffer.
 
-The buffer's storage (one JSONL file, its lock, its reader) is the files backend's
-:class:`soulpass.store.files.session_log.FileSessionLog`; this module adds the input limits.
+The buffer's storage (the files backend: one JSONL file, its lock, its reader) is the backend's
+:class:`soulpass.store.contract.SessionLog`; this module adds the input limits.
 """
 
 from __future__ import annotations
@@ -10,15 +10,13 @@ import contextlib
 import math
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
 from soulpass.errors import InvalidInput
 from soulpass.records import BufferEvent
-from soulpass.store.contract import PendingEvent
-from soulpass.store.files.session_log import FileSessionLog, SessionLogTail
+from soulpass.store.contract import PendingEvent, SandboxStore, SessionTail
 
-__all__ = ["BODY_FIELDS", "Limits", "SessionBufferFile", "SessionLogTail", "check_json_safe"]
+__all__ = ["BODY_FIELDS", "Limits", "SandboxBuffer", "check_json_safe"]
 
 # The message bodies of a buffer event type: what someone said or pasted, kept verbatim whatever
 # its length. Every other string (names, labels, tags, summaries, fact and state values) is short.
@@ -88,13 +86,13 @@ def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset
         raise InvalidInput(f"{where} is a {type(value).__name__}, which JSON cannot hold", field=where)
 
 
-class SessionBufferFile:
-    """``sandboxes/<id>/session_buffer.jsonl`` with the input limits applied to every append."""
+class SandboxBuffer:
+    """A sandbox's session log with the input limits applied to every append."""
 
-    def __init__(self, folder: Path, limits: Limits | None = None) -> None:
+    def __init__(self, sandboxes: SandboxStore, sandbox_id: str, limits: Limits | None = None) -> None:
         self.limits = limits or Limits()
-        self.log = FileSessionLog(folder, max_event_bytes=self.limits.max_event_bytes, check=self._check)
-        self.folder, self.path = folder, self.log.path
+        self.sandbox_id = sandbox_id
+        self.log = sandboxes.session_log(sandbox_id, max_event_bytes=self.limits.max_event_bytes, check=self._check)
 
     def _check(self, event: PendingEvent) -> None:
         self.limits.check(event.type, dict(event.data), event.derived)
@@ -107,7 +105,7 @@ class SessionBufferFile:
         """A named exclusive section of the sandbox that appends never take (``Conflict`` once it is gone)."""
         return self.log.section(name)
 
-    def tail(self) -> SessionLogTail:
+    def tail(self) -> SessionTail:
         """An incremental reader of the buffer: each read parses only the lines appended since the last."""
         return self.log.tail()
 

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 from typing import Any
 
-from soulpass.errors import Conflict, InvalidInput, NotFound
-from soulpass.ids import check_name, new_sandbox_id, utc_now
+from soulpass.errors import Conflict, InvalidInput
+from soulpass.ids import check_name
 from soulpass.records import BufferEvent, SessionBuffer
-from soulpass.sessions.buffer import Limits, SessionBufferFile
-from soulpass.store.files.account import AccountStore
-from soulpass.store.files.session_log import ARCHIVED_MARKER, remove_folder
-from soulpass.store.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
-from soulpass.store.keys import sandbox_dir
+from soulpass.sessions.buffer import Limits, SandboxBuffer
+from soulpass.store.contract import AccountBackend, SandboxMeta, SandboxStore
 
 __all__ = [
     "SandboxInfo",
@@ -30,16 +26,35 @@ MAX_SANDBOX_LABEL = 200
 
 @dataclass(frozen=True)
 class SandboxInfo:
+    """A sandbox's metadata and the store that keeps it (for its buffer)."""
+
     sandbox_id: str
     name: str
     account: str
     parent_version: int
     created_at: datetime
-    folder: Path
+    sandboxes: SandboxStore = field(repr=False, compare=False)
     archived_as: int | None = None
 
-    def buffer(self, limits: Limits | None = None) -> SessionBufferFile:
-        return SessionBufferFile(self.folder, limits or Limits())
+    @classmethod
+    def of(cls, meta: SandboxMeta, sandboxes: SandboxStore) -> SandboxInfo:
+        return cls(sandbox_id=meta.sandbox_id, name=meta.name, account=meta.account,
+                   parent_version=meta.parent_version, created_at=meta.created_at, sandboxes=sandboxes,
+                   archived_as=meta.archived_as)
+
+    def buffer(self, limits: Limits | None = None) -> SandboxBuffer:
+        return SandboxBuffer(self.sandboxes, self.sandbox_id, limits or Limits())
+
+    def current(self) -> SandboxInfo:
+        """The sandbox as the store keeps it now (``NotFound`` once it is removed)."""
+        return SandboxInfo.of(self.sandboxes.get(self.sandbox_id), self.sandboxes)
+
+    def remove(self) -> None:
+        """Delete the sandbox and its buffer at once (nobody ever sees a half-deleted sandbox).
+
+        The caller holds the buffer lock, so no append is between its checks and its write.
+        """
+        self.sandboxes.remove(self.sandbox_id)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -62,85 +77,30 @@ def _check_label(name: str) -> str:
     return name
 
 
-def create_sandbox(store: AccountStore, name: str, sandbox_id: str | None = None) -> SandboxInfo:
-    """Record the parent version and an empty buffer; the master is only read."""
+def create_sandbox(store: AccountBackend, name: str, sandbox_id: str | None = None) -> SandboxInfo:
+    """Record the parent version (HEAD) and an empty buffer; the master is only read."""
     label = _check_label(name)
-    sid = check_name(sandbox_id, "sandbox id") if sandbox_id is not None else new_sandbox_id()
-    folder = store.path / sandbox_dir(sid)
-    if folder.exists():
-        raise InvalidInput(f"sandbox {sid} already exists", sandbox_id=sid)
-    meta = {
-        "sandbox_id": sid,
-        "name": label,
-        "account": store.name,
-        "parent_version": store.head(),
-        "created_at": utc_now().isoformat(),
-    }
-    body = dump_json(meta)  # refuses bad text before anything is created
-    makedirs_durable(folder)
-    atomic_write(folder / "metadata.json", body)
-    (folder / "session_buffer.jsonl").touch()
-    fsync_dir(folder)
-    return _info(store, folder, meta)
+    sid = check_name(sandbox_id, "sandbox id") if sandbox_id is not None else None
+    return SandboxInfo.of(store.sandboxes.create(label, store.head(), sid), store.sandboxes)
 
 
-def _info(store: AccountStore, folder: Path, meta: dict[str, Any]) -> SandboxInfo:
-    try:
-        archived: int | None = int(load_json(folder / ARCHIVED_MARKER)["version"])
-    except FileNotFoundError:
-        archived = None
-    return SandboxInfo(
-        sandbox_id=meta["sandbox_id"],
-        name=meta["name"],
-        account=store.name,
-        parent_version=int(meta["parent_version"]),
-        created_at=datetime.fromisoformat(meta["created_at"]),
-        folder=folder,
-        archived_as=archived,
-    )
+def load_sandbox(store: AccountBackend, sandbox_id: str) -> SandboxInfo:
+    return SandboxInfo.of(store.sandboxes.get(sandbox_id), store.sandboxes)
 
 
-def load_sandbox(store: AccountStore, sandbox_id: str) -> SandboxInfo:
-    folder = store.path / sandbox_dir(sandbox_id)
-    try:
-        return _info(store, folder, load_json(folder / "metadata.json"))
-    except FileNotFoundError:
-        raise NotFound(f"sandbox {sandbox_id} does not exist in account {store.name}",
-                       sandbox_id=sandbox_id, account=store.name) from None
+def list_sandboxes(store: AccountBackend) -> list[SandboxInfo]:
+    return [SandboxInfo.of(meta, store.sandboxes) for meta in store.sandboxes.list()]
 
 
-def list_sandboxes(store: AccountStore) -> list[SandboxInfo]:
-    root = store.path / "sandboxes"
-    if not root.is_dir():
-        return []
-    out = []
-    for folder in sorted(root.iterdir()):
-        if folder.name.startswith("."):
-            continue
-        try:
-            out.append(_info(store, folder, load_json(folder / "metadata.json")))
-        except (FileNotFoundError, NotADirectoryError):
-            continue  # removed (archived or discarded) while we looked, or not a sandbox
-    return sorted(out, key=lambda s: s.created_at)
-
-
-def remove_sandbox_folder(info: SandboxInfo) -> None:
-    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer).
-
-    The caller holds the buffer lock, so no append is between its checks and its write.
-    """
-    remove_folder(info.folder)
-
-
-def discard_sandbox(store: AccountStore, sandbox_id: str) -> None:
+def discard_sandbox(store: AccountBackend, sandbox_id: str) -> None:
     """Delete the sandbox and its buffer; the master is untouched."""
     info = load_sandbox(store, sandbox_id)
     with info.buffer().locked():
-        info = load_sandbox(store, sandbox_id)  # still there once we hold the lock?
+        info = info.current()  # still there once we hold the lock?
         if info.archived_as is not None:
             raise Conflict(f"sandbox {sandbox_id} was archived as version {info.archived_as}; "
                            "nothing to discard", sandbox_id=sandbox_id)
-        remove_sandbox_folder(info)
+        info.remove()
 
 
 def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> SessionBuffer:

@@ -268,8 +268,9 @@ class MasterStore(Protocol):
         """A read view at version ``at`` (default HEAD); ``NotFound`` past HEAD."""
         ...
 
-    def log(self, since: int = 0) -> Sequence[VersionEntry]:
-        """Entries of the versions after ``since``, oldest first, with bulk id lists inlined."""
+    def log(self, since: int = 0, *, lists: bool = True) -> Sequence[VersionEntry]:
+        """Entries of the versions after ``since``, oldest first, with a bulk version's id lists
+        inlined; ``lists=False`` leaves them out (their counts stay), for a listing of the log."""
         ...
 
     def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:

@@ -44,6 +44,11 @@ class FilesMasterStore:
     def name(self) -> str:
         return self.store.name
 
+    @property
+    def path(self) -> Path:
+        """The account's folder. Not in the contract: for this backend's own tools and tests."""
+        return self.store.path
+
     def index_dir(self) -> Path:
         return self.store.index_dir()
 
@@ -65,8 +70,9 @@ class FilesMasterStore:
     def snapshot(self, at: int | None = None) -> FilesSnapshot:
         return self.store.snapshot(at)
 
-    def log(self, since: int = 0) -> list[VersionEntry]:
-        return [VersionEntry(e) for e in self.store.log(expand_after=since) if int(e["version"]) > since]
+    def log(self, since: int = 0, *, lists: bool = True) -> list[VersionEntry]:
+        entries = self.store.log(expand_after=since if lists else None)
+        return [VersionEntry(e) for e in entries if int(e["version"]) > since]
 
     def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
         """Takes the account lock itself: never call it with :meth:`AccountStore.locked` held."""
