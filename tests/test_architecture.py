@@ -37,9 +37,6 @@ FILES_BACKEND = "soulpass.store.files"
 # cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
 PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.sessions.sandbox": "sandbox folders; moves into the files backend's SessionLog (issue 12 part 2)",
-    "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
-    "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
-    "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
     "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
                           "pending txns, source files with their bytes and the index folder",
     "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
