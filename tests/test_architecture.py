@@ -37,10 +37,6 @@ FILES_BACKEND = "soulpass.store.files"
 # cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
 PATH_JOIN_ALLOWED: Mapping[str, str] = {
     "soulpass.sessions.sandbox": "sandbox folders; moves into the files backend's SessionLog (issue 12 part 2)",
-    "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
-                          "pending txns, source files with their bytes and the index folder",
-    "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
-                       "the source files (the passport issue's lossless export)",
 }
 
 
@@ -59,7 +55,6 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
                                    "VersionChanges",
     "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
                              "IndexCatalog follows)",
-    "soulpass.integrity": "audits the files themselves (see PATH_JOIN_ALLOWED)",
     "soulpass.journal": "journal lookups read the files backend's AccountStore",
 }
 

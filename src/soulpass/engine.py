@@ -76,6 +76,7 @@ from soulpass.store.keys import (
     kind_of_id,
     state_path,
 )
+from soulpass.store.open import open_backend
 from soulpass.store.versions import diff_entries
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
@@ -140,6 +141,7 @@ class Soulpass:
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
         self.indexing, self.fulltext = indexing, fulltext
         self.home = Path(home).expanduser()
+        self.backend = open_backend(self.home)
         self.rules = rules or Rules()
         self.limits = limits or Limits()
         self.vector_backend = vector_backend

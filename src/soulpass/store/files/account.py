@@ -16,6 +16,7 @@ from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
@@ -52,8 +53,9 @@ class AccountStore:
                 raise NotFound(f"account {self.name!r} does not exist in {home}", account=self.name)
             makedirs_durable(self.path / "core")
         self.recovered: list[str] = []
-        txn = self.path / "txn"
-        if txn.exists() and any(txn.iterdir()):
+        # What a process that died left half-done, as found here (``audit`` reports it).
+        self.unfinished = unfinished_txns(self.path)
+        if self.unfinished:
             with self.locked():  # recovers
                 pass
 
