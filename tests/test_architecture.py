@@ -36,13 +36,6 @@ FILES_BACKEND = "soulpass.store.files"
 # Modules outside store/ that still know where an account keeps its files, each with the reason it
 # cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
 PATH_JOIN_ALLOWED: Mapping[str, str] = {
-    "soulpass.consolidation.bulk": "writes log/added/; becomes a typed Change (issue 12 part 3)",
-    "soulpass.consolidation.journal": "writes log/added/; becomes a typed Change (issue 12 part 3)",
-    "soulpass.consolidation.clipboard": "the clipboard document's folder; becomes a typed Change",
-    "soulpass.integrity": "audits txn/, the master's bytes and index/vectors/ by path: needs a store API for "
-                          "pending txns, source files with their bytes and the index folder",
-    "soulpass.backup": "copies and restores core/, history/, log/ by path: needs a store export/import of "
-                       "the source files (the passport issue's lossless export)",
 }
 
 
@@ -56,7 +49,6 @@ FILES_BACKEND_ALLOWED: Mapping[str, str] = {
                                    "VersionChanges",
     "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
                              "IndexCatalog follows)",
-    "soulpass.integrity": "audits the files themselves (see PATH_JOIN_ALLOWED)",
 }
 
 

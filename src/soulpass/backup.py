@@ -1,11 +1,12 @@
 """Backups of an account as a git repository: one commit per run, verified both ways.
 
-``backup`` copies the account's source files (``core/``, ``history/``, ``log/``; the derived
-``index/``, the transient ``txn/`` and open ``sandboxes/`` are left out) into the work tree of a
-git repository, together with ``SOULPASS_MANIFEST.json`` (account, version, SHA-256 of every
-file), and commits them with a message naming the version. ``restore`` extracts a commit into a
-staging folder, checks every file against the manifest, and only then moves it into place; the
-index is rebuilt from the files on first use. Uses the ``git`` command line.
+``backup`` copies the account's source files, its plain-file form as the store hands it out
+(``AccountBackend.source_files``: ``core/``, ``history/``, ``log/``; no index, no commit in flight,
+no open sandbox), into the work tree of a git repository, together with ``SOULPASS_MANIFEST.json``
+(account, version, SHA-256 of every file), and commits them with a message naming the version.
+``restore`` streams a commit's files into the store (``Backend.restore``), checking every file
+against the manifest: the account appears only if they all match. The index is rebuilt from the
+store on first use. Uses the ``git`` command line.
 """
 
 from __future__ import annotations
@@ -13,24 +14,23 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import subprocess
 import tarfile
-import time
+from collections.abc import Generator
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
-from soulpass.store.fsio import fsync_dir
+from soulpass.store.keys import SOURCE_FOLDERS
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
 
-__all__ = ["BACKED_UP", "MANIFEST", "BackupResult", "RestoreResult", "backup", "default_backup_dir", "restore"]
+__all__ = ["MANIFEST", "BackupResult", "RestoreResult", "backup", "default_backup_dir", "restore"]
 
-BACKED_UP = ("core", "history", "log")
 MANIFEST = "SOULPASS_MANIFEST.json"
 _GIT_ID = ["-c", "user.name=soulpass", "-c", "user.email=soulpass@localhost", "-c", "core.autocrlf=false",
            "-c", "commit.gpgsign=false"]
@@ -78,39 +78,26 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def _source_files(account: Path) -> dict[str, Path]:
-    out: dict[str, Path] = {}
-    for top in BACKED_UP:
-        for dirpath, dirs, names in os.walk(account / top):
-            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-            for n in sorted(names):
-                if not n.startswith("."):  # temp files of an interrupted atomic write
-                    p = Path(dirpath, n)
-                    out[p.relative_to(account).as_posix()] = p
-    return out
-
-
 def backup(sp: Soulpass, name: str, to: str | Path | None = None) -> BackupResult:
     """Snapshot account ``name`` into the git repository ``to`` (default ``<home>/backups/<name>``)."""
-    acct = sp.account(name)
+    store = sp.backend.open(name)
     repo = Path(to).expanduser() if to is not None else default_backup_dir(sp.home, name)
     if repo.exists() and any(repo.iterdir()) and not (repo / ".git").exists():
         raise InvalidInput(f"{repo} is not empty and not a git repository: choose another --to", path=str(repo))
     repo.mkdir(parents=True, exist_ok=True)
     if not (repo / ".git").exists():
         _git(repo, "init", "-q")
-    with acct.store.locked():  # no commit moves the account while it is copied
-        version = acct.store.head()
-        files = _source_files(acct.store.path)
+    with store.exclusive():  # no commit moves the account while it is copied
+        version = store.head()
         hashes = {}
-        for rel, src in files.items():
-            dst = repo / rel
-            digest = _sha256(src)
+        for key, data in store.source_files():
+            dst = repo / key
+            digest = hashlib.sha256(data).hexdigest()
             if not dst.exists() or _sha256(dst) != digest:
                 dst.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(src, dst)
-            hashes[rel] = digest
-    for top in BACKED_UP:  # what the account no longer has leaves the snapshot too (git keeps it)
+                dst.write_bytes(data)
+            hashes[key] = digest
+    for top in SOURCE_FOLDERS:  # what the account no longer has leaves the snapshot too (git keeps it)
         for dirpath, _dirs, names in os.walk(repo / top):
             for n in names:
                 rel = Path(dirpath, n).relative_to(repo).as_posix()
@@ -145,54 +132,42 @@ def restore(sp: Soulpass, name: str, source: str | Path | None = None, *, ref: s
         manifest: dict[str, Any] = json.loads(_git(repo, "show", f"{commit}:{MANIFEST}"))
     except ValueError as exc:
         raise Corrupted(f"{MANIFEST} at {commit[:12]} is not JSON", path=str(repo)) from exc
-    target = sp.home / "accounts" / name
-    existed = (target / "core").is_dir()
-    if existed and not force:
+    if name in sp.accounts() and not force:
         raise Conflict(f"account {name!r} exists in {sp.home}: restore into another home, or pass force",
                        account=name)
-    staging = sp.home / "accounts" / f".restore-{name}-{os.getpid()}-{time.time_ns()}"
-    staging.mkdir(parents=True)
-    try:
-        _extract(repo, commit, staging)
-        (staging / MANIFEST).unlink(missing_ok=True)
-        _verify(staging, manifest)
-        _fsync_tree(staging)
-        if existed:
-            aside = target.with_name(f".replaced-{name}-{time.time_ns()}")
-            os.replace(target, aside)
-            os.replace(staging, target)
-            shutil.rmtree(aside)
-        else:
-            os.replace(staging, target)
-        fsync_dir(target.parent)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
+    with closing(_verified(repo, commit, manifest)) as files:
+        replaced = sp.backend.restore(name, files, replace=force)
     return RestoreResult(account=name, commit=commit, version=int(manifest["version"]),
-                         files=len(manifest["files"]), replaced_existing=existed)
+                         files=len(manifest["files"]), replaced_existing=replaced)
 
 
-def _fsync_tree(folder: Path) -> None:
-    """Make what was extracted durable before it moves into place: each file, then each folder
-    (what restore wrote, not the whole machine's caches as ``os.sync()`` would)."""
-    for dirpath, _dirs, names in os.walk(folder, topdown=False):
-        for n in names:
-            fd = os.open(Path(dirpath, n), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-        fsync_dir(Path(dirpath))
+def _verified(repo: Path, commit: str, manifest: dict[str, Any]) -> Generator[tuple[str, bytes], None, None]:
+    """The commit's files, and after the last one ``Corrupted`` unless they are the manifest's."""
+    have: dict[str, str] = {}
+    for key, data in _archived(repo, commit):
+        if not any(part.startswith(".") for part in key.split("/")):  # temp files are not in the manifest
+            have[key] = hashlib.sha256(data).hexdigest()
+        yield key, data
+    want: dict[str, str] = manifest["files"]
+    missing = sorted(set(want) - set(have))
+    extra = sorted(set(have) - set(want))
+    bad = sorted(rel for rel in set(want) & set(have) if have[rel] != want[rel])
+    if missing or extra or bad:
+        raise Corrupted(f"backup does not match its manifest: missing {missing[:5]}, extra {extra[:5]}, "
+                        f"changed {bad[:5]}", missing=missing, extra=extra, changed=bad)
 
 
-def _extract(repo: Path, commit: str, dest: Path) -> None:
-    """``git archive`` of the commit's account folders, streamed into ``dest`` (never all in memory)."""
+def _archived(repo: Path, commit: str) -> Generator[tuple[str, bytes], None, None]:
+    """The files of ``git archive`` of the commit's account folders, one at a time (never all in memory)."""
     cmd = ["git", *_GIT_ID, "-C", str(repo), "archive", "--format=tar", commit, "--", *_present(repo, commit)]
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE) as proc:
         assert proc.stdout is not None
         try:
             with tarfile.open(fileobj=proc.stdout, mode="r|") as tar:
-                tar.extractall(dest, filter="data")
+                for member in tar:
+                    got = tar.extractfile(member) if member.isfile() and member.name != MANIFEST else None
+                    if got is not None:
+                        yield member.name, got.read()
         except tarfile.TarError as exc:
             raise Corrupted(f"git archive of {commit[:12]} in {repo} is not a readable tar: {exc}") from exc
         err = proc.stderr.read() if proc.stderr else b""
@@ -202,15 +177,4 @@ def _extract(repo: Path, commit: str, dest: Path) -> None:
 
 def _present(repo: Path, commit: str) -> list[str]:
     names = _git(repo, "ls-tree", "--name-only", commit).decode().split("\n")
-    return [n for n in names if n in BACKED_UP]
-
-
-def _verify(folder: Path, manifest: dict[str, Any]) -> None:
-    want: dict[str, str] = manifest["files"]
-    have = _source_files(folder)
-    missing = sorted(set(want) - set(have))
-    extra = sorted(set(have) - set(want))
-    bad = sorted(rel for rel in set(want) & set(have) if _sha256(have[rel]) != want[rel])
-    if missing or extra or bad:
-        raise Corrupted(f"backup does not match its manifest: missing {missing[:5]}, extra {extra[:5]}, "
-                        f"changed {bad[:5]}", missing=missing, extra=extra, changed=bad)
+    return [n for n in names if n in SOURCE_FOLDERS]

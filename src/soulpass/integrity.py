@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sqlite3
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -31,8 +30,7 @@ from soulpass.ids import check_name
 from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
 from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
-from soulpass.store.files.copies import parse_copy
-from soulpass.store.keys import CORE
+from soulpass.store.contract import AccountBackend, UnreadableCopy
 
 if TYPE_CHECKING:
     from soulpass.engine import Account, Soulpass
@@ -83,24 +81,16 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     follows the check, as every open does)."""
     check_name(name, "account name")
     report = AuditReport(account=name)
-    folder = sp.home / "accounts" / name
-    txn = folder / "txn"
-    if txn.is_dir():
-        for item in sorted(txn.iterdir()):
-            state = "committed: redone on open" if (item / "COMMITTED").exists() else "uncommitted: discarded on open"
-            report.add("leftover_txn", f"txn/{item.name}", state if item.is_dir() else "stray temp file")
-    acct = sp.account(name)
-    acct.close()  # audit opens its own catalog and vectors, without catching them up
+    acct = sp.account(name)  # its store notes what a process that died left, then finishes or discards it
     store = acct.store
+    acct.close()  # audit opens its own catalog and vectors, without catching them up
     report.store_version = store.head()
-    log = store.log()
-    if log and int(log[-1]["version"]) != report.store_version:
-        report.add("version_drift", "log/versions.jsonl",
-                   f"VERSION.json says {report.store_version}, the log ends at {log[-1]['version']}")
-    files = dict(_master_files(store.path))
+    for finding in store.audit():
+        report.add(finding.check, finding.subject, finding.detail)
+    files = _master_files(store)
     report.files = len(files)
     try:
-        catalog = Catalog.open(store)
+        catalog = Catalog.open(acct.store)
     except BackendUnavailable as exc:
         report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
         return report
@@ -117,25 +107,43 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
                        f"catalog at version {report.catalog_version}, store at {report.store_version}"
                        + ("; any search catches it up, or `soulpass index rebuild`" if behind else
                           "; the catalog is ahead of the files: `soulpass index rebuild`"))
-        _check_rows(report, store.path, rows, files)
+        _check_rows(report, rows, files)
     finally:
         catalog.close()
-    _check_vectors(report, acct)
+    _check_vectors(report, sp, store.index_dir())
     return report
 
 
-def _master_files(account: Path) -> list[tuple[str, Path]]:
-    out = []
-    for dirpath, dirs, names in os.walk(account / CORE):
-        dirs.sort()
-        for n in sorted(names):
-            rel = Path(dirpath, n).relative_to(account).as_posix()
-            if not n.startswith(".") and is_catalogued(rel):
-                out.append((rel, Path(dirpath, n)))
+@dataclass(frozen=True)
+class _MasterFile:
+    """What the audit needs of a catalogued copy in force, read once: its content hash, the version
+    it names (None: it does not parse), and its catalog row's id and version or why it has none."""
+
+    content_hash: str
+    version: int | None
+    row: tuple[str, int] | str
+
+
+def _master_files(store: AccountBackend) -> dict[str, _MasterFile]:
+    out = {}
+    for copy in store.current_copies():
+        if not is_catalogued(copy.key):
+            continue
+        digest = hashlib.sha256(copy.data).hexdigest()
+        if isinstance(copy, UnreadableCopy):
+            out[copy.key] = _MasterFile(digest, None, copy.why)
+            continue
+        version = int(copy.body.get("version", 0))
+        try:
+            row = make_row(copy.key, copy.data, dict(copy.body), None)
+        except Corrupted as exc:
+            out[copy.key] = _MasterFile(digest, version, str(exc))
+            continue
+        out[copy.key] = _MasterFile(digest, version, (row.id, row.version))
     return out
 
 
-def _check_rows(report: AuditReport, account: Path, rows: list[CatalogRow], files: dict[str, Path]) -> None:
+def _check_rows(report: AuditReport, rows: list[CatalogRow], files: dict[str, _MasterFile]) -> None:
     current: dict[str, CatalogRow] = {}
     for r in rows:
         if r.replaced_at is None:  # the copy that should be on disk now
@@ -146,31 +154,25 @@ def _check_rows(report: AuditReport, account: Path, rows: list[CatalogRow], file
         if file is None:
             report.add("missing_file", row.id, f"{path} (version {row.version}) is in the index but not on disk")
             continue
-        data = file.read_bytes()
-        if hashlib.sha256(data).hexdigest() != row.content_hash:
-            try:
-                version = int(parse_copy(path, data).get("version", 0))
-            except Corrupted:
-                version = row.version
+        if file.content_hash != row.content_hash:
+            version = row.version if file.version is None else file.version
             if version == row.version:
                 report.add("edited_file", row.id, f"{path} does not match the content hash of version {row.version}")
     for path, file in sorted(files.items()):
-        data = file.read_bytes()
-        try:
-            row = make_row(path, data, parse_copy(path, data), None)
-        except Corrupted as exc:
-            report.add("unreadable_file", path, str(exc))
+        if isinstance(file.row, str):
+            report.add("unreadable_file", path, file.row)
             continue
-        if report.catalog_version is not None and row.version > report.catalog_version:
+        row_id, row_version = file.row
+        if report.catalog_version is not None and row_version > report.catalog_version:
             continue  # written after the version the catalog reflects: that is the drift, reported once
         known = current.get(path)
-        if known is None or known.version < row.version:
-            report.add("unindexed_file", row.id, f"{path} (version {row.version}) has no catalog row")
+        if known is None or known.version < row_version:
+            report.add("unindexed_file", row_id, f"{path} (version {row_version}) has no catalog row")
 
 
-def _check_vectors(report: AuditReport, acct: Account) -> None:
-    embedder = acct.sp.embedder()
-    root = acct.store.index_dir() / VECTORS_DIR
+def _check_vectors(report: AuditReport, sp: Soulpass, index_dir: Path) -> None:
+    embedder = sp.embedder()
+    root = index_dir / VECTORS_DIR
     if not root.is_dir():
         return
     folders = {p.parent for p in root.glob("*/meta.json")}
@@ -181,7 +183,7 @@ def _check_vectors(report: AuditReport, acct: Account) -> None:
             meta = json.loads(meta_file.read_bytes())
         except FileNotFoundError:  # the folder is gone, its embedding state is not
             if embedder is not None and folder.name.endswith("-" + model_tag(embedder.model_id)):
-                report.add("missing_vectors", f"index/vectors/{folder.name}",
+                report.add("missing_vectors", _named(index_dir, folder),
                            "the vector folder is gone; run `soulpass index rebuild`")
             continue
         except ValueError:
@@ -189,7 +191,7 @@ def _check_vectors(report: AuditReport, acct: Account) -> None:
             continue
         if embedder is None or meta.get("model_id") != embedder.model_id:
             using = embedder.model_id if embedder else "no embedder"
-            report.add("foreign_vectors", f"index/vectors/{folder.name}",
+            report.add("foreign_vectors", _named(index_dir, folder),
                        f"built by {meta.get('model_id')!r}, the account now uses {using!r}: not searched; "
                        "delete the folder or switch back")
             continue
@@ -211,17 +213,22 @@ def _check_vectors(report: AuditReport, acct: Account) -> None:
         finally:
             index.close()
         if count < embedded:
-            report.add("missing_vectors", f"index/vectors/{folder.name}",
+            report.add("missing_vectors", _named(index_dir, folder),
                        f"{count} vectors on disk, {embedded} recorded as embedded; run `soulpass index rebuild`")
+
+
+def _named(index_dir: Path, folder: Path) -> str:
+    """A vector folder as findings name it: by the index folder's name (``index/vectors/<folder>``)."""
+    return Path(index_dir.name, VECTORS_DIR, folder.name).as_posix()
 
 
 def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
     """Remove catalog rows whose file is gone (orphan rows). Source files are never touched."""
     report = PruneReport(dry_run=dry_run)
     acct.index()  # caught up
+    present = {copy.key for copy in acct.store.current_copies()}
     with Catalog.open(acct.store) as catalog:  # rows by file: the SQLite catalog's own audit
-        gone = [row for row in catalog.rows()
-                if row.replaced_at is None and not (acct.store.path / row.path).exists()]
+        gone = [row for row in catalog.rows() if row.replaced_at is None and row.path not in present]
         report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
         if not dry_run and gone:
             catalog.delete_rows((r.id, r.version) for r in gone)

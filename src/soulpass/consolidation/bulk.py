@@ -43,15 +43,12 @@ def plan_bulk_append(master: Snapshot, records: list[Record], now: datetime, rul
             "kind": "gks", "version": version, "shard_dir": "shards",
             "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta, "updated_at": now.isoformat()}))
     documents.extend(ids.documents())
-    # The id lists would make one huge log line; they go to a document the log entry names.
-    added_file = f"log/added/{version:08d}.json"
-    documents.append(DocumentPut(added_file, {"version": version, "added": dict(added)}))
     counts = dict(master.entry().counts)
     for kind, n in added.items():
         counts[kind] = int(counts.get(kind, 0)) + len(n)
     entry = VersionEntry({"version": version, "parent": master.version, "timestamp": now.isoformat(), "kind": "bulk",
-                          "added_counts": {k: len(v) for k, v in added.items()}, "added": {},
-                          "added_file": added_file, "replaced": [], "written": [], "retired": [],
+                          "added_counts": {k: len(v) for k, v in added.items()}, "added": dict(added),
+                          "replaced": [], "written": [], "retired": [],
                           "superseded": [], "conflicts": [], "counts": counts})
     return Change(entry, records=tuple(final), documents=tuple(documents), bulk=True)
 

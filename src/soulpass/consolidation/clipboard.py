@@ -1,4 +1,5 @@
-"""Clipboards (Volition tier 1.5): one pinned scratchpad per agent, ``core/06_Clipboard/<agent>.md``.
+"""Clipboards (Volition tier 1.5): one pinned scratchpad per agent, the document
+``store.keys.clipboard_key(agent)`` (``core/06_Clipboard/<agent>.md``).
 
 A clipboard changes only by explicit ops (add, remove, clear) that sit in a sandbox's buffer as
 ``clipboard_op`` events until archive replays them, in order, on the clipboard at HEAD: a rebase
@@ -17,18 +18,16 @@ from pydantic import BaseModel, ConfigDict, field_validator, model_validator
 
 from soulpass.ids import check_name
 from soulpass.store.contract import Snapshot
+from soulpass.store.keys import clipboard_key
 
 __all__ = [
-    "CLIPBOARD_DIR",
     "MAX_CLIPBOARD_ITEM",
     "ClipboardOp",
     "apply_ops",
-    "clipboard_path",
     "plan_clipboards",
     "read_clipboard_items",
 ]
 
-CLIPBOARD_DIR = "core/06_Clipboard"
 MAX_CLIPBOARD_ITEM = 10_000
 
 
@@ -70,10 +69,6 @@ class Versions(Protocol):
     def snapshot(self, at: int | None = None) -> Snapshot: ...
 
 
-def clipboard_path(agent: str) -> str:
-    return f"{CLIPBOARD_DIR}/{check_name(agent, 'agent')}.md"
-
-
 def apply_ops(items: Iterable[str], ops: Iterable[ClipboardOp]) -> list[str]:
     """Replay ops on a clipboard: add appends (once), remove drops, clear drops what it saw."""
     out = list(items)
@@ -89,7 +84,7 @@ def apply_ops(items: Iterable[str], ops: Iterable[ClipboardOp]) -> list[str]:
 
 def read_clipboard_items(master: Versions, agent: str, at: int | None = None) -> list[str]:
     """The items of ``agent``'s clipboard as of version ``at`` (default HEAD); [] if it has none."""
-    raw = master.snapshot(at).document(clipboard_path(agent))
+    raw = master.snapshot(at).document(clipboard_key(agent))
     return [str(i) for i in (raw or {}).get("items", [])]
 
 
@@ -116,10 +111,10 @@ def plan_clipboards(master: Snapshot, ops: list[ClipboardOp], version: int, now:
         by_agent.setdefault(op.agent, []).append(op)
     out = []
     for agent, agent_ops in sorted(by_agent.items()):
-        raw = master.document(clipboard_path(agent))
+        raw = master.document(clipboard_key(agent))
         before = [str(i) for i in (raw or {}).get("items", [])]
         after = apply_ops(before, agent_ops)
         if after != before:
             doc = clipboard_document(agent, after, version, now)
-            out.append(ClipboardPut(clipboard_path(agent), doc, existed=raw is not None))
+            out.append(ClipboardPut(clipboard_key(agent), doc, existed=raw is not None))
     return out

@@ -106,18 +106,12 @@ def plan_journal_import(master: Snapshot, entries: Sequence[JournalEntry], now: 
     plan = plan_journal(master, entries, version=version, ids=ids, rule=rule, lookup=lookup)
     counts = dict(master.entry().counts)
     counts["journal"] = int(counts.get("journal", 0)) + len(plan.added)
-    stamp = now.isoformat()
-    # The file lists would make one huge log line (the log's tail is read in 64 KiB): they go to a
-    # file the log entry names, as a bulk append's ids do.
-    added_file = f"log/added/{version:08d}.json"
-    side = {"version": version, "added": {}, "written": plan.paths,
-            "journal": [{"id": a["id"], "path": a["path"]} for a in plan.added]}
-    entry = VersionEntry({"version": version, "parent": head, "timestamp": stamp, "kind": "import",
-                          "added": {}, "added_file": added_file, "added_counts": {"journal": len(plan.added)},
-                          "written": [], "duplicates_count": len(plan.duplicates), "replaced": [], "retired": [],
+    entry = VersionEntry({"version": version, "parent": head, "timestamp": now.isoformat(), "kind": "import",
+                          "added": {}, "added_counts": {"journal": len(plan.added)}, "written": plan.paths,
+                          "journal": [{"id": a["id"], "path": a["path"]} for a in plan.added],
+                          "duplicates_count": len(plan.duplicates), "replaced": [], "retired": [],
                           "superseded": [], "conflicts": [], "counts": counts})
-    documents = (*plan.documents, *ids.documents(), DocumentPut(added_file, side))
-    return Change(entry, documents=documents, bulk=True), plan
+    return Change(entry, documents=(*plan.documents, *ids.documents()), bulk=True), plan
 
 
 def empty_lookup(_shash: str) -> Sequence[tuple[str, str]]:

@@ -13,7 +13,7 @@ export to files is the identity on names (ADR 0004); a database backend keeps th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,8 +42,10 @@ __all__ = [
     "SessionTail",
     "Snapshot",
     "StoredCopy",
+    "StoreFinding",
     "StoredVersionCopy",
     "Supersession",
+    "UnreadableCopy",
     "VersionChanges",
     "VersionDiff",
     "VersionEntry",
@@ -398,6 +400,25 @@ class SandboxStore(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class UnreadableCopy:
+    """A stored copy whose bytes do not parse: ``why`` says what is wrong with ``data``."""
+
+    key: str
+    data: bytes
+    why: str
+
+
+@dataclass(frozen=True)
+class StoreFinding:
+    """Something wrong with a stored account itself, as ``soulpass audit`` reports it: ``check``
+    names the kind of problem, ``subject`` what it is about, ``detail`` explains it."""
+
+    check: str
+    subject: str
+    detail: str
+
+
 class AccountBackend(MasterStore, Protocol):
     """Everything the engine and the index need of one stored account."""
 
@@ -423,6 +444,29 @@ class AccountBackend(MasterStore, Protocol):
         """Finish or discard what a process that died left half-done; what it did, in words."""
         ...
 
+    def audit(self) -> list[StoreFinding]:
+        """What is wrong with the stored account itself, changing nothing: what a process that
+        died left half-done, as this handle found it on opening the account (the open finished or
+        discarded it), and the backend's own bookkeeping where it disagrees with itself."""
+        ...
+
+    def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
+        """Every copy in force at HEAD (records, documents, the version header), sorted by key,
+        read as stored now without a lock: an audit compares them with an index."""
+        ...
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        """A section no commit lands in (never commit inside it): what :meth:`source_files` reads
+        in it is all of one version, :meth:`head`."""
+        ...
+
+    def source_files(self) -> Iterator[tuple[str, bytes]]:
+        """(key, bytes) of every file of the account's plain-file form, sorted by key: what a
+        backup or an export holds, the same files the files backend keeps under the folders
+        ``store.keys.SOURCE_FOLDERS`` (no index, no commit in flight, no sandbox).
+        :meth:`Backend.restore` makes an account of them again. Read them in :meth:`exclusive`."""
+        ...
+
 
 class Backend(Protocol):
     """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""
@@ -431,4 +475,13 @@ class Backend(Protocol):
 
     def open(self, name: str, *, create: bool = False) -> AccountBackend:
         """The account ``name``; ``NotFound`` unless it exists or ``create`` is set."""
+        ...
+
+    def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
+        """Make account ``name`` of ``files``, (key, bytes) as :meth:`AccountBackend.source_files`
+        yields them, atomically: it appears (or replaces the account of that name) only once the
+        last file is stored and durable, and an exception from ``files`` (a check that failed)
+        leaves everything as it was. ``Conflict`` if the account exists and ``replace`` is not
+        set, ``InvalidInput`` for a key outside the plain-file form. Returns whether an account
+        was replaced."""
         ...

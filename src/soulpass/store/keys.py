@@ -12,6 +12,7 @@ from soulpass.ids import check_name, check_record_id, record_date
 
 __all__ = [
     "BUFFER_FILE",
+    "CLIPBOARD_DIR",
     "CORE",
     "CORE_MEMORY",
     "GKS_DATA",
@@ -20,12 +21,14 @@ __all__ = [
     "JOURNAL_DIR",
     "KIND_BY_PREFIX",
     "RECORD_DIRS",
-    "id_counter_key",
+    "SOURCE_FOLDERS",
     "STATE_DIR",
     "USER_PROFILE",
     "VERSION_FILE",
     "buffer_key",
+    "clipboard_key",
     "gks_shard_path",
+    "id_counter_key",
     "is_journal_path",
     "journal_path",
     "kind_of_id",
@@ -43,9 +46,15 @@ GKS_DATA = "core/09_Genesis_Knowledge_System/GKS_data.json"
 GKS_SHARDS = "core/09_Genesis_Knowledge_System/shards"
 GKS_FUNCTIONAL = "core/09_Genesis_Knowledge_System/functional"
 STATE_DIR = "core/10_state"
+CLIPBOARD_DIR = "core/06_Clipboard"  # one Markdown clipboard per agent
 # Prose records: ``core/04_Journal/<folder>/YYYY-MM-DD_Title.md`` (folders: journal, experiments,
 # reflections, conversations). Their path holds a title, not the id: the log names the paths.
 JOURNAL_DIR = "core/04_Journal"
+
+# The top-level folders of an account's plain-file form, what an export or a backup holds: the
+# master state, the copies later versions replaced, the version log (with id counters). Whatever
+# a backend keeps, its export has these and nothing else (no index, no commit in flight, no sandbox).
+SOURCE_FOLDERS = (CORE, "history", "log")
 
 RECORD_DIRS: dict[str, str] = {
     "episode": "core/01_Episodic_memory/episodes",
@@ -92,6 +101,11 @@ def journal_path(folder: str, day: str, title_slug: str, n: int = 1) -> str:
     check_name(folder, "journal folder")
     name = check_name(f"{day}_{title_slug}" + (f"_{n}" if n > 1 else "") + ".md", "journal file name")
     return f"{JOURNAL_DIR}/{folder}/{name}"
+
+
+def clipboard_key(agent: str) -> str:
+    """``core/06_Clipboard/<agent>.md``: the clipboard of one agent."""
+    return f"{CLIPBOARD_DIR}/{check_name(agent, 'agent')}.md"
 
 
 def sandbox_dir(sandbox_id: str) -> str:

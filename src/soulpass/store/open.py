@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 
 from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
 from soulpass.store.files.master import FilesMasterStore
+from soulpass.store.files.transfer import restore_account
 
 __all__ = ["FilesBackend", "open_backend"]
 
@@ -22,6 +24,9 @@ class FilesBackend:
 
     def open(self, name: str, *, create: bool = False) -> AccountBackend:
         return FilesMasterStore(AccountStore(self.home, name, create=create))
+
+    def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
+        return restore_account(self.home, name, files, replace=replace)
 
 
 def open_backend(home: Path) -> Backend:

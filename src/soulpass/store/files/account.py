@@ -16,6 +16,8 @@ from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.files.audit import unfinished_txns
+from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
@@ -51,8 +53,9 @@ class AccountStore:
                 raise NotFound(f"account {self.name!r} does not exist in {home}", account=self.name)
             makedirs_durable(self.path / "core")
         self.recovered: list[str] = []
-        txn = self.path / "txn"
-        if txn.exists() and any(txn.iterdir()):
+        # What a process that died left half-done, as found here (``audit`` reports it).
+        self.unfinished = unfinished_txns(self.path)
+        if self.unfinished:
             with self.locked():  # recovers
                 pass
 
@@ -141,11 +144,7 @@ class AccountStore:
     def expanded(self, entry: dict[str, Any]) -> dict[str, Any]:
         """``entry`` with the id lists a bulk version keeps in its ``added_file`` inlined."""
         if entry.get("added_file"):
-            side = load_json(self.path / entry["added_file"])
-            entry["added"] = side["added"]
-            for key in ("written", "journal"):  # an import's journal files, named there too
-                if key in side:
-                    entry[key] = side[key]
+            return inline(entry, load_json(self.path / entry["added_file"]))
         return entry
 
     def _read_log(self) -> list[dict[str, Any]]:
@@ -290,8 +289,6 @@ class _LoggedEntry(Mapping[str, Any]):
     """A bulk version's log line, whose id lists (``added_file``) are loaded on first use: a
     planner reading the counts at HEAD must not pay for 50,000 ids."""
 
-    _SIDE = frozenset({"added", "written", "journal"})
-
     def __init__(self, store: AccountStore, raw: dict[str, Any]) -> None:
         self._store, self._raw, self._full = store, raw, False
 
@@ -301,7 +298,7 @@ class _LoggedEntry(Mapping[str, Any]):
         return self._raw
 
     def __getitem__(self, key: str) -> Any:
-        return (self._expanded() if key in self._SIDE else self._raw)[key]
+        return (self._expanded() if key in KEPT_APART else self._raw)[key]
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._expanded())

@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from soulpass.errors import Corrupted
 from soulpass.prose import JournalEntry, parse_markdown, render_markdown
 from soulpass.store.contract import Change, DocumentPut
+from soulpass.store.files.bulk_lists import set_apart
 from soulpass.store.files.commit import Changeset, FileWrite
 from soulpass.store.files.session_log import ARCHIVED_MARKER
 from soulpass.store.fsio import dump_json, load_json
@@ -95,12 +96,16 @@ def version_doc(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def encode_change(change: Change) -> Changeset:
-    """The files a change writes, in order: records, documents, the closed sandbox's marker."""
+    """The files a change writes, in order: records, documents, a bulk version's id lists
+    (``bulk_lists``), the closed sandbox's marker."""
     writes = [FileWrite(record_path(r.id), dump_json(r.model_dump(mode="json"))) for r in change.records]
     writes += [FileWrite(d.key, encode_document(d)) for d in change.documents]
+    entry = dict(change.entry.fields)
+    if change.bulk:  # its id lists would make one huge log line
+        entry, lists = set_apart(entry)
+        writes.append(lists)
     if change.closes is not None:
         marker = {"version": change.version, "archived_at": change.closes.archived_at.isoformat()}
         writes.append(FileWrite(f"{sandbox_dir(change.closes.sandbox_id)}/{ARCHIVED_MARKER}", dump_json(marker)))
-    entry = dict(change.entry.fields)
     return Changeset(base_version=change.parent, writes=tuple(writes), log_entry=entry,
                      version_doc=version_doc(entry), retires=change.retires, bulk=change.bulk)

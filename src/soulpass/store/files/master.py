@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -16,13 +17,17 @@ from soulpass.store.contract import (
     Hook,
     StoredCopy,
     StoredVersionCopy,
+    StoreFinding,
+    UnreadableCopy,
     VersionChanges,
     VersionEntry,
 )
 from soulpass.store.files.account import AccountStore, FilesSnapshot
+from soulpass.store.files.audit import current_copies, log_drift
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
+from soulpass.store.files.transfer import source_files
 from soulpass.store.keys import CORE, record_path
 
 __all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes", "version_keys",
@@ -88,6 +93,18 @@ class FilesMasterStore:
     def changes(self, since: int) -> Iterator[VersionChanges]:
         for entry in self.log(since):
             yield version_changes(self.store.path, entry)
+
+    def audit(self) -> list[StoreFinding]:
+        return [*self.store.unfinished, *log_drift(self.store.head(), self.store.log())]
+
+    def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
+        return current_copies(self.store.path)
+
+    def exclusive(self) -> AbstractContextManager[None]:
+        return self.store.locked()
+
+    def source_files(self) -> Iterator[tuple[str, bytes]]:
+        return source_files(self.store.path)
 
 
 def version_keys(entry: VersionEntry) -> tuple[list[str], list[str]]:
