@@ -42,13 +42,6 @@ PATH_JOIN_ALLOWED: Mapping[str, str] = {
 # Modules outside store/ that still import the files backend, each with the reason. Like the list
 # above, it only shrinks: the test fails when an entry no longer needs the import.
 FILES_BACKEND_ALLOWED: Mapping[str, str] = {
-    "soulpass.index.catalog.catalog": "the catalog opens in the folder AccountStore.index_dir() hands out and "
-                                      "follows an AccountStore",
-    "soulpass.index.catalog.lookup": "opens the account's catalog by its AccountStore",
-    "soulpass.index.catalog.sync": "a rebuild walks every stored copy (FilesMasterStore); catch-up uses "
-                                   "VersionChanges",
-    "soulpass.index.search": "AccountIndex is opened on an AccountStore (its index_dir(), the store its "
-                             "IndexCatalog follows)",
 }
 
 

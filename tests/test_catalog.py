@@ -33,9 +33,12 @@ from soulpass.index.catalog import (
     fts_query,
     query_terms,
 )
+from soulpass.index.catalog.rows import is_catalogued, row_id
 from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
-from soulpass.index.catalog.sync import apply_version
+from soulpass.index.catalog.sync import apply_changes
 from soulpass.records import SensoryRecord, TurnUser
+from soulpass.store.contract import StoredCopy
+from soulpass.store.files.layout import history_path
 from soulpass.store.keys import record_path
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -283,6 +286,29 @@ def test_rebuild_gives_the_rows_of_incremental_catch_up(acct: soulpass.Account, 
         assert inc.status().generation == 1
 
 
+def test_rebuild_skips_a_copy_it_cannot_read_and_catalogues_the_rest(acct: soulpass.Account,
+                                                                     tmp_path: Path) -> None:
+    with Catalog(tmp_path / "incremental.sqlite") as inc:
+        build_history(acct, inc)
+        rows = snapshot(inc)
+    walk = acct.store.copies(is_catalogued)
+    found = list(walk)
+    assert len(walk) == len(found) and all(is_catalogued(c.copy.key) for c in found)
+    assert [c.replaced_at is None for c in found] == sorted((c.replaced_at is None for c in found), reverse=True)
+    old = next(c for c in found if c.replaced_at is not None and c.copy.key.endswith(".json"))
+    assert isinstance(old.copy, StoredCopy)
+    (acct.store.path / history_path(old.copy.key, old.replaced_at)).write_bytes(b"{not json")
+    with Catalog(tmp_path / "rebuilt.sqlite") as fresh:
+        seen: list[tuple[int, int]] = []
+        report = fresh.rebuild(acct.store, progress=lambda done, total: seen.append((done, total)))
+        assert seen[-1] == (len(found), len(found))
+        (skipped,) = report.skipped  # named by its key, and the why names the file
+        assert skipped.startswith(f"{old.copy.key} (replaced by version {old.replaced_at}): ")
+        assert f"{history_path(old.copy.key, old.replaced_at)} is not valid JSON" in skipped
+        lost = (row_id(old.copy.key), int(old.copy.body["version"]))
+        assert keys(snapshot(fresh)) == keys(rows) - {lost} and lost in keys(rows)
+
+
 def test_rebuild_is_a_snapshot_of_the_head_it_started_from(acct: soulpass.Account, tmp_path: Path) -> None:
     build_history(acct)
     with Catalog(tmp_path / "ref.sqlite") as ref:
@@ -312,7 +338,7 @@ def test_crash_inside_a_catch_up_leaves_the_previous_version(acct: soulpass.Acco
     with Catalog(tmp_path / "ref.sqlite") as ref:
         ref.catch_up(acct.store)
         expected = snapshot(ref)
-    real = apply_version
+    real = apply_changes
     calls = 0
 
     def dying(*args: Any) -> None:
@@ -322,11 +348,11 @@ def test_crash_inside_a_catch_up_leaves_the_previous_version(acct: soulpass.Acco
         if calls == 3:
             raise KeyboardInterrupt  # ...then the process "dies" before the commit
 
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_version", dying)
+    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", dying)
     path = tmp_path / "crash.sqlite"
     with Catalog(path) as c, pytest.raises(KeyboardInterrupt):
         c.catch_up(acct.store)
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_version", real)
+    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", real)
     with Catalog(path) as c:
         assert c.version() == 2  # versions 1 and 2 committed, 3 rolled back
         assert c.catch_up(acct.store).from_version == 2

@@ -11,7 +11,7 @@ from soulpass.index.catalog import Catalog, CatalogRow, CatalogStatus, CatchUpRe
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog, SearchCatalog
 from soulpass.index.search import AccountIndex
-from soulpass.store.files.account import AccountStore
+from soulpass.store.contract import AccountBackend
 
 
 class StandIn:
@@ -26,7 +26,7 @@ class StandIn:
         self.calls.append(name)
         return self._real
 
-    def catch_up(self, store: AccountStore) -> CatchUpReport:
+    def catch_up(self, store: AccountBackend) -> CatchUpReport:
         return self._call("catch_up").catch_up(store)
 
     def fts_search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[tuple[str, float]]:
@@ -57,7 +57,7 @@ class StandIn:
     def with_semantic_hash(self, hashes: Iterable[str], filters: Filters | None = None) -> list[CatalogRow]:
         return self._call("with_semantic_hash").with_semantic_hash(hashes, filters)
 
-    def rebuild(self, store: AccountStore, progress: Progress | None = None) -> CatchUpReport:
+    def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
         return self._call("rebuild").rebuild(store, progress)
 
     def status(self) -> CatalogStatus:

@@ -349,7 +349,7 @@ class Account:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         with self._lock:
             if self._index is None:
-                self._index = AccountIndex(self.store.store, self.sp.embedder(), backend=self.sp.vector_backend,
+                self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
                                            reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline",
                                            fulltext=self.sp.fulltext)
                 if self.sp.indexing == "background" and self._index.embedder is not None:
@@ -437,7 +437,7 @@ class Account:
         return Committed(plan.version, plan)
 
     def _plan_archive(self, info: SandboxInfo, events: list[BufferEvent]) -> ConsolidationPlan:
-        lookup = CatalogHashLookup(self.store.store)  # journal entries: semantic hashes already stored
+        lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
         try:
             head = self.store.snapshot()
             parent = head if info.parent_version == head.version else self.store.snapshot(info.parent_version)

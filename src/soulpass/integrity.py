@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
-from soulpass.index.catalog import CATALOG_FILE, Catalog, CatalogRow, remove_catalog
+from soulpass.index.catalog import Catalog, CatalogRow, catalog_file, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
 from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
 from soulpass.store.contract import AccountBackend, UnreadableCopy
@@ -92,18 +92,18 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     try:
         catalog = Catalog.open(acct.store)
     except BackendUnavailable as exc:
-        report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
+        report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
         return report
     try:
         try:
             rows = list(catalog.rows())
             report.catalog_version = catalog.version()
         except sqlite3.DatabaseError as exc:
-            report.add("index_unreadable", CATALOG_FILE, f"{exc}; run `soulpass index rebuild`")
+            report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
             return report
         if report.catalog_version != report.store_version:
             behind = (report.catalog_version or 0) < report.store_version
-            report.add("version_drift", CATALOG_FILE,
+            report.add("version_drift", catalog_file(store),
                        f"catalog at version {report.catalog_version}, store at {report.store_version}"
                        + ("; any search catches it up, or `soulpass index rebuild`" if behind else
                           "; the catalog is ahead of the files: `soulpass index rebuild`"))

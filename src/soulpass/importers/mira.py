@@ -211,7 +211,7 @@ def import_mira(account: Account, folder: str | Path, *, dry_run: bool = False) 
     plans: list[JournalPlan] = []
 
     def plan(head: Snapshot) -> Change:
-        lookup = CatalogHashLookup(account.store.store)
+        lookup = CatalogHashLookup(account.store)
         try:
             change, planned = plan_journal_import(head, [e for e, _ in entries], utc_now(),
                                                   rule=account.sp.rules.journal, lookup=lookup)

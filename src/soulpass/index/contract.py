@@ -1,7 +1,7 @@
 """What search needs from an account's catalog, as Protocols: the SQLite
 :class:`soulpass.index.catalog.Catalog` implements them, and a catalog kept elsewhere (PostgreSQL)
-can stand in. ``StoreT`` is the store the catalog follows (the files backend's ``AccountStore``
-for the SQLite catalog).
+can stand in. ``StoreT`` is the store the catalog follows: an ``AccountBackend`` (the store
+contract), whatever backend keeps the account, for the SQLite catalog and ``AccountIndex``.
 
 ``SearchCatalog`` holds the eight methods a search calls; ``IndexCatalog`` adds what the rest of
 the library asks of the catalog an ``AccountIndex`` holds: its version (the background indexer),

@@ -1,7 +1,7 @@
 """Hybrid search over one account: full text and dense vectors fused by score, read in context.
 
 The catalog decides what exists and what passes the filters (kind, agent, tags, time, session,
-persona, event, "as of version"); the vector index only ranks. Both are derived from the files and
+persona, event, "as of version"); the vector index only ranks. Both are derived from the store and
 follow the store through ``catch_up``; vectors are keyed by record id and re-embedded only when
 the text changed (the embedder's ``model_id`` is recorded, so vectors are never mixed).
 """
@@ -32,7 +32,7 @@ from soulpass.index.contract import IndexCatalog
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
-from soulpass.store.files.account import AccountStore
+from soulpass.store.contract import AccountBackend
 
 __all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus", "embed_passages",
            "embed_text", "passes", "speaks_first_person"]
@@ -98,9 +98,9 @@ class IndexStatus:
 
 
 class AccountIndex:
-    """The derived index of one account under ``<account>/index/``."""
+    """The derived index of one account, in the folder its store hands out (``index_dir()``)."""
 
-    def __init__(self, store: AccountStore, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
+    def __init__(self, store: AccountBackend, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
                  reranker: Reranker | None = None, embed_inline: bool = True,
                  fulltext: FullText | None = None) -> None:
         """``embed_inline``: ``catch_up`` embeds the new records before returning; when False they
@@ -113,7 +113,7 @@ class AccountIndex:
         catalog = Catalog.open(store, fulltext=fulltext)
         if fulltext is not None:
             catalog.record_fulltext(fulltext)
-        self.catalog: IndexCatalog[AccountStore] = catalog
+        self.catalog: IndexCatalog[AccountBackend] = catalog
         self.embedder = embedder
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
@@ -147,7 +147,7 @@ class AccountIndex:
         return report
 
     def rebuild(self, progress: Progress | None = None) -> CatchUpReport:
-        """Recreate the catalog from the files and re-embed what changed (``progress(done, total)``)."""
+        """Recreate the catalog from the store's copies and re-embed what changed (``progress(done, total)``)."""
         report = self.catalog.rebuild(self.store, progress=progress)
         if self._state is not None:
             with self._state:

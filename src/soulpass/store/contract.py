@@ -30,6 +30,7 @@ __all__ = [
     "Change",
     "Committed",
     "CommitOutcome",
+    "CopyWalk",
     "DocumentPut",
     "HeadMoved",
     "Hook",
@@ -340,13 +341,6 @@ class SessionTail(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class StoredVersionCopy:
-    """A stored copy as a rebuild sees it: ``replaced_at`` is the version that replaced or retired
-    it (None while it is current)."""
-
-    copy: StoredCopy
-    replaced_at: int | None
 
 
 @dataclass(frozen=True)
@@ -410,6 +404,29 @@ class UnreadableCopy:
 
 
 @dataclass(frozen=True)
+class StoredVersionCopy:
+    """A stored copy as a rebuild sees it: ``replaced_at`` is the version that replaced or retired
+    it (None while it is current). ``copy`` is an :class:`UnreadableCopy` when its bytes do not
+    parse: a rebuild reports it and goes on with the others."""
+
+    copy: StoredCopy | UnreadableCopy
+    replaced_at: int | None
+
+
+class CopyWalk(Protocol):
+    """The copies a rebuild reads, listed up front so that it can report progress against a total
+    (``len``), and read one at a time while iterated (an account may hold millions of copies).
+
+    Current copies come before the ones later versions replaced or retired, so a copy that a
+    concurrent commit replaces mid-walk is seen at least once; a listed copy that is gone when its
+    turn comes (moved aside by such a commit) is left out."""
+
+    def __len__(self) -> int: ...
+
+    def __iter__(self) -> Iterator[StoredVersionCopy]: ...
+
+
+@dataclass(frozen=True)
 class StoreFinding:
     """Something wrong with a stored account itself, as ``soulpass audit`` reports it: ``check``
     names the kind of problem, ``subject`` what it is about, ``detail`` explains it."""
@@ -428,8 +445,10 @@ class AccountBackend(MasterStore, Protocol):
     @property
     def sandboxes(self) -> SandboxStore: ...
 
-    def copies(self) -> Iterator[StoredVersionCopy]:
-        """Every copy the account holds, current ones first (an index rebuild reads them all)."""
+    def copies(self, wanted: Callable[[str], bool] | None = None) -> CopyWalk:
+        """Every copy the account holds whose key ``wanted`` accepts (default: all), current ones
+        first: what an index rebuild reads. Keys are chosen before any copy is read, so a rebuild
+        pays nothing for the copies it does not index."""
         ...
 
     def index_dir(self) -> Path:

@@ -1,15 +1,15 @@
 """The catalog: one SQLite row per stored copy of a record or document, with FTS5 over its text.
 
-Derived from the files and rebuildable from them; it follows the store version by version.
+Derived from the store and rebuildable from it; it follows the store version by version.
 """
 
 from .catalog import (
-    CATALOG_FILE,
     DEFAULT_FULLTEXT,
     Catalog,
     CatalogStatus,
     CatchUpReport,
     FullText,
+    catalog_file,
     catalog_path,
     catch_up,
     remove_catalog,
@@ -19,7 +19,6 @@ from .query import Filters, fts_query, query_terms
 from .rows import CatalogRow, Traits
 
 __all__ = [
-    "CATALOG_FILE",
     "DEFAULT_FULLTEXT",
     "Catalog",
     "CatalogHashLookup",
@@ -29,6 +28,7 @@ __all__ = [
     "Filters",
     "FullText",
     "Traits",
+    "catalog_file",
     "catalog_path",
     "catch_up",
     "fts_query",

@@ -12,20 +12,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.store.files.account import AccountStore
-from soulpass.store.files.layout import INDEX
+from soulpass.store.contract import AccountBackend, VersionEntry
 
 from .query import Filters, filter_sql, query_terms
-from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits
+from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
-from .sync import Progress, SyncCounts, apply_version, rebuild_rows
+from .sync import Progress, SyncCounts, apply_changes, rebuild_rows
 
-__all__ = ["CATALOG_FILE", "DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_path",
+__all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_file", "catalog_path",
            "catch_up", "remove_catalog"]
 
-CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountStore.index_dir())
-CATALOG_FILE = f"{INDEX}/{CATALOG_NAME}"  # account-relative, for reports
+CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountBackend.index_dir())
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
@@ -64,11 +62,16 @@ class CatalogStatus:
     fulltext: str  # the engine recorded in the catalog ("fts5" or "tantivy"), or "fts5 (default)"
 
 
-def catalog_path(store: AccountStore) -> Path:
+def catalog_path(store: AccountBackend) -> Path:
     return store.index_dir() / CATALOG_NAME
 
 
-def remove_catalog(store: AccountStore) -> None:
+def catalog_file(store: AccountBackend) -> str:
+    """The catalog as reports name it: by the index folder's name (``index/catalog.sqlite``)."""
+    return f"{store.index_dir().name}/{CATALOG_NAME}"
+
+
+def remove_catalog(store: AccountBackend) -> None:
     """Delete the account's catalog files and tantivy sidecars (derived: a rebuild makes them again).
     Nobody may have the catalog open."""
     path = catalog_path(store)
@@ -79,14 +82,14 @@ def remove_catalog(store: AccountStore) -> None:
             p.unlink(missing_ok=True)
 
 
-def catch_up(store: AccountStore) -> CatchUpReport:
+def catch_up(store: AccountBackend) -> CatchUpReport:
     """Open the account's catalog, bring it up to the store's HEAD, close it."""
     with Catalog.open(store) as catalog:
         return catalog.catch_up(store)
 
 
 class Catalog:
-    """SQLite catalog at ``<account>/index/catalog.sqlite``; safe to share between threads."""
+    """SQLite catalog in the account's index folder (``catalog_path``); safe to share between threads."""
 
     def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> None:
         """``fulltext``: what ranks full text for this handle: "fts5" (SQLite's, always there) or
@@ -118,7 +121,7 @@ class Catalog:
                                          path=str(path))
 
     @classmethod
-    def open(cls, store: AccountStore, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> Catalog:
+    def open(cls, store: AccountBackend, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> Catalog:
         return cls(catalog_path(store), busy_timeout=busy_timeout, fulltext=fulltext)
 
     def recorded_fulltext(self) -> FullText | None:
@@ -169,10 +172,10 @@ class Catalog:
 
     # --- following the store ---------------------------------------------------------------
 
-    def catch_up(self, store: AccountStore) -> CatchUpReport:
+    def catch_up(self, store: AccountBackend) -> CatchUpReport:
         """Apply the versions newer than the catalog's, one transaction each (idempotent).
 
-        Only files the log names for those versions are read. A catalog that is ahead of the
+        Only the copies those versions put are read (``store.changes``). A catalog that is ahead of the
         store, or whose last version has another timestamp in the log (the account was replaced),
         is rebuilt instead.
         """
@@ -185,28 +188,28 @@ class Catalog:
                 raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
                                          path=str(self.path)) from exc
 
-    def _catch_up(self, store: AccountStore) -> CatchUpReport:
+    def _catch_up(self, store: AccountBackend) -> CatchUpReport:
         meta = self._meta()
         start = int(meta["store_version"])
-        doc = store.version_doc()
-        head = int(doc["version"])
-        if start == head and start > 0 and str(doc.get("timestamp", "")) == meta["store_timestamp"]:
-            # Up to date (the same version of the same account): no need to read the version log,
-            # which grows with the history; every search starts with this check.
+        head = store.snapshot()
+        if start == head.version and start > 0 and _stamp(head.entry()) == meta["store_timestamp"]:
+            # Up to date (the same version of the same account): HEAD's own entry says so without
+            # the version log, which grows with the history; every search starts with this check.
             return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
-        log = {int(e["version"]): e for e in store.log(expand_after=start)}
-        if start > head or (start > 0 and str(log.get(start, {}).get("timestamp", "")) != meta["store_timestamp"]):
+        if start > head.version or (start > 0 and _stamp(_logged(store, start)) != meta["store_timestamp"]):
             return self._rebuild(store, None)
         counts = SyncCounts()
         version, applied = start, 0
-        # VERSION.json is written before the log line: stop at the last logged version.
-        while version < head and version + 1 in log:
-            entry = log[version + 1]
+        for changes in store.changes(start):
+            if changes.entry.version <= version:
+                continue  # applied by another process meanwhile
+            if changes.entry.version != version + 1 or version >= head.version:
+                break  # a version without its log line is not committed yet: stop before it
             with transaction(self._conn):
                 current = int(self._meta()["store_version"])
                 if current == version:  # else another process got here first
-                    apply_version(self._conn, store.path, entry, counts)
-                    self._set_version(version + 1, entry)
+                    apply_changes(self._conn, changes, counts)
+                    self._set_version(version + 1, changes.entry)
                     applied += 1
                     current = version + 1
             if current < start:  # rebuilt by another process to an older snapshot meanwhile
@@ -215,14 +218,14 @@ class Catalog:
         return CatchUpReport(from_version=start, to_version=version, versions=applied, rows_added=counts.added,
                              rows_closed=counts.closed, skipped=tuple(counts.skipped))
 
-    def _set_version(self, version: int, entry: dict[str, Any] | None) -> None:
-        stamp = "" if entry is None else str(entry.get("timestamp", ""))
+    def _set_version(self, version: int, entry: VersionEntry | None) -> None:
         self._conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                               [(str(version), "store_version"), (stamp, "store_timestamp")])
+                               [(str(version), "store_version"), (_stamp(entry), "store_timestamp")])
 
-    def rebuild(self, store: AccountStore, progress: Progress | None = None) -> CatchUpReport:
-        """Recreate every row from the files, in one transaction: searches see the old catalog
-        until it commits. ``progress(done, total)`` is called every 1,000 files."""
+    def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
+        """Recreate every row from the store's copies (``store.copies``), in one transaction:
+        searches see the old catalog until it commits. ``progress(done, total)`` is called every
+        1,000 copies and at the end."""
         with self._lock:
             try:
                 report = self._rebuild(store, progress)
@@ -232,10 +235,10 @@ class Catalog:
                 raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
                                          path=str(self.path)) from exc
 
-    def _rebuild(self, store: AccountStore, progress: Progress | None) -> CatchUpReport:
+    def _rebuild(self, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
         start = int(self._meta()["store_version"])
         head = store.head()
-        log = {int(e["version"]): e for e in store.log()}
+        log = {e.version: e for e in store.log(lists=False)}
         version = 0
         while version < head and version + 1 in log:
             version += 1
@@ -244,7 +247,7 @@ class Catalog:
             self._conn.execute("DELETE FROM catalog_tags")
             self._conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
             self._conn.execute("DELETE FROM catalog")
-            rebuild_rows(self._conn, store.path, version, progress, counts)
+            rebuild_rows(self._conn, store.copies(is_catalogued), version, progress, counts)
             self._set_version(version, log.get(version))
             self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
         return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
@@ -504,3 +507,15 @@ class Catalog:
                 self._conn.execute("DELETE FROM catalog WHERE row = ?", (row,))
                 n += 1
         return n
+
+
+def _stamp(entry: VersionEntry | None) -> str:
+    """A version's timestamp as the catalog records it: with the version, it tells the account the
+    catalog follows from another one of the same name (a restored or replaced account)."""
+    return "" if entry is None else str(entry.fields.get("timestamp", ""))
+
+
+def _logged(store: AccountBackend, version: int) -> VersionEntry | None:
+    """The log's entry of ``version``, its id lists left out; None when the log has no line for it."""
+    found = next(iter(store.log(version - 1, lists=False)), None)
+    return found if found is not None and found.version == version else None

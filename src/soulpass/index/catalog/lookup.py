@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from soulpass.store.files.account import AccountStore
+from soulpass.store.contract import AccountBackend
 
 from .catalog import Catalog
 from .query import Filters
@@ -15,7 +15,7 @@ JOURNAL = ("journal",)
 class CatalogHashLookup:
     """Entries in force with a given semantic hash, from the account's catalog (caught up once)."""
 
-    def __init__(self, store: AccountStore) -> None:
+    def __init__(self, store: AccountBackend) -> None:
         self.store = store
         self._catalog: Catalog | None = None
 

@@ -1,7 +1,7 @@
-"""Keeping the catalog equal to the store: catch-up from what each version changed, rebuild from a walk.
+"""Keeping the catalog equal to the store: catch-up from what each version changed, rebuild from every copy.
 
 Catch-up reads only the copies each new version put or retired (``MasterStore.changes``); rebuild
-reads every copy the files backend holds (``store.files.master.walk_copies``). Both turn copies into rows with
+reads every copy the account holds (``AccountBackend.copies``). Both turn copies into rows with
 :func:`make_row`, and both stamp the store version they reflect in the same SQLite transaction
 as the rows, so a crash at any point leaves the catalog at some version it fully reflects.
 """
@@ -11,17 +11,15 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from soulpass.errors import Corrupted
-from soulpass.store.contract import VersionChanges, VersionEntry
-from soulpass.store.files.master import copy_version, load_stored, version_changes, walk_copies
+from soulpass.store.contract import CopyWalk, StoredVersionCopy, UnreadableCopy, VersionChanges
 from soulpass.store.keys import is_journal_path
 
 from .rows import COLUMNS, CatalogRow, is_catalogued, make_row, row_id
 
-__all__ = ["Progress", "SyncCounts", "apply_changes", "apply_version", "rebuild_rows"]
+__all__ = ["Progress", "SyncCounts", "apply_changes", "rebuild_rows"]
 
 Progress = Callable[[int, int], None]
 _INSERT = f"INSERT OR IGNORE INTO catalog ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -57,11 +55,6 @@ def close_rows(conn: sqlite3.Connection, rid: str, version: int) -> int:
     return conn.execute(_CLOSE, {"v": version, "id": rid}).rowcount
 
 
-def apply_version(conn: sqlite3.Connection, account: Path, entry: Mapping[str, Any], counts: SyncCounts) -> None:
-    """Rows for one version (a log entry with its id lists inlined), inside the caller's transaction."""
-    apply_changes(conn, version_changes(account, VersionEntry(entry)), counts)
-
-
 def apply_changes(conn: sqlite3.Connection, changes: VersionChanges, counts: SyncCounts) -> None:
     """Rows for what one version put and retired (``MasterStore.changes``), inside the caller's transaction."""
     version = changes.entry.version
@@ -83,25 +76,43 @@ def apply_changes(conn: sqlite3.Connection, changes: VersionChanges, counts: Syn
             counts.closed += close_rows(conn, row_id(rel), version)
 
 
-def rebuild_rows(conn: sqlite3.Connection, account: Path, version: int, progress: Progress | None,
+def rebuild_rows(conn: sqlite3.Connection, copies: CopyWalk, version: int, progress: Progress | None,
                  counts: SyncCounts) -> None:
     """Rows for every copy as of ``version``, inside the caller's transaction (tables emptied).
 
-    Current files are walked before history, so a copy that a concurrent commit moves into
-    ``history/`` mid-walk is seen at least once; copies newer than ``version`` are left for the
-    next catch-up, and a copy replaced after ``version`` counts as current.
+    ``copies`` are the catalogued ones (``AccountBackend.copies(is_catalogued)``), current before
+    replaced, so a copy that a concurrent commit replaces mid-walk is seen at least once; copies
+    newer than ``version`` are left for the next catch-up, a copy replaced after ``version`` counts
+    as current, and one that cannot be read is named in ``counts.skipped``.
     """
-    copies = [c for c in walk_copies(account) if is_catalogued(c[1])]
     total = len(copies)
-    for n, (path, rel, replaced_at) in enumerate(copies, 1):
-        try:
-            got = load_stored(path)
-            if got is not None and copy_version(got[1]) <= version:
-                row = make_row(rel, got[0], got[1], replaced_at if replaced_at and replaced_at <= version else None)
+    for n, found in enumerate(copies, 1):
+        copy = found.copy
+        if isinstance(copy, UnreadableCopy):
+            counts.skipped.append(_skipped(found, copy.why))
+        elif _copy_version(copy.body) <= version:
+            replaced_at = found.replaced_at if found.replaced_at and found.replaced_at <= version else None
+            try:
+                row = make_row(copy.key, copy.data, dict(copy.body), replaced_at)
+            except Corrupted as exc:
+                counts.skipped.append(_skipped(found, str(exc)))
+            else:
                 counts.added += insert_row(conn, row)
-        except Corrupted as exc:
-            counts.skipped.append(f"{path.relative_to(account).as_posix()}: {exc}")
-        if progress is not None and (n % 1000 == 0 or n == total):
+        if progress is not None and n % 1000 == 0 and n != total:
             progress(n, total)
-    if progress is not None and total == 0:
-        progress(0, 0)
+    if progress is not None:  # the last call says done, also when a listed copy vanished mid-walk
+        progress(total, total)
+
+
+def _skipped(found: StoredVersionCopy, why: str) -> str:
+    """How ``SyncCounts.skipped`` names a copy a rebuild could not catalogue."""
+    replaced = "" if found.replaced_at is None else f" (replaced by version {found.replaced_at})"
+    return f"{found.copy.key}{replaced}: {why}"
+
+
+def _copy_version(body: Mapping[str, Any]) -> int:
+    """The version a stored copy says wrote it (-1 when unreadable: it counts as old)."""
+    try:
+        return int(body.get("version", 0))
+    except (TypeError, ValueError):
+        return -1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -30,8 +30,8 @@ from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
 from soulpass.store.keys import CORE, record_path
 
-__all__ = ["FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes", "version_keys",
-           "walk_copies"]
+__all__ = ["FilesCopyWalk", "FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes",
+           "version_keys", "walk_copies"]
 
 
 class FilesMasterStore:
@@ -63,11 +63,8 @@ class FilesMasterStore:
     def recover(self) -> list[str]:
         return self.store.recover()
 
-    def copies(self) -> Iterator[StoredVersionCopy]:
-        for path, key, replaced_at in walk_copies(self.store.path):
-            got = load_stored(path)
-            if got is not None:
-                yield StoredVersionCopy(StoredCopy(key, got[0], got[1]), replaced_at)
+    def copies(self, wanted: Callable[[str], bool] | None = None) -> FilesCopyWalk:
+        return FilesCopyWalk(self.store.path, wanted)
 
     def head(self) -> int:
         return self.store.head()
@@ -105,6 +102,29 @@ class FilesMasterStore:
 
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return source_files(self.store.path)
+
+
+class FilesCopyWalk:
+    """The copies of :meth:`FilesMasterStore.copies` (a :class:`soulpass.store.contract.CopyWalk`):
+    the files are listed when it is made and read as it is iterated."""
+
+    def __init__(self, account: Path, wanted: Callable[[str], bool] | None) -> None:
+        self._found = [c for c in walk_copies(account) if wanted is None or wanted(c[1])]
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __iter__(self) -> Iterator[StoredVersionCopy]:
+        for path, key, replaced_at in self._found:
+            try:
+                data = path.read_bytes()
+            except FileNotFoundError:
+                continue  # moved into history/ by a commit since it was listed
+            try:
+                copy: StoredCopy | UnreadableCopy = StoredCopy(key, data, parse_copy(str(path), data))
+            except Corrupted as exc:
+                copy = UnreadableCopy(key, data, str(exc))
+            yield StoredVersionCopy(copy, replaced_at)
 
 
 def version_keys(entry: VersionEntry) -> tuple[list[str], list[str]]:
@@ -175,10 +195,8 @@ def read_copy(account: Path, relpath: str, version: int) -> tuple[bytes, dict[st
 
 
 def walk_copies(account: Path) -> Iterator[tuple[Path, str, int | None]]:
-    """(file, key, replaced_at) of every copy the account holds: current files, then history.
-
-    A rebuild reads them all; current files come first, so a copy that a concurrent commit moves
-    into ``history/`` mid-walk is seen at least once."""
+    """(file, key, replaced_at) of every copy the account holds: current files, then history
+    (the order :class:`soulpass.store.contract.CopyWalk` promises)."""
     core = account / CORE
     for dirpath, dirs, files in os.walk(core):
         dirs.sort()
