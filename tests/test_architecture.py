@@ -33,17 +33,6 @@ LAYER_NAMES = tuple(name for name, _ in LAYERS)
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")
 FILES_BACKEND = "soulpass.store.files"
 
-# Modules outside store/ that still know where an account keeps its files, each with the reason it
-# cannot move yet. The test fails when an entry is no longer needed, so this list only shrinks.
-PATH_JOIN_ALLOWED: Mapping[str, str] = {
-}
-
-
-# Modules outside store/ that still import the files backend, each with the reason. Like the list
-# above, it only shrinks: the test fails when an entry no longer needs the import.
-FILES_BACKEND_ALLOWED: Mapping[str, str] = {
-}
-
 
 def layer_of(module: str) -> int:
     """The index in LAYERS of a ``soulpass`` module, by its top-level name."""
@@ -233,9 +222,6 @@ def test_only_store_imports_the_files_backend(module: str, path: Path) -> None:
         return
     bad = [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path)
            if i.target == FILES_BACKEND or i.target.startswith(FILES_BACKEND + ".")]
-    if module in FILES_BACKEND_ALLOWED:
-        assert bad, f"{module} no longer imports the files backend: remove it from FILES_BACKEND_ALLOWED"
-        return
     assert not bad, "only soulpass.store may import the files backend:\n" + "\n".join(bad)
 
 
@@ -244,9 +230,6 @@ def test_no_account_paths_outside_store(module: str, path: Path) -> None:
     if module == "soulpass.store" or module.startswith("soulpass.store."):
         return
     hits = account_paths(path.read_text(encoding="utf-8"))
-    if module in PATH_JOIN_ALLOWED:
-        assert hits, f"{module} no longer builds account paths: remove it from PATH_JOIN_ALLOWED"
-        return
     assert not hits, (f"{module} builds paths into an account (only store/ knows the layout; use the "
                       "library API):\n" + "\n".join(hits))
 
