@@ -118,7 +118,7 @@ Indexing = Literal["inline", "background", "deferred"]
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
          embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
          indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
-    """Open (or start) a Soulpass home folder.
+    """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
     only otherwise), "none" never embeds, or pass any :class:`soulpass.embed.Embedder`.

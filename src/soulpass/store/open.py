@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from soulpass.errors import BackendUnavailable
 from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
 from soulpass.store.files.master import FilesMasterStore
@@ -34,7 +35,10 @@ def open_backend(home: Path | str) -> Backend:
     """The backend of ``home``: a ``postgresql://`` URL (the ``postgres`` extra), else a folder
     (the files backend)."""
     if is_url(home):
-        from soulpass.store.postgres.backend import PostgresBackend  # psycopg only when asked for
-
+        try:  # psycopg only when asked for
+            from soulpass.store.postgres.backend import PostgresBackend
+        except ImportError as exc:
+            raise BackendUnavailable("a postgresql:// home needs the 'postgres' extra: "
+                                     "pip install 'soulpass[postgres]'", missing=str(exc.name)) from exc
         return PostgresBackend(str(home))
     return FilesBackend(Path(home))

@@ -12,17 +12,12 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
+import psycopg
+from psycopg_pool import ConnectionPool
+
 from soulpass.errors import BackendUnavailable
-from soulpass.store.postgres.url import masked, server_url
-
-try:
-    import psycopg
-    from psycopg_pool import ConnectionPool
-except ImportError as exc:  # pragma: no cover - the extra is missing
-    raise BackendUnavailable("a postgresql:// home needs the 'postgres' extra: pip install 'soulpass[postgres]'",
-                             missing=str(exc.name)) from exc
-
 from soulpass.store.postgres.schema import migrate
+from soulpass.store.postgres.url import masked, server_url
 
 __all__ = ["Database", "close_database", "database"]
 
