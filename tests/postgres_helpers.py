@@ -40,13 +40,14 @@ def postgres_url(tmp_path: Path) -> Iterator[str]:
 
 
 def index_reads_the_contract() -> bool:
-    """Whether the derived index reads an account through the store contract (any backend) rather
-    than the files backend's ``AccountStore``: until then a search or an archive on PostgreSQL fails."""
+    """Whether the engine hands its index the account's contract store rather than the files
+    backend's ``AccountStore`` (``self.store.store``): until then a search or an archive on
+    PostgreSQL fails."""
     import inspect
 
-    from soulpass.index.catalog.lookup import CatalogHashLookup
+    from soulpass.engine import Account
 
-    return "AccountStore" not in str(inspect.signature(CatalogHashLookup).parameters["store"].annotation)
+    return ".store.store" not in inspect.getsource(Account)
 
 
 NEEDS_INDEX = ("the index still reads the files backend's AccountStore "

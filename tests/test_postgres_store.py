@@ -4,6 +4,7 @@ URL, migrations, account isolation, and the library end to end on a database."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ import pytest
 import soulpass
 from postgres_helpers import NEEDS_INDEX, index_reads_the_contract, postgres_url
 from soulpass import Committed
-from soulpass.errors import NotFound
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.open import FilesBackend, open_backend
 from soulpass.store.postgres.url import is_url, local_root, masked, server_url
 
@@ -83,3 +85,15 @@ def test_the_library_end_to_end(url: str) -> None:
     diff = acct.diff(1, 2)
     assert diff["added"]["fact"] and diff["from"] == 1 and diff["to"] == 2
     acct.close()
+
+
+def test_what_jsonb_cannot_hold_is_refused_and_writes_nothing(url: str) -> None:
+    from soulpass.records import Episode
+
+    store = open_backend(url).open("alice", create=True)
+    bad = Episode(id="EP_20260102_001", episode_id="EP_20260102_001", version=1,
+                  created_at=datetime(2026, 1, 2, tzinfo=UTC), text="a NUL \x00 inside")
+    entry = VersionEntry({"version": 1, "parent": 0, "kind": "archive", "added": {"episode": [bad.id]}})
+    with pytest.raises(InvalidInput):
+        store.commit(Change(entry, records=(bad,)), parent=0)
+    assert store.head() == 0 and store.log() == [] and store.snapshot().record(bad.id) is None

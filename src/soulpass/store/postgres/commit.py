@@ -15,11 +15,12 @@ import psycopg
 from psycopg import sql
 from psycopg.types.json import Jsonb
 
-from soulpass.errors import NotFound
+from soulpass.errors import InvalidInput, NotFound
 from soulpass.store.contract import Change, CommitOutcome, Committed, HeadMoved, Hook
 from soulpass.store.postgres.rows import (
     DOCUMENT_COLUMNS,
     RECORD_COLUMNS,
+    CopyRow,
     document_row,
     logged_entry,
     record_row,
@@ -41,6 +42,20 @@ def commit(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
     version = change.version
     records = [record_row(r) for r in change.records]  # encoded (and refused) before anything is locked
     documents = [document_row(d) for d in change.documents]
+    try:
+        outcome = _write(conn, account_id, change, records, documents, hook)
+    except psycopg.errors.DataError as exc:  # e.g. a NUL character, which JSONB cannot hold
+        raise InvalidInput(f"version {version} cannot be stored in PostgreSQL: {exc}", version=version) from exc
+    if isinstance(outcome, HeadMoved):
+        return outcome
+    hook("committed")
+    return Committed(version)
+
+
+def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: Change, records: list[CopyRow],
+           documents: list[CopyRow], hook: Hook) -> CommitOutcome:
+    """The transaction of :func:`commit`: nothing of it stays unless it all does."""
+    version = change.version
     retired_ids, retired_keys = split_keys(change.retires)
     with conn.transaction():
         row = conn.execute("SELECT head FROM accounts WHERE id = %s FOR UPDATE", (account_id,)).fetchone()
@@ -68,8 +83,8 @@ def commit(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
         hook("logged")
         conn.execute("UPDATE accounts SET head = %s WHERE id = %s", (version, account_id))
         hook("head_advanced")
-    hook("committed")
     return Committed(version)
+
 
 def write_rows(conn: psycopg.Connection[tuple[Any, ...]], table: str, columns: Sequence[str],
                rows: Sequence[tuple[object, ...]], bulk: bool) -> None:
