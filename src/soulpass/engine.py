@@ -77,6 +77,7 @@ from soulpass.store.keys import (
     state_path,
 )
 from soulpass.store.open import open_backend
+from soulpass.store.postgres.url import is_url, local_root
 from soulpass.store.versions import diff_entries
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
@@ -117,7 +118,7 @@ Indexing = Literal["inline", "background", "deferred"]
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
          embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
          indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
-    """Open (or start) a Soulpass home folder.
+    """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
     only otherwise), "none" never embeds, or pass any :class:`soulpass.embed.Embedder`.
@@ -143,8 +144,10 @@ class Soulpass:
         if indexing not in ("inline", "background", "deferred"):
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
         self.indexing, self.fulltext = indexing, fulltext
-        self.home = Path(home).expanduser()
-        self.backend = open_backend(self.home)
+        # A folder is the files backend's home; a postgresql:// URL names the database, and ``home``
+        # is then the local folder of what this process derives from it (indexes, server key file).
+        self.home = local_root(str(home)) if is_url(home) else Path(home).expanduser()
+        self.backend = open_backend(home if is_url(home) else self.home)
         self.rules = rules or Rules()
         self.limits = limits or Limits()
         self.vector_backend = vector_backend

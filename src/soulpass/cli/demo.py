@@ -85,7 +85,7 @@ def demo(state: State, account: str) -> None:
     timeline.append(("11:15", "Sandbox X wrote 4, discarded", f"HEAD still v{acct.head()}, "
                      f"{len(traces)} sandboxes left", _episodes(acct)))
 
-    table(f"Timeline of {account} (home {state.home})", ["time", "event", "detail", "episodes"], timeline)
+    table(f"Timeline of {account} (home {state.location})", ["time", "event", "detail", "episodes"], timeline)
     d = acct.diff(1, acct.head())
     table(f"Diff v1 → v{acct.head()}", ["change", "what"],
           [(f"+ {len(ids)} {kind}", ", ".join(ids[:5]) + (" …" if len(ids) > 5 else ""))
@@ -95,7 +95,7 @@ def demo(state: State, account: str) -> None:
     if [row[3] for row in timeline] != expected or traces or acct.head() != 3:
         raise Corrupted(f"demo check failed: episodes {[r[3] for r in timeline]} != {expected}")
     console.print("[green]demo ok:[/] v1=100, v2=103, v3=105 episodes; the discarded sandbox left no trace. "
-                  f"Try: soulpass --home {state.home} log --account {account}")
+                  f"Try: soulpass --home {state.location} log --account {account}")
 
 
 COMMANDS = [demo]

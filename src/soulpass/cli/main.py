@@ -9,13 +9,14 @@ import click
 from soulpass.cli.output import ErrorHandlingGroup
 from soulpass.cli.state import State
 from soulpass.index.catalog import FullText
+from soulpass.store.postgres.url import is_url, local_root
 
 __all__ = ["cli", "main"]
 
 
 @click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="SOULPASS_HOME", default="~/.soulpass", show_default=True,
-              type=click.Path(file_okay=False, path_type=Path), help="Soulpass home folder (env SOULPASS_HOME).")
+              metavar="DIRECTORY|URL", help="Soulpass home folder, or a postgresql:// URL (env SOULPASS_HOME).")
 @click.option("--rules", "rules_file", envvar="SOULPASS_RULES", default=None,
               type=click.Path(dir_okay=False, path_type=Path),
               help="Consolidation rules YAML (default: <home>/rules.yaml if present).")
@@ -24,9 +25,20 @@ __all__ = ["cli", "main"]
                    "tantivy needs the 'search' extra). Env SOULPASS_FULLTEXT.")
 @click.version_option(package_name="soulpass")
 @click.pass_context
-def cli(ctx: click.Context, home: Path, rules_file: Path | None, fulltext: FullText | None) -> None:
+def cli(ctx: click.Context, home: str, rules_file: Path | None, fulltext: FullText | None) -> None:
     """Soulpass: versioned, portable long-term memory for AI agents."""
-    ctx.obj = State(home=home.expanduser(), rules_file=rules_file, fulltext=fulltext)
+    if is_url(home):  # the accounts are in the database; ``home`` is the local folder beside it
+        ctx.obj = State(home=local_root(home), rules_file=rules_file, fulltext=fulltext, store=home)
+    else:
+        folder = _FOLDER.convert(home, _home_param(ctx), ctx)
+        ctx.obj = State(home=folder.expanduser(), rules_file=rules_file, fulltext=fulltext)
+
+
+_FOLDER = click.Path(file_okay=False, path_type=Path)  # what --home checks when it names a folder
+
+
+def _home_param(ctx: click.Context) -> click.Parameter | None:
+    return next((p for p in ctx.command.params if p.name == "home"), None)
 
 
 def _register() -> None:

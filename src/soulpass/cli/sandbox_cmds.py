@@ -48,7 +48,7 @@ def account() -> None:
 def account_create(state: State, name: str) -> None:
     """Create account NAME (an empty master at version 0)."""
     acct = state.account(name, create=True)
-    console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.home}")
+    console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.location}")
 
 
 @account.command("list")

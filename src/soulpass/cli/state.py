@@ -11,15 +11,22 @@ import click
 from soulpass.consolidation.rules import Rules
 from soulpass.engine import Account, Soulpass
 from soulpass.index.catalog import FullText
+from soulpass.store.postgres.url import masked
 
 __all__ = ["State", "account_option"]
 
 
 @dataclass
 class State:
-    home: Path
+    home: Path  # the home folder; with a postgresql:// store, the local folder beside the database
     rules_file: Path | None
     fulltext: FullText | None = None  # None: what each account's index records, else FTS5
+    store: str | None = None  # a postgresql:// URL: the accounts are there, not under ``home``
+
+    @property
+    def location(self) -> str:
+        """Where the accounts are, for messages: the home folder, or the database (password hidden)."""
+        return masked(self.store) if self.store else str(self.home)
 
     def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
         """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
@@ -29,8 +36,8 @@ class State:
             rules = Rules.from_yaml(path.read_text(encoding="utf-8"), source=str(path))
         elif self.rules_file is not None:
             raise click.BadParameter(f"{path} does not exist", param_hint="--rules")
-        return Soulpass(self.home, rules=rules, reranker="auto" if rerank else "none", fulltext=self.fulltext,
-                        **options)
+        return Soulpass(self.store or self.home, rules=rules, reranker="auto" if rerank else "none",
+                        fulltext=self.fulltext, **options)
 
     def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
         acct = self.engine(rerank=rerank, **options).account(name, create=create)

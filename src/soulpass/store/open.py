@@ -1,14 +1,16 @@
-"""Open the store a home names: the one module outside ``store/files`` that knows the backends."""
+"""Open the store a home names: the one module outside the backends that knows them all."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
 
+from soulpass.errors import BackendUnavailable
 from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
 from soulpass.store.files.master import FilesMasterStore
 from soulpass.store.files.transfer import restore_account
+from soulpass.store.postgres.url import is_url
 
 __all__ = ["FilesBackend", "open_backend"]
 
@@ -29,6 +31,14 @@ class FilesBackend:
         return restore_account(self.home, name, files, replace=replace)
 
 
-def open_backend(home: Path) -> Backend:
-    """The backend of ``home`` (a folder: the files backend; PostgreSQL joins by URL)."""
-    return FilesBackend(home)
+def open_backend(home: Path | str) -> Backend:
+    """The backend of ``home``: a ``postgresql://`` URL (the ``postgres`` extra), else a folder
+    (the files backend)."""
+    if is_url(home):
+        try:  # psycopg only when asked for
+            from soulpass.store.postgres.backend import PostgresBackend
+        except ImportError as exc:
+            raise BackendUnavailable("a postgresql:// home needs the 'postgres' extra: "
+                                     "pip install 'soulpass[postgres]'", missing=str(exc.name)) from exc
+        return PostgresBackend(str(home))
+    return FilesBackend(Path(home))

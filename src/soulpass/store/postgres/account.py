@@ -1,0 +1,157 @@
+"""One account kept in PostgreSQL (:class:`soulpass.store.contract.AccountBackend`)."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.store.contract import (
+    Change,
+    CommitOutcome,
+    Hook,
+    StoredCopy,
+    StoredVersionCopy,
+    StoreFinding,
+    UnreadableCopy,
+    VersionChanges,
+    VersionEntry,
+)
+from soulpass.store.files.bulk_lists import set_apart
+from soulpass.store.files.copies import version_doc
+from soulpass.store.fsio import dump_json
+from soulpass.store.keys import VERSION_FILE
+from soulpass.store.postgres import commit as commits
+from soulpass.store.postgres import transfer
+from soulpass.store.postgres.connections import Database
+from soulpass.store.postgres.sandboxes import PostgresSandboxes
+from soulpass.store.postgres.snapshot import PostgresSnapshot
+
+__all__ = ["PostgresAccount"]
+
+# Both tables' copies as (key, data, body, from_version, to_version).
+_COPIES = ("SELECT key, data, body, from_version, to_version FROM records WHERE account_id = %(account)s AND {where} "
+           "UNION ALL "
+           "SELECT key, data, body, from_version, to_version FROM documents WHERE account_id = %(account)s AND {where} "
+           "ORDER BY key")
+
+
+class PostgresAccount:
+    """Account ``name`` (row ``account_id``); its derived index lives under ``local_root``."""
+
+    def __init__(self, db: Database, account_id: int, name: str, uid: str, local_root: Path) -> None:
+        self._db, self._id, self._name = db, account_id, name
+        self._index = local_root / "accounts" / f"{name}.{uid}" / "index"  # a replaced account: a new uid
+        self._sandboxes = PostgresSandboxes(db, account_id, name)
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def sandboxes(self) -> PostgresSandboxes:
+        return self._sandboxes
+
+    def head(self) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute("SELECT head FROM accounts WHERE id = %s", (self._id,)).fetchone()
+        if row is None:
+            raise NotFound(f"account {self._name!r} no longer exists", account=self._name)
+        return int(row[0])
+
+    def snapshot(self, at: int | None = None) -> PostgresSnapshot:
+        head = self.head()
+        if at is None:
+            return PostgresSnapshot(self._db, self._id, head)
+        if type(at) is not int:
+            raise InvalidInput(f"version must be an integer, not {at!r}", field="version")
+        if at < 0 or at > head:
+            raise NotFound(f"version {at} does not exist (HEAD is {head})", account=self._name)
+        return PostgresSnapshot(self._db, self._id, at)
+
+    def log(self, since: int = 0, *, lists: bool = True) -> list[VersionEntry]:
+        """A bulk version without its lists reads as the files backend's log line does."""
+        with self._db.connection() as conn:
+            rows = conn.execute("SELECT entry, bulk FROM versions WHERE account_id = %s AND version > %s "
+                                "ORDER BY version", (self._id, since)).fetchall()
+        return [VersionEntry(set_apart(entry)[0] if bulk and not lists else entry) for entry, bulk in rows]
+
+    def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
+        if change.parent != parent:
+            raise InvalidInput(f"a change to version {change.version} is not planned on version {parent}",
+                               field="parent")
+        with self._db.connection() as conn:
+            return commits.commit(conn, self._id, change, hook)
+
+    def changes(self, since: int) -> Iterator[VersionChanges]:
+        for entry in self.log(since):
+            with self._db.connection() as conn:
+                put = conn.execute(_COPIES.format(where="from_version = %(v)s"),
+                                   {"account": self._id, "v": entry.version}).fetchall()
+                gone = conn.execute(_COPIES.format(where="to_version = %(v)s"),
+                                    {"account": self._id, "v": entry.version}).fetchall()
+            puts = tuple(StoredCopy(key, bytes(data), body) for key, data, body, _f, _t in put)
+            written = {p.key for p in puts}
+            yield VersionChanges(entry, puts, tuple(sorted({r[0] for r in gone} - written)))
+
+    def copies(self) -> Iterator[StoredVersionCopy]:
+        """Copies in force first, then the replaced ones (``replaced_at``: the version that did)."""
+        for where in ("to_version IS NULL", "to_version IS NOT NULL"):
+            with self._db.connection() as conn:
+                rows = conn.execute(_COPIES.format(where=where), {"account": self._id}).fetchall()
+            for key, data, body, _from, to in rows:
+                yield StoredVersionCopy(StoredCopy(key, bytes(data), body), to)
+
+    def index_dir(self) -> Path:
+        return self._index
+
+    def drop_index(self) -> None:
+        shutil.rmtree(self._index, ignore_errors=True)
+
+    def recover(self) -> list[str]:
+        """Remove the sandboxes an archive committed but whose removal never ran (a process died)."""
+        with self._db.connection() as conn:
+            rows = conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND archived_as IS NOT NULL "
+                                "RETURNING sandbox_id", (self._id,)).fetchall()
+        return [f"removed archived sandbox {r[0]}" for r in sorted(rows)]
+
+    def audit(self) -> list[StoreFinding]:
+        """A commit is one transaction, so only the head row and the log can disagree (by hand)."""
+        with self._db.connection() as conn:
+            row = conn.execute("SELECT a.head, (SELECT max(version) FROM versions v WHERE v.account_id = a.id) "
+                               "FROM accounts a WHERE a.id = %s", (self._id,)).fetchone()
+        head, last = (0, None) if row is None else row
+        if last is not None and int(last) != int(head):
+            return [StoreFinding("version_drift", "versions", f"the head row says {head}, the log ends at {last}")]
+        return []
+
+    def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
+        """Records and documents in force, and the version header (``core/VERSION.json``), by key."""
+        with self._db.connection() as conn:
+            rows = conn.execute(_COPIES.format(where="to_version IS NULL"), {"account": self._id}).fetchall()
+        copies = [StoredCopy(key, bytes(data), body) for key, data, body, _f, _t in rows]
+        header = self.version_header()
+        if header is not None:
+            copies.append(header)
+        return iter(sorted(copies, key=lambda c: c.key))
+
+    def version_header(self) -> StoredCopy | None:
+        """HEAD's header as the files backend keeps it in ``core/VERSION.json`` (None at version 0)."""
+        snap = self.snapshot()
+        if snap.version == 0:
+            return None
+        doc: dict[str, Any] = version_doc(snap.entry().fields)
+        return StoredCopy(VERSION_FILE, dump_json(doc), doc)
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Holds the account's head row on a connection of its own: commits wait for the block."""
+        with self._db.dedicated() as conn, conn.transaction():
+            conn.execute("SELECT head FROM accounts WHERE id = %s FOR UPDATE", (self._id,))
+            yield
+
+    def source_files(self) -> Iterator[tuple[str, bytes]]:
+        return transfer.source_files(self._db, self._id)

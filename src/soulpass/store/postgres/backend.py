@@ -1,0 +1,45 @@
+"""Accounts kept in one PostgreSQL database (:class:`soulpass.store.contract.Backend`)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from soulpass.errors import NotFound
+from soulpass.ids import check_name
+from soulpass.store.postgres import transfer
+from soulpass.store.postgres.account import PostgresAccount
+from soulpass.store.postgres.connections import database
+from soulpass.store.postgres.url import local_root, masked
+
+__all__ = ["PostgresBackend"]
+
+
+class PostgresBackend:
+    """The accounts of the database ``url``; what this process derives from them (each account's
+    index) lives under ``local`` (default: :func:`soulpass.store.postgres.url.local_root`)."""
+
+    def __init__(self, url: str, *, local: Path | None = None) -> None:
+        self.url = url
+        self.local = local or local_root(url)
+        self.db = database(url)
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({masked(self.url)!r})"
+
+    def accounts(self) -> list[str]:
+        with self.db.connection() as conn:
+            return [str(r[0]) for r in conn.execute("SELECT name FROM accounts ORDER BY name COLLATE \"C\"")]
+
+    def open(self, name: str, *, create: bool = False) -> PostgresAccount:
+        name = check_name(name, "account name")
+        with self.db.connection() as conn:
+            if create:
+                conn.execute("INSERT INTO accounts (name) VALUES (%s) ON CONFLICT (name) DO NOTHING", (name,))
+            row = conn.execute("SELECT id, uid FROM accounts WHERE name = %s", (name,)).fetchone()
+        if row is None:
+            raise NotFound(f"account {name!r} does not exist in {masked(self.url)}", account=name)
+        return PostgresAccount(self.db, int(row[0]), name, str(row[1]), self.local)
+
+    def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
+        return transfer.restore(self.db, name, files, replace=replace)

@@ -1,0 +1,90 @@
+"""Connections to a database: one pool per URL in a process, the schema migrated on first use.
+
+Short reads and commits borrow a pooled connection; a section held across calls (an account's or a
+sandbox's exclusive section) takes a connection of its own, so waiting for it never starves the pool.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import psycopg
+from psycopg_pool import ConnectionPool
+
+from soulpass.errors import BackendUnavailable
+from soulpass.store.postgres.schema import migrate
+from soulpass.store.postgres.url import masked, server_url
+
+__all__ = ["Database", "close_database", "database"]
+
+POOL_SIZE = 10
+
+
+class Database:
+    """One database: a pool of connections and the URL to open dedicated ones."""
+
+    def __init__(self, url: str) -> None:
+        self.url, self.conninfo = url, server_url(url)
+        try:
+            with psycopg.connect(self.conninfo) as conn:
+                migrate(conn)
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL at {masked(url)} does not answer: {exc}", url=masked(url)) from exc
+        self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=POOL_SIZE, open=True,
+                                   configure=_configure, name="soulpass")
+
+    def connection(self) -> contextlib.AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
+        """A pooled connection; leaving the block commits (or rolls back on an exception)."""
+        return self.pool.connection()
+
+    @contextlib.contextmanager
+    def dedicated(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A connection of its own, closed on leaving: for a section held across other calls."""
+        conn = psycopg.connect(self.conninfo, autocommit=True)
+        try:
+            _configure(conn)
+            yield conn
+        finally:
+            conn.close()
+
+    def close(self) -> None:
+        self.pool.close()
+
+
+def _configure(conn: psycopg.Connection[tuple[Any, ...]]) -> None:
+    """Timestamps come back in UTC, as the files backend writes them."""
+    autocommit = conn.autocommit
+    conn.autocommit = True
+    conn.execute("SET TIME ZONE 'UTC'")
+    conn.autocommit = autocommit
+
+
+_DATABASES: dict[str, Database] = {}
+_LOCK = threading.Lock()
+
+
+def database(url: str) -> Database:
+    """The process's :class:`Database` for ``url`` (made, and the schema migrated, on first use)."""
+    with _LOCK:
+        db = _DATABASES.get(url)
+        if db is None:
+            db = _DATABASES[url] = Database(url)
+        return db
+
+
+def close_database(url: str) -> None:
+    """Close the pool of ``url`` (a later :func:`database` opens a new one)."""
+    with _LOCK:
+        db = _DATABASES.pop(url, None)
+    if db is not None:
+        db.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for url in list(_DATABASES):
+        close_database(url)

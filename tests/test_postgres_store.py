@@ -1,0 +1,99 @@
+"""The PostgreSQL backend beyond the contract suite (``tests/contract`` runs that on it): opening by
+URL, migrations, account isolation, and the library end to end on a database."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+import soulpass
+from postgres_helpers import NEEDS_INDEX, index_reads_the_contract, postgres_url
+from soulpass import Committed
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.open import FilesBackend, open_backend
+from soulpass.store.postgres.url import is_url, local_root, masked, server_url
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    yield from postgres_url(tmp_path)
+
+
+def test_a_location_is_a_url_or_a_folder(tmp_path: Path) -> None:
+    url = "postgresql://me:secret@db.example:6543/mem?options=-csearch_path%3Dteam&soulpass_cache=/var/cache/sp"
+    assert is_url(url) and is_url("postgres://h/db") and not is_url(str(tmp_path)) and not is_url(tmp_path)
+    assert server_url(url) == "postgresql://me:secret@db.example:6543/mem?options=-csearch_path%3Dteam"
+    assert masked(url).startswith("postgresql://me:***@db.example:6543/")
+    assert local_root(url) == Path("/var/cache/sp")
+    assert local_root("postgresql://h/mem").name == "h_5432_mem"
+    assert isinstance(open_backend(tmp_path), FilesBackend)
+
+
+def test_open_by_url_migrates_once(url: str) -> None:
+    from soulpass.store.postgres.backend import PostgresBackend
+    from soulpass.store.postgres.connections import database
+    from soulpass.store.postgres.schema import MIGRATIONS, migrate
+
+    backend = open_backend(url)
+    assert isinstance(backend, PostgresBackend) and backend.accounts() == []
+    with database(url).connection() as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")] == \
+            [name for name, _ in MIGRATIONS]
+        assert migrate(conn) == []
+    with pytest.raises(NotFound):
+        backend.open("nobody")
+
+
+def test_accounts_are_isolated(url: str) -> None:
+    """A rollback, a removal or a replacement scoped to one account never touches another."""
+    sp = soulpass.open(url, embedder="none")
+    backend = sp.backend
+    alice, bob = backend.open("alice", create=True), backend.open("bob", create=True)
+    bob_sandbox = bob.sandboxes.create("work", 0, "sb_same_id")
+    alice.sandboxes.create("work", 0, "sb_same_id")
+    alice.sandboxes.remove("sb_same_id")
+    assert [s.sandbox_id for s in bob.sandboxes.list()] == [bob_sandbox.sandbox_id]
+    files = list(bob.source_files())
+    assert backend.restore("alice", files, replace=True) is True
+    assert backend.accounts() == ["alice", "bob"] and bob.sandboxes.list() != []
+
+
+def test_the_library_end_to_end(url: str) -> None:
+    if not index_reads_the_contract():
+        pytest.xfail(NEEDS_INDEX)
+    sp = soulpass.open(url, embedder="none")
+    acct = sp.create_account("ann")
+    sb = acct.create_sandbox("chat")
+    sb.add_turn("user", "I adopted a grey cat called Miso")
+    sb.add_turn("llm", "Miso is a lovely name")
+    sb.add_fact("User", "has a cat named", "Miso", confidence=0.9)
+    first = sb.archive()
+    assert isinstance(first, Committed) and acct.head() == 1
+    assert sp.account("ann").sandboxes() == []
+    hits = acct.search("Miso cat", k=5)
+    assert hits and any("Miso" in (h.text or "") for h in hits)
+    second = acct.create_sandbox("later")
+    second.add_fact("User", "has a cat named", "Tofu", confidence=0.9)
+    assert isinstance(second.archive(), Committed)
+    assert acct.rollback(1) == 3
+    assert [e["kind"] for e in acct.log()] == ["archive", "archive", "rollback"]
+    assert {f.object for f in acct.records("fact")} == {"Miso"}
+    diff = acct.diff(1, 2)
+    assert diff["added"]["fact"] and diff["from"] == 1 and diff["to"] == 2
+    acct.close()
+
+
+def test_what_jsonb_cannot_hold_is_refused_and_writes_nothing(url: str) -> None:
+    from soulpass.records import Episode
+
+    store = open_backend(url).open("alice", create=True)
+    bad = Episode(id="EP_20260102_001", episode_id="EP_20260102_001", version=1,
+                  created_at=datetime(2026, 1, 2, tzinfo=UTC), text="a NUL \x00 inside")
+    entry = VersionEntry({"version": 1, "parent": 0, "kind": "archive", "added": {"episode": [bad.id]}})
+    with pytest.raises(InvalidInput):
+        store.commit(Change(entry, records=(bad,)), parent=0)
+    assert store.head() == 0 and store.log() == [] and store.snapshot().record(bad.id) is None
