@@ -37,18 +37,3 @@ def postgres_url(tmp_path: Path) -> Iterator[str]:
 
             close_database(url)
             admin.execute(f"DROP SCHEMA {schema} CASCADE")
-
-
-def index_reads_the_contract() -> bool:
-    """Whether the engine hands its index the account's contract store rather than the files
-    backend's ``AccountStore`` (``self.store.store``): until then a search or an archive on
-    PostgreSQL fails."""
-    import inspect
-
-    from soulpass.engine import Account
-
-    return ".store.store" not in inspect.getsource(Account)
-
-
-NEEDS_INDEX = ("the index still reads the files backend's AccountStore "
-               "(issue 12's index slice makes it a contract reader)")

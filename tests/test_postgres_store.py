@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import soulpass
-from postgres_helpers import NEEDS_INDEX, index_reads_the_contract, postgres_url
+from postgres_helpers import postgres_url
 from soulpass import Committed
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.store.contract import Change, VersionEntry
@@ -63,8 +63,6 @@ def test_accounts_are_isolated(url: str) -> None:
 
 
 def test_the_library_end_to_end(url: str) -> None:
-    if not index_reads_the_contract():
-        pytest.xfail(NEEDS_INDEX)
     sp = soulpass.open(url, embedder="none")
     acct = sp.create_account("ann")
     sb = acct.create_sandbox("chat")

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-from contract_backends import Backend, PostgresBackend
+from contract_backends import Backend
 
-from postgres_helpers import NEEDS_INDEX, index_reads_the_contract
 from soulpass import Committed
 
 
 def test_two_sandboxes_from_one_parent_both_land(backend: Backend) -> None:
-    if isinstance(backend, PostgresBackend) and not index_reads_the_contract():
-        pytest.xfail(NEEDS_INDEX)
     acct = backend.engine().create_account("alice")
     first, second = acct.create_sandbox("first"), acct.create_sandbox("second")
     first.add_fact("User", "lives in", "Paris", confidence=0.9)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -97,13 +97,8 @@ class PostgresAccount:
             written = {p.key for p in puts}
             yield VersionChanges(entry, puts, tuple(sorted({r[0] for r in gone} - written)))
 
-    def copies(self) -> Iterator[StoredVersionCopy]:
-        """Copies in force first, then the replaced ones (``replaced_at``: the version that did)."""
-        for where in ("to_version IS NULL", "to_version IS NOT NULL"):
-            with self._db.connection() as conn:
-                rows = conn.execute(_COPIES.format(where=where), {"account": self._id}).fetchall()
-            for key, data, body, _from, to in rows:
-                yield StoredVersionCopy(StoredCopy(key, bytes(data), body), to)
+    def copies(self, wanted: Callable[[str], bool] | None = None) -> PostgresCopyWalk:
+        return PostgresCopyWalk(self._db, self._id, wanted)
 
     def index_dir(self) -> Path:
         return self._index
@@ -155,3 +150,27 @@ class PostgresAccount:
 
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return transfer.source_files(self._db, self._id)
+
+
+class PostgresCopyWalk:
+    """The copies of :meth:`PostgresAccount.copies` (a :class:`soulpass.store.contract.CopyWalk`):
+    keys listed when it is made, in force first; each copy read as it is iterated."""
+
+    def __init__(self, db: Database, account_id: int, wanted: Callable[[str], bool] | None) -> None:
+        self._db, self._account = db, account_id
+        with db.connection() as conn:
+            rows = conn.execute("SELECT 'records', key, from_version, to_version FROM records WHERE account_id = %(a)s "
+                                "UNION ALL SELECT 'documents', key, from_version, to_version FROM documents "
+                                "WHERE account_id = %(a)s ORDER BY 4 NULLS FIRST, 2, 3", {"a": account_id}).fetchall()
+        self._found = [r for r in rows if wanted is None or wanted(r[1])]
+
+    def __len__(self) -> int:
+        return len(self._found)
+
+    def __iter__(self) -> Iterator[StoredVersionCopy]:
+        for table, key, start, to in self._found:
+            with self._db.connection() as conn:
+                row = conn.execute(f"SELECT data, body FROM {table} WHERE account_id = %s AND key = %s "
+                                   "AND from_version = %s", (self._account, key, start)).fetchone()
+            if row is not None:
+                yield StoredVersionCopy(StoredCopy(key, bytes(row[0]), row[1]), to)
