@@ -54,7 +54,7 @@ from soulpass.records import (
     UserProfile,
 )
 from soulpass.sessions.buffer import Limits
-from soulpass.sessions.inputs import dump, episode_model, turn_model, validate
+from soulpass.sessions.inputs import dump, episode_model, string_list, turn_model, validate
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -231,6 +231,10 @@ class Account:
         return [dict(e.fields) for e in self.store.log(lists=False)]
 
     def diff(self, a: int, b: int) -> dict[str, Any]:
+        """What changed from version ``a`` to version ``b`` (both required: ``a <= b``)."""
+        for field, value in (("a", a), ("b", b)):
+            if type(value) is not int:
+                raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
         self.check_version(a)
         self.check_version(b)
         return diff_entries([dict(e.fields) for e in self.store.log(a)], a, b).to_json()
@@ -410,6 +414,8 @@ class Account:
         The buffer's lock is held throughout, so no write is between the plan and the commit, and
         a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
         the plan and the commit, the store says so and the plan is made again on the new HEAD."""
+        if type(dry_run) is not bool:
+            raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
         try:
             info = load_sandbox(self.store, sandbox_id)
         except NotFound:
@@ -524,7 +530,7 @@ class Sandbox:
                  *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
         cand = validate(SemanticCandidate, {
             "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
-            "confidence": confidence, "content": content, "source_refs": tuple(source_refs)})
+            "confidence": confidence, "content": content, "source_refs": string_list(source_refs, "source_refs")})
         self._append(("semantic_candidate", cand))
         return str(cand.id)
 
@@ -551,8 +557,8 @@ class Sandbox:
         """Append a prose record (journal, experiment, reflection or conversation entry), stored
         verbatim as Markdown on archive; returns its temporary id."""
         data: dict[str, Any] = {"id": new_temp_id("journal"), "text": text, "type": type, "title": title,
-                                "tags": tuple(tags), "core_insight": core_insight, "brief_summary": brief_summary,
-                                "agent": agent}
+                                "tags": string_list(tags, "tags"), "core_insight": core_insight,
+                                "brief_summary": brief_summary, "agent": agent}
         if timestamp is not None:
             data["created_at"] = timestamp
         entry = validate(JournalEntry, data)

@@ -24,6 +24,8 @@ def _json_arg(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON: {exc}", field=what) from exc
+    except RecursionError:
+        raise InvalidInput(f"{what} is nested too deeply to read", field=what) from None
 
 
 def _read_json_file(path: str) -> Any:

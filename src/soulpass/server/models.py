@@ -6,7 +6,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.index.search import Hit
@@ -144,7 +144,7 @@ class SensoryIn(_In):
 
 
 class ArchiveIn(_In):
-    dry_run: bool = False
+    dry_run: StrictBool = False  # strict: "yes" or 1 is an error, not a dry run
 
 
 class ArchiveOut(_Out):
@@ -154,7 +154,7 @@ class ArchiveOut(_Out):
 
 
 class RollbackIn(_In):
-    version: int = Field(ge=0)
+    version: StrictInt = Field(ge=0)  # strict: true or "1" is an error, not version 1
 
 
 class VersionOut(_Out):

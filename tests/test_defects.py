@@ -1,0 +1,144 @@
+"""Issue 16, part 3: the defects a newcomer hit, each pinned by a test that failed before its fix.
+
+Tracebacks become ``InvalidInput`` naming the field; an archive of nothing commits nothing; diff
+shows what a version creates and what changed inside a document; the log says what a version
+added; the CLI keeps stdout for data."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+import soulpass
+from server_world import World
+from soulpass import ConfigError, InvalidInput
+from soulpass.cli.main import cli
+from soulpass.consolidation.rules import Rules
+
+
+def nested(depth: int) -> dict[str, Any]:
+    """``{"a": [{"a": [...]}]}``, ``depth`` objects deep."""
+    root: dict[str, Any] = {}
+    cur = root
+    for _ in range(depth):
+        cur["a"] = [{}]
+        cur = cur["a"][0]
+    return root
+
+
+@pytest.fixture
+def sp(tmp_path: Path) -> Iterator[soulpass.Soulpass]:
+    yield soulpass.open(tmp_path / "home", embedder="none")
+
+
+@pytest.fixture
+def acct(sp: soulpass.Soulpass) -> soulpass.Account:
+    return sp.create_account("ann")
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[Any]:
+    runner = CliRunner()
+    home = tmp_path / "cli-home"
+
+    def invoke(*args: str, code: int = 0, input: str | bytes | None = None) -> Any:
+        result = runner.invoke(cli, ["--home", str(home), *args], input=input,
+                               env={"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""})
+        assert result.exit_code == code, f"{args}: exit {result.exit_code}\n{result.output}\n{result.exception!r}"
+        return result
+
+    yield invoke
+
+
+# --- (a) tracebacks instead of errors, loose coercion ---------------------------------------
+
+
+def test_diff_with_a_missing_version_is_invalid_input(acct: soulpass.Account) -> None:
+    with pytest.raises(InvalidInput) as err:
+        acct.diff(0, None)  # type: ignore[arg-type]
+    assert err.value.details["field"] == "b"
+
+
+@pytest.mark.parametrize("write", ["state", "profile", "core", "many"])
+def test_deeply_nested_input_is_refused_naming_the_field(acct: soulpass.Account, write: str) -> None:
+    sb = acct.create_sandbox("s")
+    deep = nested(5000)
+    calls = {"state": lambda: sb.update_state("mood", deep), "profile": lambda: sb.update_profile(deep),
+             "core": lambda: sb.propose_core("identity", deep, key="k", confidence=0.95, reason="r"),
+             "many": lambda: sb.write_many(states={"mood": deep})}
+    with pytest.raises(InvalidInput, match="nested more than") as err:
+        calls[write]()
+    assert err.value.details["field"] == ("value" if write == "core" else "data")
+    assert not sb.buffer().state_deltas and not sb.buffer().profile_updates
+
+
+def test_reasonably_nested_input_is_kept(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s")
+    sb.update_state("mood", nested(30))
+    assert sb.buffer().state_deltas
+
+
+def test_deeply_nested_rules_yaml_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        Rules.from_yaml("episodes: " + "[" * 5000 + "]" * 5000)
+    with pytest.raises(ConfigError, match="nested too deeply"):
+        Rules.from_yaml("episodes:\n  x: " + "{a: " * 3000 + "}" * 3000)
+
+
+def test_cli_write_state_with_deeply_nested_json_is_an_error(run: Any) -> None:
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "chat", "-a", "ann").output.strip()
+    out = run("write", "state", sid, "mood", "-a", "ann", "--data", "[" * 5000 + "]" * 5000, code=2)
+    assert "--data" in out.output and "nested" in out.output and "Traceback" not in out.output
+
+
+def test_cli_journal_add_file_with_invalid_utf8_is_an_error(run: Any, tmp_path: Path) -> None:
+    bad = tmp_path / "entry.md"
+    bad.write_bytes(b"# Notes\n\nbad \xff\xfe byte\n")
+    run("account", "create", "ann")
+    out = run("journal", "add", "-a", "ann", "--file", str(bad), code=2)
+    assert "not valid UTF-8" in out.output and "entry.md" in out.output
+    out = run("journal", "add", "-a", "ann", input=b"bad \xff byte", code=2)
+    assert "standard input" in out.output
+
+
+@pytest.mark.parametrize("tags", ["notalist", b"bytes", 5])
+def test_journal_tags_must_be_a_list(acct: soulpass.Account, tags: Any) -> None:
+    sb = acct.create_sandbox("s")
+    with pytest.raises(InvalidInput) as err:
+        sb.add_journal("A long enough entry about the garden.", tags=tags)
+    assert err.value.details["field"] == "tags"
+    with pytest.raises(InvalidInput):
+        acct.journal().add("A long enough entry about the garden.", tags=tags)
+    with pytest.raises(InvalidInput) as err:
+        sb.add_fact("Ann", "likes", "tea", confidence=0.9, source_refs=tags)
+    assert err.value.details["field"] == "source_refs"
+
+
+def test_library_archive_dry_run_must_be_a_bool(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s")
+    with pytest.raises(InvalidInput) as err:
+        sb.archive(dry_run="yes")  # type: ignore[arg-type]
+    assert err.value.details["field"] == "dry_run"
+
+
+@pytest.mark.parametrize("body", [{"version": True}, {"version": "1"}, {"version": 1.0}])
+def test_rest_rollback_refuses_what_is_not_an_integer(client: TestClient, world: World, body: Any) -> None:
+    head = client.get("/v1/accounts/ann", headers=world.ann.auth).json()["version"]
+    r = client.post("/v1/accounts/ann/rollback", headers=world.ann.auth, json=body)
+    assert r.status_code == 422, r.text
+    assert client.get("/v1/accounts/ann", headers=world.ann.auth).json()["version"] == head
+
+
+@pytest.mark.parametrize("value", ["yes", 1, "true"])
+def test_rest_archive_refuses_a_dry_run_that_is_not_a_bool(client: TestClient, world: World, value: Any) -> None:
+    base = "/v1/accounts/ann/sandboxes"
+    client.post(base, headers=world.ann.auth, json={"name": "chat", "sandbox_id": "chat-9"})
+    r = client.post(f"{base}/chat-9/archive", headers=world.ann.auth, json={"dry_run": value})
+    assert r.status_code == 422, r.text
+    assert client.get(f"{base}/chat-9/buffer", headers=world.ann.auth).status_code == 200  # not archived
