@@ -142,3 +142,51 @@ def test_rest_archive_refuses_a_dry_run_that_is_not_a_bool(client: TestClient, w
     r = client.post(f"{base}/chat-9/archive", headers=world.ann.auth, json={"dry_run": value})
     assert r.status_code == 422, r.text
     assert client.get(f"{base}/chat-9/buffer", headers=world.ann.auth).status_code == 200  # not archived
+
+
+# --- (b) an archive of nothing commits nothing ----------------------------------------------
+
+
+def test_archiving_an_empty_sandbox_commits_no_version(acct: soulpass.Account) -> None:
+    head, log = acct.head(), acct.log()
+    sb = acct.create_sandbox("idle")
+    assert sb.archive(dry_run=True).plan.empty
+    result = sb.archive()
+    assert isinstance(result, soulpass.Unchanged)
+    assert result.version == head and result.plan.summary()["version"] == head
+    assert acct.head() == head and acct.log() == log
+    assert sb.archived and sb.id not in [s.sandbox_id for s in acct.sandboxes()]
+
+
+def test_an_exact_repeat_journal_entry_commits_no_version(acct: soulpass.Account) -> None:
+    text = "We planted the tomatoes along the south wall today."
+    first = acct.journal().add(text, title="Tomatoes")
+    head = acct.head()
+    again = acct.journal().add(text, title="Tomatoes")
+    assert not again["stored"] and again["duplicate_of"] == first["id"] and again["version"] == head
+    assert acct.head() == head
+    sb = acct.create_sandbox("repeat")
+    sb.add_journal(text, title="Tomatoes")
+    result = sb.archive()
+    assert isinstance(result, soulpass.Unchanged) and result.plan.duplicates
+    assert acct.head() == head
+
+
+def test_a_sandbox_with_something_new_still_commits(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("chat")
+    sb.add_turn("user", "I moved to Lyon")
+    result = sb.archive()
+    assert isinstance(result, soulpass.Committed) and acct.head() == result.version == 1
+
+
+def test_rest_and_cli_say_unchanged(client: TestClient, world: World, run: Any) -> None:
+    base = "/v1/accounts/ann/sandboxes"
+    head = client.get("/v1/accounts/ann", headers=world.ann.auth).json()["version"]
+    client.post(base, headers=world.ann.auth, json={"name": "idle", "sandbox_id": "idle-1"})
+    out = client.post(f"{base}/idle-1/archive", headers=world.ann.auth, json={}).json()
+    assert out["status"] == "unchanged" and out["version"] == head and out["summary"]["empty"]
+    assert client.get("/v1/accounts/ann", headers=world.ann.auth).json()["version"] == head
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "idle", "-a", "ann").output.strip()
+    assert "committed nothing" in run("archive", sid, "-a", "ann").output
+    assert run("log", "-a", "ann", "--json").output.strip() in ("[]", "")

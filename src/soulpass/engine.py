@@ -79,7 +79,8 @@ from soulpass.store.keys import (
 from soulpass.store.open import open_backend
 from soulpass.store.versions import diff_entries
 
-__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
+__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
+           "open"]
 
 
 D = TypeVar("D", bound=Document)
@@ -101,12 +102,24 @@ class AlreadyArchived:
 
 @dataclass(frozen=True)
 class Planned:
-    """A dry run: what archiving would do, nothing written."""
+    """A dry run: what archiving would do, nothing written (``plan.empty``: it would commit nothing)."""
 
     plan: ConsolidationPlan
 
 
-ArchiveResult = Committed | AlreadyArchived | Planned
+@dataclass(frozen=True)
+class Unchanged:
+    """The sandbox held nothing to store (it was empty, or held only exact repeats of what the
+    master has; ``plan.duplicates`` names them): no version was committed, HEAD is still
+    ``version``, and the sandbox is removed as an archive would leave it (a second archive of
+    it raises ``NotFound``, as after a discard)."""
+
+    sandbox_id: str
+    version: int
+    plan: ConsolidationPlan
+
+
+ArchiveResult = Committed | AlreadyArchived | Planned | Unchanged
 
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
@@ -409,7 +422,8 @@ class Account:
     # --- archive and discard ------------------------------------------------------------
 
     def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on).
+        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on); a sandbox with
+        nothing to store commits no version (``Unchanged``) and is removed all the same.
 
         The buffer's lock is held throughout, so no write is between the plan and the commit, and
         a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
@@ -430,14 +444,17 @@ class Account:
                 return AlreadyArchived(sandbox_id, info.archived_as)
             events = buffer.events()
             plan = self._plan_archive(info, events)
-            while not dry_run:
+            if dry_run:
+                return Planned(plan)
+            while not plan.empty:
                 outcome = self.store.commit(plan.change, parent=plan.version - 1, hook=hook)
                 if isinstance(outcome, contract.Committed):
                     info.remove()
                     break
                 plan = self._plan_archive(info, events)
-            else:
-                return Planned(plan)
+            else:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
+                info.remove()
+                return Unchanged(sandbox_id, plan.base_version, plan)
         if self._indexer is not None:
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return Committed(plan.version, plan)

@@ -11,7 +11,7 @@ import click
 
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
-from soulpass.engine import AlreadyArchived, Planned
+from soulpass.engine import AlreadyArchived, Planned, Unchanged
 from soulpass.errors import InvalidInput
 
 __all__ = ["COMMANDS"]
@@ -235,11 +235,16 @@ def archive(state: State, sandbox_id: str, account: str, dry_run: bool, as_json:
     planned = isinstance(result, Planned)
     summary = result.plan.summary()
     if as_json:
-        emit_json({"status": "planned" if planned else "committed", **summary})
+        status = "unchanged" if isinstance(result, Unchanged) else "planned" if planned else "committed"
+        emit_json({"status": status, **summary})
         return
-    verb = "would become" if planned else "committed as"
-    rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
-    console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
+    if summary["empty"]:
+        verb = "would commit" if planned else "committed"
+        console.print(f"{sandbox_id} {verb} nothing: no new version (HEAD stays {summary['version']})")
+    else:
+        verb = "would become" if planned else "committed as"
+        rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
+        console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
     rows = [(f"added {k}", len(v)) for k, v in summary["added"].items()]
     rows += [(name, len(summary[name])) for name in
              ("superseded", "duplicates", "rejected", "conflicts", "core_changes", "state_changes") if summary[name]]

@@ -133,7 +133,7 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
     @server.tool()
     def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: bool = False) -> dict[str, Any]:
         """Consolidate the session into a new memory version (what was added, rejected, conflicts);
-        `dry_run` only plans."""
+        `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'."""
         result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
         return result
 

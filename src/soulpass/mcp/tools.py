@@ -11,7 +11,7 @@ import threading
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
-from soulpass.engine import AlreadyArchived, Committed, Sandbox
+from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.pool import AccountPool
 
@@ -55,6 +55,9 @@ class MemoryTools:
         if isinstance(result, AlreadyArchived):
             return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
         summary = result.plan.summary()
+        if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
+            return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
+                    "duplicates": summary["duplicates"], "rejected": summary["rejected"]}
         return {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
                 "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
                 "conflicts": summary["conflicts"]}

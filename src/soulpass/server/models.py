@@ -148,7 +148,8 @@ class ArchiveIn(_In):
 
 
 class ArchiveOut(_Out):
-    status: Literal["committed", "planned", "already_archived"]
+    status: Literal["committed", "planned", "already_archived", "unchanged"] = Field(
+        description="unchanged: the sandbox held nothing to store, no version was committed (version is HEAD)")
     version: int
     summary: dict[str, Any] | None = None
 

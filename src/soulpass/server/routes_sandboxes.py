@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, status
 
-from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox
+from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox, Unchanged
 from soulpass.errors import Conflict
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.records import SessionBuffer
@@ -41,9 +41,9 @@ def _sandbox(pool: Pool, account: str, sandbox_id: str) -> Sandbox:
 def archive_out(result: ArchiveResult) -> ArchiveOut:
     if isinstance(result, AlreadyArchived):
         return ArchiveOut(status="already_archived", version=result.version)
-    summary = result.plan.summary()
-    return ArchiveOut(status="committed" if isinstance(result, Committed) else "planned",
-                      version=int(summary["version"]), summary=summary)
+    summary = result.plan.summary()  # its version is HEAD when the sandbox held nothing to store
+    status = {Unchanged: "unchanged", Committed: "committed"}.get(type(result), "planned")
+    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary)
 
 
 def search_kwargs(body: SearchIn) -> dict[str, Any]:
