@@ -190,3 +190,48 @@ def test_rest_and_cli_say_unchanged(client: TestClient, world: World, run: Any) 
     sid = run("sandbox", "create", "idle", "-a", "ann").output.strip()
     assert "committed nothing" in run("archive", sid, "-a", "ann").output
     assert run("log", "-a", "ann", "--json").output.strip() in ("[]", "")
+
+
+# --- (c) diff shows the documents a version creates, and the keys inside -------------------
+
+
+def _docs(diff: dict[str, Any]) -> dict[str, tuple[str, dict[str, list[str]]]]:
+    return {d["path"].rsplit("/", 1)[-1]: (d["change"], d["keys"]) for d in diff["documents"]}
+
+
+def test_diff_shows_documents_a_version_creates_and_their_keys(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s1")
+    sb.update_state("mood", {"calm": 0.5})
+    sb.update_profile({"name": "Ann"})
+    sb.propose_core("identity", "EVA", key="name", confidence=0.95, reason="said so")
+    sb.archive()
+    docs = _docs(acct.diff(0, 1))
+    assert docs["mood_state.json"] == ("created", {"added": ["data.calm", "name"], "changed": [], "removed": []})
+    assert docs["User_profile.json"][0] == "created" and "fields.name" in docs["User_profile.json"][1]["added"]
+    assert docs["Core_memory.json"][0] == "created" and "identity.name" in docs["Core_memory.json"][1]["added"]
+
+
+def test_diff_shows_keys_changed_and_removed(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s1")
+    sb.update_state("mood", {"calm": 0.5, "tired": True})
+    sb.archive()
+    sb = acct.create_sandbox("s2")
+    sb.update_state("mood", {"calm": 0.7, "joy": 1})
+    sb.archive()
+    assert _docs(acct.diff(1, 2))["mood_state.json"] == (
+        "changed", {"added": ["data.joy"], "changed": ["data.calm"], "removed": []})
+    acct.rollback(1)
+    assert _docs(acct.diff(2, 3))["mood_state.json"] == (
+        "changed", {"added": [], "changed": ["data.calm"], "removed": ["data.joy"]})
+    assert acct.diff(1, 3)["documents"] == []  # back where it was
+    acct.rollback(0)
+    assert _docs(acct.diff(3, 4))["mood_state.json"][0] == "removed"
+
+
+def test_cli_diff_lists_created_documents(run: Any) -> None:
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "chat", "-a", "ann").output.strip()
+    run("write", "state", sid, "mood", "-a", "ann", "--data", '{"calm": 0.5}')
+    run("archive", sid, "-a", "ann")
+    out = run("diff", "0", "1", "-a", "ann").output
+    assert "created" in out and "mood_state.json" in out and "+data.calm" in out

@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.bulk import plan_bulk_append
+from soulpass.consolidation.document_diff import document_changes
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
@@ -244,13 +245,18 @@ class Account:
         return [dict(e.fields) for e in self.store.log(lists=False)]
 
     def diff(self, a: int, b: int) -> dict[str, Any]:
-        """What changed from version ``a`` to version ``b`` (both required: ``a <= b``)."""
+        """What changed from version ``a`` to version ``b`` (both required: ``a <= b``): records
+        added, superseded, replaced and retired, and ``documents``: each document created, changed
+        or removed with the keys added, changed and removed inside it."""
         for field, value in (("a", a), ("b", b)):
             if type(value) is not int:
                 raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
         self.check_version(a)
         self.check_version(b)
-        return diff_entries([dict(e.fields) for e in self.store.log(a)], a, b).to_json()
+        log = [dict(e.fields) for e in self.store.log(a)]
+        out = diff_entries(log, a, b).to_json()
+        out["documents"] = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
+        return out
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""

@@ -64,6 +64,17 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
     table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
 
 
+_DOC_SIGN = {"created": "+", "changed": "~", "removed": "-"}
+
+
+def _document_row(doc: dict[str, Any]) -> tuple[str, str]:
+    """``~ changed | core/10_state/mood_state.json: +data.joy, ~data.calm``."""
+    inside = [f"{sign}{k}" for sign, name in (("+", "added"), ("~", "changed"), ("-", "removed"))
+              for k in doc["keys"][name]]
+    shown = ", ".join(inside[:8]) + (f" … (+{len(inside) - 8})" if len(inside) > 8 else "")
+    return f"{_DOC_SIGN[doc['change']]} {doc['change']}", f"{doc['path']}: {shown}" if shown else doc["path"]
+
+
 @click.command("diff")
 @click.argument("a", type=int)
 @click.argument("b", type=int)
@@ -71,7 +82,8 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
-    """What changed from version A to version B: added, superseded, replaced, retired."""
+    """What changed from version A to version B: records added, superseded, replaced and retired;
+    documents created, changed and removed, with the keys that changed inside them."""
     d = state.account(account).diff(a, b)
     if as_json:
         emit_json(d)
@@ -82,10 +94,14 @@ def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
         rows.append((f"+ {len(ids)} {kind}", shown))
     for s in d["superseded"]:
         rows.append(("~ superseded", f"{s['fact']} by {s['by']}"))
+    rows += [_document_row(doc) for doc in d["documents"]]
+    documents = {doc["path"] for doc in d["documents"]}  # shown with their keys: not again as paths
     for path in d["replaced"]:
-        rows.append(("~ replaced", path))
+        if path not in documents:
+            rows.append(("~ replaced", path))
     for path in d["retired"]:
-        rows.append(("- retired", path))
+        if path not in documents:
+            rows.append(("- retired", path))
     for r in d["rebases"]:
         rows.append(("rebase", f"version {r['version']}: sandbox from {r['from']} onto {r['onto']}"))
     table(f"Diff {a} → {b}", ["change", "what"], rows)
