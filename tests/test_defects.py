@@ -235,3 +235,44 @@ def test_cli_diff_lists_created_documents(run: Any) -> None:
     run("archive", sid, "-a", "ann")
     out = run("diff", "0", "1", "-a", "ann").output
     assert "created" in out and "mood_state.json" in out and "+data.calm" in out
+
+
+# --- (d) the log says what each version added and refused -----------------------------------
+
+
+def _journal_clipboard_and_rejected_fact(acct: soulpass.Account) -> None:
+    from soulpass.agent import AgentMemory
+
+    acct.journal().add("We planted the tomatoes along the south wall today.", title="Tomatoes")
+    mem = AgentMemory(acct.create_sandbox("chat"))
+    mem.clipboard_add("eva", "bring the blue umbrella")
+    mem.sandbox.add_fact(content="Ann maybe likes tea", confidence=0.1)
+    mem.sandbox.add_turn("user", "hello")
+    assert isinstance(mem.sandbox.archive(), soulpass.Committed)
+
+
+def test_cli_log_counts_journal_and_clipboard_and_says_what_was_rejected(acct: soulpass.Account,
+                                                                         run: Any) -> None:
+    from soulpass.consolidation.log_summary import added_counts, refused_counts
+
+    _journal_clipboard_and_rejected_fact(acct)
+    first, second = acct.log()
+    assert added_counts(first) == {"journal": 1}
+    assert added_counts(second) == {"clipboard": 1, "turn_user": 1}
+    assert refused_counts(second) == {"rejected": 1}
+    run("account", "create", "bob")
+    run("journal", "add", "-a", "bob", "We planted the tomatoes along the south wall today.")
+    out = run("log", "-a", "bob").output
+    assert "1 journal" in out and "│ -" not in out
+
+
+def test_mcp_memory_log_separates_what_a_version_added_from_totals(acct: soulpass.Account,
+                                                                   sp: soulpass.Soulpass) -> None:
+    from soulpass.mcp.tools import MemoryTools
+    from soulpass.pool import AccountPool
+
+    _journal_clipboard_and_rejected_fact(acct)
+    newest, oldest = MemoryTools(AccountPool(sp)).memory_log("ann")
+    assert oldest["added"] == {"journal": 1} and newest["added"] == {"clipboard": 1, "turn_user": 1}
+    assert newest["refused"] == {"rejected": 1} and oldest["refused"] == {}
+    assert newest["counts"]["journal"] == 1  # the running total, still there under its own name

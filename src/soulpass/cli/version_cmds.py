@@ -11,6 +11,7 @@ from rich.json import JSON
 
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
+from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.consolidation.rules import Rules
 from soulpass.prose import JournalEntry
 from soulpass.records import (
@@ -30,9 +31,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 
 def _added(entry: dict[str, Any]) -> str:
-    counts = entry.get("added_counts") or {k: len(v) for k, v in entry.get("added", {}).items()}
-    counts = {**counts, **{f"restored {k}": len(v) for k, v in entry.get("restored", {}).items()}}
-    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "-"
+    return ", ".join(f"{n} {k}" for k, n in added_counts(entry).items()) or "-"
 
 
 @click.command("log")
@@ -59,6 +58,7 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
             note.append(f"{len(e['conflicts'])} conflict(s)")
         if e.get("superseded"):
             note.append(f"{len(e['superseded'])} superseded")
+        note += [f"{n} {what}" for what, n in refused_counts(e).items()]
         rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
                      _added(e), "; ".join(note)))
     table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)

@@ -145,7 +145,8 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
 
     @server.tool()
     def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 20) -> list[dict[str, Any]]:
-        """The newest memory versions, newest first: when, from which session, what was added."""
+        """The newest memory versions, newest first: when, from which session, what that version added
+        and refused (`added`, `refused`: counts by kind) and the memory's totals after it (`counts`)."""
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
         return result
 

@@ -11,6 +11,7 @@ import threading
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
+from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.pool import AccountPool
@@ -131,13 +132,16 @@ class MemoryTools:
         return out
 
     def memory_log(self, account: str, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ``limit`` versions, newest first, each summarised."""
+        """The newest ``limit`` versions, newest first, each summarised: ``added`` and ``refused``
+        count what that version added and refused; ``counts`` are the account's totals at it."""
         if limit < 1:
             raise InvalidInput("limit must be at least 1", field="limit")
         out = []
         for entry in reversed(self.pool.get(account).log()[-limit:]):
-            out.append({k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
-                                                  "counts", "rebased") if k in entry})
+            line = {k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
+                                              "rebased") if k in entry}
+            out.append(line | {"added": added_counts(entry), "refused": refused_counts(entry),
+                               "counts": entry.get("counts", {})})
         return out
 
 
