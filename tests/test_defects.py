@@ -276,3 +276,96 @@ def test_mcp_memory_log_separates_what_a_version_added_from_totals(acct: soulpas
     assert oldest["added"] == {"journal": 1} and newest["added"] == {"clipboard": 1, "turn_user": 1}
     assert newest["refused"] == {"rejected": 1} and oldest["refused"] == {}
     assert newest["counts"]["journal"] == 1  # the running total, still there under its own name
+
+
+# --- (e) stdout is for data: context, piped tables, ingest ids, exports, warnings -----------
+
+
+def test_context_prints_its_token_count_on_stderr(run: Any) -> None:
+    run("account", "create", "ann")
+    out = run("context", "what do you know?", "-a", "ann", "--agent", "eva", "--budget", "300")
+    assert "of 300 tokens" in out.stderr and "tokens" not in out.stdout
+
+
+def test_piped_tables_never_cut_ids_or_paths(acct: soulpass.Account, run: Any) -> None:
+    run("account", "create", "ann")
+    run("journal", "add", "-a", "ann", "--title", "A rather long title for an entry about the garden",
+        "We planted the tomatoes along the south wall today.")
+    out = run("journal", "list", "-a", "ann").stdout
+    assert "…" not in out and "A_rather_long_title_for_an_entry_about_the_garden" in out.replace("-", "_")
+    log = run("log", "-a", "ann").stdout
+    sandbox = json_of(run("log", "-a", "ann", "--json").stdout)[0]["source_sandbox"]
+    assert sandbox in log and "…" not in log
+
+
+def json_of(text: str) -> Any:
+    import json
+
+    return json.loads(text)
+
+
+@pytest.mark.parametrize("command", [("account", "create", "bob"), ("rollback", "0", "-a", "ann"),
+                                     ("index", "rebuild", "-a", "ann")])
+def test_json_where_it_was_missing(run: Any, command: tuple[str, ...]) -> None:
+    run("account", "create", "ann")
+    assert isinstance(json_of(run(*command, "--json").stdout), dict)
+
+
+def test_discard_has_json(run: Any) -> None:
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "chat", "-a", "ann").stdout.strip()
+    assert json_of(run("discard", sid, "-a", "ann", "--json").stdout) == {"sandbox_id": sid, "status": "discarded"}
+
+
+def test_index_export_with_files_into_a_missing_folder(run: Any, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    run("account", "create", "ann")
+    run("journal", "add", "-a", "ann", "--title", "Tomatoes", "We planted the tomatoes along the south wall today.")
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    run("index", "export", "-a", "ann", "out", "--with-files")
+    assert (cwd / "out").is_dir() and (cwd / "out" / "memory_index.json").is_file()
+    assert [p.name for p in cwd.iterdir()] == ["out"]  # nothing beside it
+    assert list((cwd / "out").rglob("*Tomatoes*.md"))
+
+
+def test_ingest_prints_permanent_ids_and_keeps_no_temporary_id(run: Any, tmp_path: Path) -> None:
+    run("account", "create", "ann")
+    out = run("ingest", "-a", "ann", "--agent", "eva", "Tidal locking keeps one face of the Moon toward Earth.")
+    assert "_temp_" not in out.stdout and "SR_" in out.stdout and "EP_" in out.stdout
+    shown = json_of(run("ingest", "-a", "ann", "--agent", "eva", "Mars has two moons.", "--json").stdout)
+    assert shown["raw_id"].startswith("SR_") and shown["episode_id"].startswith("EP_")
+    acct = soulpass.open(tmp_path / "cli-home", embedder="none").account("ann")
+    turns = [t.text for kind in ("turn_user", "turn_llm") for t in acct.records(kind)]
+    assert turns and not any("_temp_" in t for t in turns)
+
+
+def test_a_low_confidence_fact_is_warned_about_when_written(acct: soulpass.Account, run: Any,
+                                                            client: TestClient, world: World) -> None:
+    sb = acct.create_sandbox("s")
+    assert sb.fact_warning(0.9) is None
+    assert "rejected at archive" in (sb.fact_warning(0.3) or "") and "0.7" in (sb.fact_warning(0.3) or "")
+    run("account", "create", "ann")
+    sid = run("sandbox", "create", "chat", "-a", "ann").stdout.strip()
+    out = run("write", "fact", sid, "-a", "ann", "--content", "Ann maybe likes tea", "--confidence", "0.2")
+    assert out.stdout.strip().startswith("sf_temp_") and "rejected at archive" in out.stderr
+    base = "/v1/accounts/ann/sandboxes"
+    client.post(base, headers=world.ann.auth, json={"name": "chat", "sandbox_id": "chat-5"})
+    low = client.post(f"{base}/chat-5/facts", headers=world.ann.auth, json={"content": "Ann may like tea",
+                                                                             "confidence": 0.2}).json()
+    assert "rejected at archive" in low["warning"]
+    high = client.post(f"{base}/chat-5/facts", headers=world.ann.auth, json={"content": "Ann likes tea",
+                                                                              "confidence": 0.9}).json()
+    assert high["warning"] is None
+
+
+def test_mcp_remember_warns_about_a_low_confidence_fact(acct: soulpass.Account, sp: soulpass.Soulpass) -> None:
+    from soulpass.mcp.tools import MemoryTools
+    from soulpass.pool import AccountPool
+
+    tools = MemoryTools(AccountPool(sp))
+    sid = tools.create_sandbox("ann")["sandbox_id"]
+    out = tools.remember("ann", "fact", "Ann may like tea", confidence=0.3, sandbox_id=sid)
+    assert "rejected at archive" in out["warning"]
+    assert "warning" not in tools.remember("ann", "fact", "Ann likes tea", confidence=0.9, sandbox_id=sid)

@@ -557,6 +557,12 @@ class Sandbox:
         self._append(("semantic_candidate", cand))
         return str(cand.id)
 
+    def fact_warning(self, confidence: float) -> str | None:
+        """Why a fact proposed with ``confidence`` will be rejected at archive (None: not for its
+        confidence); the CLI, REST and MCP say it when the fact is written, not only in the log."""
+        why = self.account.sp.rules.semantic.confidence_refusal(confidence)
+        return None if why is None else f"this fact will be rejected at archive: {why}"
+
     def update_state(self, name: str, data: dict[str, Any]) -> None:
         self._append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
 

@@ -160,12 +160,17 @@ def import_mira_cmd(state: State, account: str, folder: Path, create: bool, dry_
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["mira"]), default="mira", show_default=True,
               help="Export format (the Mira memory_index.json).")
-@click.option("--with-files", is_flag=True, help="Copy the Markdown files beside the index (a full Mira folder).")
+@click.option("--with-files", is_flag=True, help="Copy the Markdown files beside the index (a full Mira folder; "
+                                               "FILE is that folder, created if missing, unless it ends in .json).")
+@json_option
 @click.pass_obj
-def index_export(state: State, account: str, file: Path, fmt: str, with_files: bool) -> None:
+def index_export(state: State, account: str, file: Path, fmt: str, with_files: bool, as_json: bool) -> None:
     """Write the journal's index in the seed's memory_index.json schema to FILE (or FILE/memory_index.json)."""
     doc = export_mira(state.account(account), file, with_files=with_files)
-    console.print(f"{len(doc['entries'])} entries written ({fmt})")
+    if as_json:
+        emit_json({"entries": len(doc["entries"]), "format": fmt})
+    else:
+        console.print(f"{len(doc['entries'])} entries written ({fmt})")
 
 
 COMMANDS = [journal, patterns, import_group]

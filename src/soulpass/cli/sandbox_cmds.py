@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
 from soulpass.engine import AlreadyArchived, Planned, Unchanged
 from soulpass.errors import InvalidInput
@@ -46,11 +46,15 @@ def account() -> None:
 
 @account.command("create")
 @click.argument("name")
+@json_option
 @click.pass_obj
-def account_create(state: State, name: str) -> None:
+def account_create(state: State, name: str, as_json: bool) -> None:
     """Create account NAME (an empty master at version 0)."""
     acct = state.account(name, create=True)
-    console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.home}")
+    if as_json:
+        emit_json({"account": acct.name, "version": acct.head(), "home": str(state.home)})
+    else:
+        console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.home}")
 
 
 @account.command("list")
@@ -124,11 +128,15 @@ def sandbox_show(state: State, sandbox_id: str, account: str, as_json: bool) -> 
 @click.command("discard")
 @click.argument("sandbox_id")
 @account_option
+@json_option
 @click.pass_obj
-def discard(state: State, sandbox_id: str, account: str) -> None:
+def discard(state: State, sandbox_id: str, account: str, as_json: bool) -> None:
     """Throw a sandbox and its buffer away; the master is untouched."""
     state.account(account).discard(sandbox_id)
-    console.print(f"discarded {sandbox_id}")
+    if as_json:
+        emit_json({"sandbox_id": sandbox_id, "status": "discarded"})
+    else:
+        console.print(f"discarded {sandbox_id}")
 
 
 sandbox.add_command(discard)
@@ -179,6 +187,8 @@ def write_fact(state: State, sandbox_id: str, account: str, subject: str | None,
     """Propose a semantic fact (validated and merged at archive)."""
     sb = state.account(account).sandbox(sandbox_id)
     click.echo(sb.add_fact(subject, predicate, obj, confidence=confidence, content=content))
+    if (warning := sb.fact_warning(confidence)) is not None:
+        err_console.print(f"[yellow]warning:[/] {warning}")
 
 
 @write.command("state")

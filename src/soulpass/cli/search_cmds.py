@@ -8,7 +8,7 @@ from datetime import datetime
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
 from soulpass.integrity import reset_index
 
@@ -82,22 +82,28 @@ def index_status(state: State, account: str, as_json: bool) -> None:
 
 @index.command("rebuild")
 @account_option
+@json_option
 @click.pass_obj
-def index_rebuild(state: State, account: str) -> None:
+def index_rebuild(state: State, account: str, as_json: bool) -> None:
     """Recreate the catalog from the files (identical to incremental indexing) and re-embed."""
     acct = state.account(account)
-    if reset_index(acct):
-        console.print("the catalog could not be opened: deleted it (it is derived from the files)")
+    out = err_console if as_json else console  # with --json, stdout holds the JSON only
+    reset = reset_index(acct)
+    if reset:
+        out.print("the catalog could not be opened: deleted it (it is derived from the files)")
     idx = acct.index()
     with Progress(TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+                  console=out) as bar:
         task = bar.add_task("rebuild", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total or None)
 
         report = idx.rebuild(progress)
-    console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
+    if as_json:
+        emit_json({"version": report.to_version, "rows": report.rows_added, "catalog_reset": reset})
+    else:
+        console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
 
 
 COMMANDS = [search, index]

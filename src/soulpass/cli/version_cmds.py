@@ -125,11 +125,15 @@ def show(state: State, ref: str, account: str, at: int | None, as_json: bool) ->
 @click.command("rollback")
 @click.argument("version", type=int)
 @account_option
+@json_option
 @click.pass_obj
-def rollback(state: State, version: int, account: str) -> None:
+def rollback(state: State, version: int, account: str, as_json: bool) -> None:
     """Commit a new version whose content equals VERSION (nothing is destroyed)."""
     new = state.account(account).rollback(version)
-    console.print(f"version [bold]{new}[/] now equals version {version}")
+    if as_json:
+        emit_json({"version": new, "equals": version})
+    else:
+        console.print(f"version [bold]{new}[/] now equals version {version}")
 
 
 @click.group()

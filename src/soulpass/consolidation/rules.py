@@ -47,6 +47,12 @@ class SemanticRule(_Rule):
     )
     negation_prefixes: tuple[str, ...] = ("not", "does not", "doesn't", "no longer", "never")
 
+    def confidence_refusal(self, confidence: float) -> str | None:
+        """Why a fact of this ``confidence`` is rejected at archive, or None when it is high enough."""
+        if confidence <= self.min_confidence:
+            return f"confidence {confidence} is not above {self.min_confidence} (rules: semantic.min_confidence)"
+        return None
+
 
 class LatestWinsRule(_Rule):
     rule: Literal["latest_wins"] = "latest_wins"

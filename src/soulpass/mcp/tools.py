@@ -83,6 +83,8 @@ class MemoryTools:
                 raise InvalidInput("a fact needs all of subject, predicate and object, or none (then text)",
                                    field="subject")
             rid = sb.add_fact(*spo, confidence=confidence, content=None if all(spo) else text)
+            if (warning := sb.fact_warning(confidence)) is not None:
+                return {"id": rid, "what": what, "sandbox_id": sb.id, "warning": warning}
         elif what == "journal":
             rid = sb.add_journal(text, title=title or "", agent=agent)
         else:

@@ -106,6 +106,8 @@ class WrittenOut(_Out):
     """What a write appended to the session buffer (temporary ids until archived)."""
 
     id: str | None = None
+    warning: str | None = Field(default=None, description="Set when what was written will be rejected at archive, "
+                                                          "and why (a fact's confidence under the rules' minimum)")
 
 
 class TurnIn(_In):

@@ -100,7 +100,8 @@ def write_episode(account: AccountName, sandbox_id: SandboxId, pool: Pool,
 def write_fact(account: AccountName, sandbox_id: SandboxId, body: FactIn, pool: Pool) -> WrittenOut:
     sb = _sandbox(pool, account, sandbox_id)
     return WrittenOut(id=sb.add_fact(body.subject, body.predicate, body.object, confidence=body.confidence,
-                                     content=body.content, source_refs=body.source_refs))
+                                     content=body.content, source_refs=body.source_refs),
+                      warning=sb.fact_warning(body.confidence))
 
 
 @router.post("/{sandbox_id}/states/{name}", response_model=WrittenOut, status_code=CREATED,
