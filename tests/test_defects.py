@@ -369,3 +369,70 @@ def test_mcp_remember_warns_about_a_low_confidence_fact(acct: soulpass.Account, 
     out = tools.remember("ann", "fact", "Ann may like tea", confidence=0.3, sandbox_id=sid)
     assert "rejected at archive" in out["warning"]
     assert "warning" not in tools.remember("ann", "fact", "Ann likes tea", confidence=0.9, sandbox_id=sid)
+
+
+# --- (f) readable scores, and in-session ranking of superseded facts ------------------------
+
+
+def test_in_session_search_ranks_the_new_fact_above_the_one_it_supersedes(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s1")
+    sb.add_fact("Ann", "lives in", "Paris", confidence=0.9)
+    sb.add_turn("user", "I love the weather today")
+    sb.archive()
+    committed = acct.search("where does Ann live", k=5)
+    sb = acct.create_sandbox("s2")
+    lyon = sb.add_fact("Ann", "lives in", "Lyon", confidence=0.9)
+    hits = sb.search("where does Ann live", k=5)
+    ids = [h.id for h in hits]
+    paris = next(h.id for h in hits if "Paris" in h.text)
+    assert ids.index(lyon) < ids.index(paris)
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert next(h for h in hits if h.id == paris).parts["superseded"] == 1.0
+    assert acct.search("where does Ann live", k=5) == committed  # committed search as it was
+    plan = sb.archive().plan  # and the archive agrees: Lyon supersedes Paris
+    assert plan.superseded == [{"fact": paris, "by": plan.id_map[lyon]}]
+
+
+def test_a_fact_the_session_does_not_supersede_keeps_its_place(acct: soulpass.Account) -> None:
+    sb = acct.create_sandbox("s1")
+    sb.add_fact("Ann", "likes", "tea", confidence=0.9)
+    sb.archive()
+    sb = acct.create_sandbox("s2")
+    sb.add_fact("Ann", "likes", "coffee", confidence=0.9)  # "likes" is not functional: both stand
+    hits = sb.search("Ann likes tea", k=5)
+    assert "tea" in hits[0].text and "superseded" not in hits[0].parts
+
+
+def test_relevance_is_bounded_and_readable_where_scores_are_not(acct: soulpass.Account) -> None:
+    from soulpass.index.relevance import relevance
+
+    for text in ("We planted tomatoes along the south wall", "The rain kept us inside all afternoon"):
+        sb = acct.create_sandbox("s")  # sessions of their own: a turn's neighbours join its hits
+        sb.add_turn("user", text)
+        sb.archive()
+    (lone,) = acct.search("tomatoes", k=5)
+    assert lone.score == 0.0 and relevance("tomatoes", lone) == 1.0  # a lone hit's score says nothing
+    for q in ("tomatoes rain", "planting tomato", "south wall snow sleet"):
+        assert all(0.0 <= relevance(q, h) <= 1.0 for h in acct.search(q, k=5))
+    assert relevance("planting tomato", acct.search("planting tomato", k=1)[0]) == 1.0
+    many = acct.search("tomatoes wall rain snow", k=5)
+    assert len(many) == 2 and [relevance("tomatoes wall rain snow", h) for h in many] == [0.5, 0.25]
+    assert [h.id for h in acct.search("tomatoes wall rain snow", k=5, min_score=0.5)] == [many[0].id]
+    assert acct.search("tomatoes wall rain snow", k=5, min_score=0.9) == []
+    with pytest.raises(InvalidInput) as err:
+        acct.search("tomatoes", min_score=2.0)
+    assert err.value.details["field"] == "min_score"
+
+
+def test_min_score_and_relevance_in_the_cli_and_rest(run: Any, client: TestClient, world: World) -> None:
+    run("account", "create", "ann")
+    run("journal", "add", "-a", "ann", "We planted the tomatoes along the south wall today.")
+    out = json_of(run("search", "tomatoes snow", "-a", "ann", "--json").stdout)
+    assert out and out[0]["relevance"] == 0.5
+    assert json_of(run("search", "tomatoes snow", "-a", "ann", "--json", "--min-score", "0.6").stdout) == []
+    assert "relevance" in run("search", "tomatoes", "-a", "ann").stdout
+    run("search", "tomatoes", "-a", "ann", "--min-score", "1.5", code=2)
+    r = client.post("/v1/accounts/ann/search", headers=world.ann.auth, json={"query": "the", "k": 5})
+    assert r.status_code == 200 and all(0 <= h["relevance"] <= 1 for h in r.json()["hits"])
+    r = client.post("/v1/accounts/ann/search", headers=world.ann.auth, json={"query": "the", "min_score": 1.0})
+    assert r.status_code == 200 and all(h["relevance"] == 1.0 for h in r.json()["hits"])

@@ -9,7 +9,6 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -18,16 +17,19 @@ from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.document_diff import document_changes
+from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
+from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
-from soulpass.index.catalog import CatalogHashLookup, CatalogRow, Filters, FullText
+from soulpass.index.catalog import CatalogHashLookup, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
+from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
@@ -85,43 +87,6 @@ __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned"
 
 
 D = TypeVar("D", bound=Document)
-
-
-@dataclass(frozen=True)
-class Committed:
-    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected."""
-
-    version: int
-    plan: ConsolidationPlan
-
-
-@dataclass(frozen=True)
-class AlreadyArchived:
-    sandbox_id: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A dry run: what archiving would do, nothing written (``plan.empty``: it would commit nothing)."""
-
-    plan: ConsolidationPlan
-
-
-@dataclass(frozen=True)
-class Unchanged:
-    """The sandbox held nothing to store (it was empty, or held only exact repeats of what the
-    master has; ``plan.duplicates`` names them): no version was committed, HEAD is still
-    ``version``, and the sandbox is removed as an archive would leave it (a second archive of
-    it raises ``NotFound``, as after a discard)."""
-
-    sandbox_id: str
-    version: int
-    plan: ConsolidationPlan
-
-
-ArchiveResult = Committed | AlreadyArchived | Planned | Unchanged
-
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
 RerankerChoice = Reranker | Literal["auto", "none"]
@@ -245,14 +210,12 @@ class Account:
         return [dict(e.fields) for e in self.store.log(lists=False)]
 
     def diff(self, a: int, b: int) -> dict[str, Any]:
-        """What changed from version ``a`` to version ``b`` (both required: ``a <= b``): records
-        added, superseded, replaced and retired, and ``documents``: each document created, changed
-        or removed with the keys added, changed and removed inside it."""
+        """What changed from version ``a`` to ``b`` (two ints, ``a <= b``): records added, superseded,
+        replaced, retired; ``documents`` created, changed or removed, with the keys inside."""
         for field, value in (("a", a), ("b", b)):
             if type(value) is not int:
                 raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
-        self.check_version(a)
-        self.check_version(b)
+            self.check_version(value)
         log = [dict(e.fields) for e in self.store.log(a)]
         out = diff_entries(log, a, b).to_json()
         out["documents"] = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
@@ -389,16 +352,17 @@ class Account:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None, event_id: str | None = None,
-               at: int | None = None) -> SearchResults:
+               at: int | None = None, min_score: float | None = None) -> SearchResults:
         """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``.
-        ``.incomplete`` on the result says records not embedded yet may be missing from it."""
+        ``.incomplete`` on the result says records not embedded yet may be missing from it;
+        ``min_score`` (0 to 1) drops hits of a lower ``soulpass.index.relevance.relevance``."""
         if at is not None:
             self.check_version(at)
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
             index = self.index()
-            return search_results(index, index.search(query, k, filters))
+            return above(search_results(index, index.search(query, k, filters)), query, min_score)
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
@@ -558,8 +522,7 @@ class Sandbox:
         return str(cand.id)
 
     def fact_warning(self, confidence: float) -> str | None:
-        """Why a fact proposed with ``confidence`` will be rejected at archive (None: not for its
-        confidence); the CLI, REST and MCP say it when the fact is written, not only in the log."""
+        """Why a fact this confident will be rejected at archive (None: it will not be for that)."""
         why = self.account.sp.rules.semantic.confidence_refusal(confidence)
         return None if why is None else f"this fact will be rejected at archive: {why}"
 
@@ -600,22 +563,26 @@ class Sandbox:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None,
-               event_id: str | None = None) -> SearchResults:
+               event_id: str | None = None, min_score: float | None = None) -> SearchResults:
         """Hybrid search over what this sandbox sees: the master as of its parent version plus its
-        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary)."""
+        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
+        committed fact this session's facts supersede ranks below the fact superseding it."""
         acct = self.account
         head = acct.store.head()
         at = self.info.parent_version
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
+        events = self._buffer.events()
+        path = buffer_key(self.id)
+        rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]
         with acct.exclusive():
             index = acct.index()
-            return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
-
-    def _buffer_rows(self) -> list[CatalogRow]:
-        path = buffer_key(self.id)
-        return [row for event in self._buffer.events() if (row := buffer_event_row(event, path, self.id))]
+            found = search_results(index, index.search(query, k, filters, extra=rows))
+        if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
+            superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
+            found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
+        return above(found, query, min_score)
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
         return self.account.archive(self.id, dry_run=dry_run, hook=hook)

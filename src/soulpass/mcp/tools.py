@@ -14,6 +14,7 @@ from soulpass.agent import AgentMemory
 from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.index.relevance import relevance
 from soulpass.pool import AccountPool
 
 __all__ = ["SESSION_NAME", "MemoryTools"]
@@ -103,7 +104,7 @@ class MemoryTools:
             hits = sb.search(query, k)
         return {"query": result.query, "episode_ids": list(result.episode_ids), "markdown": result.markdown,
                 "hits": [{"id": h.id, "kind": h.kind, "version": h.version, "text": h.text,
-                          "score": round(h.score, 4)} for h in hits],
+                          "relevance": relevance(query, h), "score": round(h.score, 4)} for h in hits],
                 "sandbox_id": sb.id}
 
     def manage_clipboard(self, account: str, action: ClipboardAction, agent: str = "agent",

@@ -9,6 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from soulpass.ids import MAX_NAME_LENGTH
+from soulpass.index.relevance import relevance
 from soulpass.index.search import Hit
 from soulpass.sessions.sandbox import SandboxInfo
 
@@ -176,6 +177,8 @@ class SearchIn(_In):
     persona_id: str | None = None
     event_id: str | None = None
     at: int | None = Field(default=None, ge=0, description="Search as of this version (account search only)")
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0,
+                                    description="Only hits of at least this relevance (0 to 1)")
 
 
 class HitOut(_Out):
@@ -184,13 +187,15 @@ class HitOut(_Out):
     version: int
     path: str = Field(description="Where the record lives, relative to the account folder")
     text: str
-    score: float
+    relevance: float = Field(description="How well the hit matches the query by itself, 0 to 1: the share of the "
+                                         "query's words it holds, or its cosine similarity, the larger")
+    score: float = Field(description="The ranking's score, relative to the other hits (can be 0 or negative)")
     parts: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, hit: Hit) -> HitOut:
-        return cls(id=hit.id, kind=hit.kind, version=hit.version, path=hit.path, text=hit.text, score=hit.score,
-                   parts=hit.parts)
+    def of(cls, hit: Hit, query: str) -> HitOut:
+        return cls(id=hit.id, kind=hit.kind, version=hit.version, path=hit.path, text=hit.text,
+                   relevance=relevance(query, hit), score=hit.score, parts=hit.parts)
 
 
 class SearchOut(_Out):
@@ -199,6 +204,6 @@ class SearchOut(_Out):
     incomplete: bool = Field(default=False, description="True when records not embedded yet may be missing")
 
     @classmethod
-    def of(cls, hits: Iterable[Hit]) -> SearchOut:
+    def of(cls, hits: Iterable[Hit], query: str) -> SearchOut:
         pending = int(getattr(hits, "pending_embeddings", 0))
-        return cls(hits=[HitOut.of(h) for h in hits], pending_embeddings=pending, incomplete=pending > 0)
+        return cls(hits=[HitOut.of(h, query) for h in hits], pending_embeddings=pending, incomplete=pending > 0)

@@ -49,7 +49,7 @@ def archive_out(result: ArchiveResult) -> ArchiveOut:
 def search_kwargs(body: SearchIn) -> dict[str, Any]:
     return {"kinds": tuple(body.kinds), "agent": body.agent, "tags": tuple(body.tags), "since": body.since,
             "until": body.until, "session_id": body.session_id, "persona_id": body.persona_id,
-            "event_id": body.event_id}
+            "event_id": body.event_id, "min_score": body.min_score}
 
 
 @router.get("", response_model=list[SandboxOut], summary="Live sandboxes")
@@ -146,4 +146,4 @@ def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: 
 def search_sandbox(account: AccountName, sandbox_id: SandboxId, body: SearchIn, pool: Pool) -> SearchOut:
     with pool.indexed(account) as acct:
         hits = acct.sandbox(sandbox_id).search(body.query, body.k, **search_kwargs(body))
-    return SearchOut.of(hits)
+    return SearchOut.of(hits, body.query)
