@@ -63,7 +63,7 @@ def test_context_and_ingest_commands(run: Any, tmp_path: Path) -> None:
     doc = tmp_path / "runbook.md"
     doc.write_text("# Queue runbook\n\nRestart the billing queue with systemctl restart billing-q.", encoding="utf-8")
     out = json.loads(run("ingest", str(doc), *who, "--json"))
-    assert out["source"] == str(doc) and out["raw_id"].startswith("sr_temp_")
+    assert out["source"] == str(doc) and out["raw_id"].startswith("SR_")  # archived: permanent ids (issue 16)
     run("clipboard", "add", "ACME first", *who)
     head = _acct(tmp_path).head()
     text = run("context", "how do I restart the billing queue", *who, "--situation", "location_context=mobile_ssh")

@@ -72,7 +72,8 @@ def test_ingest_a_url_keeps_the_raw_text_chunks_it_and_writes_an_episode(site: s
     assert {t for t in raw.tags if t.startswith("doc:")} == {t for t in chunks[0].tags if t.startswith("doc:")}
     # an outcome in the working log, and the scribe's episode about the document
     outcome = mem.hot()[-1]
-    assert outcome.kind == "outcome" and outcome.agent == "pro" and result.raw_id in outcome.text
+    assert outcome.kind == "outcome" and outcome.agent == "pro" and "kept verbatim in sensory memory" in outcome.text
+    assert "_temp_" not in outcome.text  # the episode's turn_refs link it to the raw record (issue 16)
     episode = Episode.model_validate(buf.new_episodes[-1])
     assert episode.id == result.episode_id and episode.turn_refs == (outcome.id, result.raw_id)
     assert "Tidal locking" in episode.text and episode.annotations["scribe"]["reason"] == "ingest"

@@ -1,7 +1,17 @@
 """Soulpass — the Memory & Soul Passport: versioned, portable long-term memory for AI agents."""
 
 from soulpass.consolidation.rules import Rules
-from soulpass.engine import Account, AlreadyArchived, ArchiveResult, Committed, Planned, Sandbox, Soulpass, open
+from soulpass.engine import (
+    Account,
+    AlreadyArchived,
+    ArchiveResult,
+    Committed,
+    Planned,
+    Sandbox,
+    Soulpass,
+    Unchanged,
+    open,
+)
 from soulpass.errors import (
     BackendUnavailable,
     ConfigError,
@@ -60,6 +70,7 @@ __all__ = [
     "Soulpass",
     "TurnLLM",
     "TurnUser",
+    "Unchanged",
     "UserProfile",
     "__version__",
     "open",

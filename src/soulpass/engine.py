@@ -9,7 +9,6 @@ import contextlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
@@ -17,16 +16,20 @@ from typing import Any, Literal, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.bulk import plan_bulk_append
+from soulpass.consolidation.document_diff import document_changes
+from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
+from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
-from soulpass.index.catalog import CatalogHashLookup, CatalogRow, Filters, FullText
+from soulpass.index.catalog import CatalogHashLookup, Filters, FullText
 from soulpass.index.catalog.rows import buffer_event_row
 from soulpass.index.indexer import BackgroundIndexer
+from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
@@ -54,7 +57,7 @@ from soulpass.records import (
     UserProfile,
 )
 from soulpass.sessions.buffer import Limits
-from soulpass.sessions.inputs import dump, episode_model, turn_model, validate
+from soulpass.sessions.inputs import dump, episode_model, string_list, turn_model, validate
 from soulpass.sessions.sandbox import (
     SandboxInfo,
     create_sandbox,
@@ -80,35 +83,11 @@ from soulpass.store.open import open_backend
 from soulpass.store.postgres.url import is_url, local_root
 from soulpass.store.versions import diff_entries
 
-__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "open"]
+__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
+           "open"]
 
 
 D = TypeVar("D", bound=Document)
-
-
-@dataclass(frozen=True)
-class Committed:
-    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected."""
-
-    version: int
-    plan: ConsolidationPlan
-
-
-@dataclass(frozen=True)
-class AlreadyArchived:
-    sandbox_id: str
-    version: int
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A dry run: what archiving would do, nothing written."""
-
-    plan: ConsolidationPlan
-
-
-ArchiveResult = Committed | AlreadyArchived | Planned
-
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
 RerankerChoice = Reranker | Literal["auto", "none"]
@@ -234,9 +213,16 @@ class Account:
         return [dict(e.fields) for e in self.store.log(lists=False)]
 
     def diff(self, a: int, b: int) -> dict[str, Any]:
-        self.check_version(a)
-        self.check_version(b)
-        return diff_entries([dict(e.fields) for e in self.store.log(a)], a, b).to_json()
+        """What changed from version ``a`` to ``b`` (two ints, ``a <= b``): records added, superseded,
+        replaced, retired; ``documents`` created, changed or removed, with the keys inside."""
+        for field, value in (("a", a), ("b", b)):
+            if type(value) is not int:
+                raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
+            self.check_version(value)
+        log = [dict(e.fields) for e in self.store.log(a)]
+        out = diff_entries(log, a, b).to_json()
+        out["documents"] = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
+        return out
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""
@@ -369,16 +355,17 @@ class Account:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None, event_id: str | None = None,
-               at: int | None = None) -> SearchResults:
+               at: int | None = None, min_score: float | None = None) -> SearchResults:
         """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``.
-        ``.incomplete`` on the result says records not embedded yet may be missing from it."""
+        ``.incomplete`` on the result says records not embedded yet may be missing from it;
+        ``min_score`` (0 to 1) drops hits of a lower ``soulpass.index.relevance.relevance``."""
         if at is not None:
             self.check_version(at)
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
             index = self.index()
-            return search_results(index, index.search(query, k, filters))
+            return above(search_results(index, index.search(query, k, filters)), query, min_score)
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
@@ -408,11 +395,14 @@ class Account:
     # --- archive and discard ------------------------------------------------------------
 
     def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on).
+        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on); a sandbox with
+        nothing to store commits no version (``Unchanged``) and is removed all the same.
 
         The buffer's lock is held throughout, so no write is between the plan and the commit, and
         a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
         the plan and the commit, the store says so and the plan is made again on the new HEAD."""
+        if type(dry_run) is not bool:
+            raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
         try:
             info = load_sandbox(self.store, sandbox_id)
         except NotFound:
@@ -427,14 +417,17 @@ class Account:
                 return AlreadyArchived(sandbox_id, info.archived_as)
             events = buffer.events()
             plan = self._plan_archive(info, events)
-            while not dry_run:
+            if dry_run:
+                return Planned(plan)
+            while not plan.empty:
                 outcome = self.store.commit(plan.change, parent=plan.version - 1, hook=hook)
                 if isinstance(outcome, contract.Committed):
                     info.remove()
                     break
                 plan = self._plan_archive(info, events)
-            else:
-                return Planned(plan)
+            else:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
+                info.remove()
+                return Unchanged(sandbox_id, plan.base_version, plan)
         if self._indexer is not None:
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return Committed(plan.version, plan)
@@ -527,9 +520,14 @@ class Sandbox:
                  *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
         cand = validate(SemanticCandidate, {
             "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
-            "confidence": confidence, "content": content, "source_refs": tuple(source_refs)})
+            "confidence": confidence, "content": content, "source_refs": string_list(source_refs, "source_refs")})
         self._append(("semantic_candidate", cand))
         return str(cand.id)
+
+    def fact_warning(self, confidence: float) -> str | None:
+        """Why a fact this confident will be rejected at archive (None: it will not be for that)."""
+        why = self.account.sp.rules.semantic.confidence_refusal(confidence)
+        return None if why is None else f"this fact will be rejected at archive: {why}"
 
     def update_state(self, name: str, data: dict[str, Any]) -> None:
         self._append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
@@ -554,8 +552,8 @@ class Sandbox:
         """Append a prose record (journal, experiment, reflection or conversation entry), stored
         verbatim as Markdown on archive; returns its temporary id."""
         data: dict[str, Any] = {"id": new_temp_id("journal"), "text": text, "type": type, "title": title,
-                                "tags": tuple(tags), "core_insight": core_insight, "brief_summary": brief_summary,
-                                "agent": agent}
+                                "tags": string_list(tags, "tags"), "core_insight": core_insight,
+                                "brief_summary": brief_summary, "agent": agent}
         if timestamp is not None:
             data["created_at"] = timestamp
         entry = validate(JournalEntry, data)
@@ -568,22 +566,26 @@ class Sandbox:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None,
-               event_id: str | None = None) -> SearchResults:
+               event_id: str | None = None, min_score: float | None = None) -> SearchResults:
         """Hybrid search over what this sandbox sees: the master as of its parent version plus its
-        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary)."""
+        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
+        committed fact this session's facts supersede ranks below the fact superseding it."""
         acct = self.account
         head = acct.store.head()
         at = self.info.parent_version
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
+        events = self._buffer.events()
+        path = buffer_key(self.id)
+        rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]
         with acct.exclusive():
             index = acct.index()
-            return search_results(index, index.search(query, k, filters, extra=self._buffer_rows()))
-
-    def _buffer_rows(self) -> list[CatalogRow]:
-        path = buffer_key(self.id)
-        return [row for event in self._buffer.events() if (row := buffer_event_row(event, path, self.id))]
+            found = search_results(index, index.search(query, k, filters, extra=rows))
+        if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
+            superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
+            found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
+        return above(found, query, min_score)
 
     def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
         return self.account.archive(self.id, dry_run=dry_run, hook=hook)

@@ -11,7 +11,7 @@ from typing import Any
 
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rules import Rules
-from soulpass.engine import AlreadyArchived, Committed, Planned, Sandbox, Soulpass
+from soulpass.engine import AlreadyArchived, Committed, Planned, Sandbox, Soulpass, Unchanged
 from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.records import Episode, MasterState, SessionBuffer
@@ -192,7 +192,7 @@ class MSP:
         acct = self.engine.account(master.user_id)
         result = acct.archive(consolidated.plan.sandbox_id)
         match result:
-            case Committed() | AlreadyArchived():
+            case Committed() | AlreadyArchived() | Unchanged():
                 return self.load_master_state(master.user_id)
             case Planned():
                 raise AssertionError("archive without dry_run never returns Planned")

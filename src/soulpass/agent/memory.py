@@ -352,8 +352,10 @@ class AgentMemory:
             for i, p in enumerate(pieces, 1)]
         self._append([("sensory", r, agent) for r in (raw, *chunks)], now)
         label = doc.source if len(doc.source) <= 200 else doc.source[:199] + "…"
+        # No record id in the text: the raw record's is temporary until the archive, and the
+        # episode's turn_refs link this entry to it by the id that lasts.
         entry = self.log(agent, f"Ingested {label}: \"{title}\" ({len(doc.text)} characters, "
-                                f"{max(len(chunks), 1)} chunk(s)), kept as sensory record {raw.id}", kind="outcome")
+                                f"{max(len(chunks), 1)} chunk(s)), kept verbatim in sensory memory", kind="outcome")
         draft, name, fallback = draft_episode(self.summariser, SummaryRequest(
             reason="ingest", document=doc.text, source=doc.source))
         ep = Episode(id=new_temp_id("episode"), turn_refs=(entry.id, raw.id), situation_context=draft.situation_context,

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any, TypeVar
 
 import click
 
-from soulpass.agent import AgentConfig, AgentMemory, ChatEndpoint, ChatSummariser, RedisInbox
+from soulpass.agent import AgentConfig, AgentMemory, ChatEndpoint, ChatSummariser, IngestResult, RedisInbox
 from soulpass.agent.scribe import Summariser
 from soulpass.cli.output import console, emit_json, err_console
 from soulpass.cli.state import State, account_option
@@ -173,7 +174,7 @@ def context(state: State, message: str, account: str, agent: str, sandbox_id: st
         emit_json(block.to_dict())
         return
     click.echo(block.text)
-    console.print(f"[dim]{block.tokens} of {budget} tokens"
+    err_console.print(f"[dim]{block.tokens} of {budget} tokens"  # stderr: stdout is the prompt itself
                   + "".join(f"; {s.name}: {s.dropped} cut" for s in block.sections if s.dropped) + "[/]")
 
 
@@ -191,15 +192,29 @@ def ingest(state: State, source: str, account: str, agent: str, sandbox_id: str 
     """Keep a document (path, URL or text) in sensory memory, chunked for search, with an episode about it."""
     endpoint = _endpoint(base_url, model, api_key)
     summariser = ChatSummariser(endpoint) if endpoint else None
-    with _memory(state.account(account), sandbox_id, f"ingest {agent}", keep=True, summariser=summariser,
-                 quiet=as_json) as mem:
+    acct = state.account(account)
+    with _memory(acct, sandbox_id, f"ingest {agent}", keep=True, summariser=summariser, quiet=as_json) as mem:
         result = mem.ingest(source, agent=agent, kind=kind, title=title)  # type: ignore[arg-type]
+    if sandbox_id is None:  # archived: name the records by their permanent ids
+        result = _permanent_ids(result, _id_map(acct, mem.sandbox.id))
     if as_json:
         emit_json({"raw_id": result.raw_id, "chunk_ids": list(result.chunk_ids), "episode_id": result.episode_id,
                    "source": result.source, "chars": result.chars})
         return
     console.print(f"{result.source}: {result.chars} characters, {max(len(result.chunk_ids), 1)} chunk(s); "
                   f"raw {result.raw_id}, episode {result.episode_id}", markup=False)
+
+
+def _id_map(acct: Account, sandbox_id: str) -> dict[str, str]:
+    """Temporary id -> permanent id, from the log entry of the version ``sandbox_id`` became."""
+    entry: dict[str, Any] = next((e for e in reversed(acct.log()) if e.get("source_sandbox") == sandbox_id), {})
+    return dict(entry.get("id_map", {}))
+
+
+def _permanent_ids(result: IngestResult, id_map: dict[str, str]) -> IngestResult:
+    return replace(result, raw_id=id_map.get(result.raw_id, result.raw_id),
+                   chunk_ids=tuple(id_map.get(i, i) for i in result.chunk_ids),
+                   episode_id=id_map.get(result.episode_id, result.episode_id))
 
 
 CHAT_HELP = "/clip add TEXT · /clip rm N · /clip · /rag QUERY · /inbox · /hot · /quit"

@@ -11,6 +11,7 @@ import click
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.search_cmds import index
 from soulpass.cli.state import State, account_option
+from soulpass.errors import InvalidInput
 from soulpass.importers.mira import export_mira, import_mira
 from soulpass.prose import ENTRY_TYPES, render_markdown
 
@@ -22,6 +23,13 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.group("journal")
 def journal() -> None:
     """Verbatim prose records: journal, experiment, reflection and conversation entries."""
+
+
+def _decode(raw: bytes, source: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(f"{source} is not valid UTF-8 (byte {exc.start})", field="text", path=source) from None
 
 
 @journal.command("add")
@@ -45,9 +53,9 @@ def journal_add(state: State, account: str, text: str | None, file: Path | None,
     """Add one entry in one step (open a sandbox, write it, archive). An exact repeat is not stored:
     the existing entry is named instead."""
     if file is not None:
-        text = file.read_text(encoding="utf-8")
+        text = _decode(file.read_bytes(), str(file))
     elif text is None or text == "-":
-        text = sys.stdin.read()
+        text = _decode(sys.stdin.buffer.read(), "standard input")
     acct = state.account(account)
     out = acct.journal().add(text, type=type_, title=title, tags=tags, core_insight=core_insight,
                              brief_summary=brief_summary, timestamp=timestamp, agent=agent)
@@ -152,12 +160,17 @@ def import_mira_cmd(state: State, account: str, folder: Path, create: bool, dry_
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option("--format", "fmt", type=click.Choice(["mira"]), default="mira", show_default=True,
               help="Export format (the Mira memory_index.json).")
-@click.option("--with-files", is_flag=True, help="Copy the Markdown files beside the index (a full Mira folder).")
+@click.option("--with-files", is_flag=True, help="Copy the Markdown files beside the index (a full Mira folder; "
+                                               "FILE is that folder, created if missing, unless it ends in .json).")
+@json_option
 @click.pass_obj
-def index_export(state: State, account: str, file: Path, fmt: str, with_files: bool) -> None:
+def index_export(state: State, account: str, file: Path, fmt: str, with_files: bool, as_json: bool) -> None:
     """Write the journal's index in the seed's memory_index.json schema to FILE (or FILE/memory_index.json)."""
     doc = export_mira(state.account(account), file, with_files=with_files)
-    console.print(f"{len(doc['entries'])} entries written ({fmt})")
+    if as_json:
+        emit_json({"entries": len(doc["entries"]), "format": fmt})
+    else:
+        console.print(f"{len(doc['entries'])} entries written ({fmt})")
 
 
 COMMANDS = [journal, patterns, import_group]

@@ -37,10 +37,16 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, ensure_ascii=False, default=str))
 
 
+# Piped or redirected output has no screen to fit: a table is as wide as its rows need (rich
+# would otherwise assume 80 columns and cut ids and paths with "…").
+piped_console = Console(highlight=False, width=100_000)
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """A table for people; on a terminal it fits the screen, piped it never cuts an id or a path."""
     t = Table(title=title, title_justify="left")
     for c in columns:
         t.add_column(c)
     for r in rows:
         t.add_row(*("" if v is None else str(v) for v in r))
-    console.print(t)
+    (console if console.is_terminal else piped_console).print(t)

@@ -9,9 +9,9 @@ from typing import Any
 
 import click
 
-from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
-from soulpass.engine import AlreadyArchived, Planned
+from soulpass.engine import AlreadyArchived, Planned, Unchanged
 from soulpass.errors import InvalidInput
 
 __all__ = ["COMMANDS"]
@@ -24,6 +24,8 @@ def _json_arg(text: str, what: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInput(f"{what} is not valid JSON: {exc}", field=what) from exc
+    except RecursionError:
+        raise InvalidInput(f"{what} is nested too deeply to read", field=what) from None
 
 
 def _read_json_file(path: str) -> Any:
@@ -44,11 +46,15 @@ def account() -> None:
 
 @account.command("create")
 @click.argument("name")
+@json_option
 @click.pass_obj
-def account_create(state: State, name: str) -> None:
+def account_create(state: State, name: str, as_json: bool) -> None:
     """Create account NAME (an empty master at version 0)."""
     acct = state.account(name, create=True)
-    console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.location}")
+    if as_json:
+        emit_json({"account": acct.name, "version": acct.head(), "home": state.location})
+    else:
+        console.print(f"account [bold]{acct.name}[/] at version {acct.head()} in {state.location}")
 
 
 @account.command("list")
@@ -122,11 +128,15 @@ def sandbox_show(state: State, sandbox_id: str, account: str, as_json: bool) -> 
 @click.command("discard")
 @click.argument("sandbox_id")
 @account_option
+@json_option
 @click.pass_obj
-def discard(state: State, sandbox_id: str, account: str) -> None:
+def discard(state: State, sandbox_id: str, account: str, as_json: bool) -> None:
     """Throw a sandbox and its buffer away; the master is untouched."""
     state.account(account).discard(sandbox_id)
-    console.print(f"discarded {sandbox_id}")
+    if as_json:
+        emit_json({"sandbox_id": sandbox_id, "status": "discarded"})
+    else:
+        console.print(f"discarded {sandbox_id}")
 
 
 sandbox.add_command(discard)
@@ -177,6 +187,8 @@ def write_fact(state: State, sandbox_id: str, account: str, subject: str | None,
     """Propose a semantic fact (validated and merged at archive)."""
     sb = state.account(account).sandbox(sandbox_id)
     click.echo(sb.add_fact(subject, predicate, obj, confidence=confidence, content=content))
+    if (warning := sb.fact_warning(confidence)) is not None:
+        err_console.print(f"[yellow]warning:[/] {warning}")
 
 
 @write.command("state")
@@ -233,11 +245,16 @@ def archive(state: State, sandbox_id: str, account: str, dry_run: bool, as_json:
     planned = isinstance(result, Planned)
     summary = result.plan.summary()
     if as_json:
-        emit_json({"status": "planned" if planned else "committed", **summary})
+        status = "unchanged" if isinstance(result, Unchanged) else "planned" if planned else "committed"
+        emit_json({"status": status, **summary})
         return
-    verb = "would become" if planned else "committed as"
-    rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
-    console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
+    if summary["empty"]:
+        verb = "would commit" if planned else "committed"
+        console.print(f"{sandbox_id} {verb} nothing: no new version (HEAD stays {summary['version']})")
+    else:
+        verb = "would become" if planned else "committed as"
+        rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
+        console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
     rows = [(f"added {k}", len(v)) for k, v in summary["added"].items()]
     rows += [(name, len(summary[name])) for name in
              ("superseded", "duplicates", "rejected", "conflicts", "core_changes", "state_changes") if summary[name]]

@@ -8,8 +8,9 @@ from datetime import datetime
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
+from soulpass.index.relevance import relevance
 from soulpass.integrity import reset_index
 
 __all__ = ["COMMANDS"]
@@ -33,24 +34,29 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.option("--event", "event_id", help="Only episodes of this event.")
 @click.option("--at", type=int, default=None, help="Search the memory as it was at this version.")
 @click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
+@click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=None,
+              help="Only hits of at least this relevance (0 to 1: the share of the query's words a hit holds, "
+                   "or its cosine similarity, the larger).")
 @json_option
 @click.pass_obj
 def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...], agent: str | None,
            tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
-           persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, as_json: bool) -> None:
+           persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, min_score: float | None,
+           as_json: bool) -> None:
     """Hybrid search (full text + vectors) over an account's committed memory."""
     acct = state.account(account, rerank=rerank)
     hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
-                       session_id=session_id, persona_id=persona_id, event_id=event_id, at=at)
+                       session_id=session_id, persona_id=persona_id, event_id=event_id, at=at, min_score=min_score)
     if as_json:
-        emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path, "score": h.score,
-                    "parts": h.parts, "text": h.text,
+        emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path,
+                    "relevance": relevance(query, h), "score": h.score, "parts": h.parts, "text": h.text,
                     "event_time": h.row.event_time.isoformat() if h.row and h.row.event_time else None,
                     "agent": h.row.agent if h.row else None} for h in hits])
         return
-    table(f"{len(hits)} results for {query!r}", ["#", "id", "kind", "when", "who", "text", "score"], [
+    table(f"{len(hits)} results for {query!r}", ["#", "id", "kind", "when", "who", "text", "relevance", "score"], [
         (i, h.id, h.kind, h.row.event_time.date() if h.row and h.row.event_time else "",
-         h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""), f"{h.score:.4f}")
+         h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""),
+         f"{relevance(query, h):.2f}", f"{h.score:.4f}")
         for i, h in enumerate(hits, 1)])
     if hits.note:  # background indexing is behind: say so (full text still found those records)
         console.print(f"note: {hits.note}")
@@ -82,22 +88,28 @@ def index_status(state: State, account: str, as_json: bool) -> None:
 
 @index.command("rebuild")
 @account_option
+@json_option
 @click.pass_obj
-def index_rebuild(state: State, account: str) -> None:
+def index_rebuild(state: State, account: str, as_json: bool) -> None:
     """Recreate the catalog from the files (identical to incremental indexing) and re-embed."""
     acct = state.account(account)
-    if reset_index(acct):
-        console.print("the catalog could not be opened: deleted it (it is derived from the files)")
+    out = err_console if as_json else console  # with --json, stdout holds the JSON only
+    reset = reset_index(acct)
+    if reset:
+        out.print("the catalog could not be opened: deleted it (it is derived from the files)")
     idx = acct.index()
     with Progress(TextColumn("rebuilding"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+                  console=out) as bar:
         task = bar.add_task("rebuild", total=None)
 
         def progress(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total or None)
 
         report = idx.rebuild(progress)
-    console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
+    if as_json:
+        emit_json({"version": report.to_version, "rows": report.rows_added, "catalog_reset": reset})
+    else:
+        console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
 
 
 COMMANDS = [search, index]

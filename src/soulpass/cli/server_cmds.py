@@ -117,11 +117,15 @@ def key_list(state: State, as_json: bool) -> None:
 
 @key.command("revoke")
 @click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 @click.pass_obj
-def key_revoke(state: State, key_id: str) -> None:
+def key_revoke(state: State, key_id: str, as_json: bool) -> None:
     """Revoke the key KEY_ID; it stops working at the next request."""
     gone = FileKeyStore(state.home).revoke(key_id)
-    console.print(f"revoked {gone.key_id} ({gone.account or 'admin'})")
+    if as_json:
+        emit_json({"key_id": gone.key_id, "account": gone.account, "status": "revoked"})
+    else:
+        console.print(f"revoked {gone.key_id} ({gone.account or 'admin'})")
 
 
 COMMANDS = [serve, mcp, key]

@@ -11,6 +11,7 @@ from rich.json import JSON
 
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
+from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.consolidation.rules import Rules
 from soulpass.prose import JournalEntry
 from soulpass.records import (
@@ -30,9 +31,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 
 def _added(entry: dict[str, Any]) -> str:
-    counts = entry.get("added_counts") or {k: len(v) for k, v in entry.get("added", {}).items()}
-    counts = {**counts, **{f"restored {k}": len(v) for k, v in entry.get("restored", {}).items()}}
-    return ", ".join(f"{n} {k}" for k, n in sorted(counts.items()) if n) or "-"
+    return ", ".join(f"{n} {k}" for k, n in added_counts(entry).items()) or "-"
 
 
 @click.command("log")
@@ -59,9 +58,21 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
             note.append(f"{len(e['conflicts'])} conflict(s)")
         if e.get("superseded"):
             note.append(f"{len(e['superseded'])} superseded")
+        note += [f"{n} {what}" for what, n in refused_counts(e).items()]
         rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
                      _added(e), "; ".join(note)))
     table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
+
+
+_DOC_SIGN = {"created": "+", "changed": "~", "removed": "-"}
+
+
+def _document_row(doc: dict[str, Any]) -> tuple[str, str]:
+    """``~ changed | core/10_state/mood_state.json: +data.joy, ~data.calm``."""
+    inside = [f"{sign}{k}" for sign, name in (("+", "added"), ("~", "changed"), ("-", "removed"))
+              for k in doc["keys"][name]]
+    shown = ", ".join(inside[:8]) + (f" … (+{len(inside) - 8})" if len(inside) > 8 else "")
+    return f"{_DOC_SIGN[doc['change']]} {doc['change']}", f"{doc['path']}: {shown}" if shown else doc["path"]
 
 
 @click.command("diff")
@@ -71,7 +82,8 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
 @json_option
 @click.pass_obj
 def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
-    """What changed from version A to version B: added, superseded, replaced, retired."""
+    """What changed from version A to version B: records added, superseded, replaced and retired;
+    documents created, changed and removed, with the keys that changed inside them."""
     d = state.account(account).diff(a, b)
     if as_json:
         emit_json(d)
@@ -82,10 +94,14 @@ def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
         rows.append((f"+ {len(ids)} {kind}", shown))
     for s in d["superseded"]:
         rows.append(("~ superseded", f"{s['fact']} by {s['by']}"))
+    rows += [_document_row(doc) for doc in d["documents"]]
+    documents = {doc["path"] for doc in d["documents"]}  # shown with their keys: not again as paths
     for path in d["replaced"]:
-        rows.append(("~ replaced", path))
+        if path not in documents:
+            rows.append(("~ replaced", path))
     for path in d["retired"]:
-        rows.append(("- retired", path))
+        if path not in documents:
+            rows.append(("- retired", path))
     for r in d["rebases"]:
         rows.append(("rebase", f"version {r['version']}: sandbox from {r['from']} onto {r['onto']}"))
     table(f"Diff {a} → {b}", ["change", "what"], rows)
@@ -109,11 +125,15 @@ def show(state: State, ref: str, account: str, at: int | None, as_json: bool) ->
 @click.command("rollback")
 @click.argument("version", type=int)
 @account_option
+@json_option
 @click.pass_obj
-def rollback(state: State, version: int, account: str) -> None:
+def rollback(state: State, version: int, account: str, as_json: bool) -> None:
     """Commit a new version whose content equals VERSION (nothing is destroyed)."""
     new = state.account(account).rollback(version)
-    console.print(f"version [bold]{new}[/] now equals version {version}")
+    if as_json:
+        emit_json({"version": new, "equals": version})
+    else:
+        console.print(f"version [bold]{new}[/] now equals version {version}")
 
 
 @click.group()

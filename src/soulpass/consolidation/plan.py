@@ -72,13 +72,21 @@ class ConsolidationPlan:
     def rebased(self) -> bool:
         return self.parent_version != self.base_version
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to store or to log: no record, no document, no rejection or conflict (an empty
+        sandbox, or only exact repeats of what the master holds). Archiving it commits no version;
+        a rejection or a conflict is still committed, so the log keeps what was refused and why."""
+        return not (self.change.records or self.change.documents or self.rejected or self.conflicts)
+
     def summary(self) -> dict[str, Any]:
         return {
-            "version": self.version,
+            "version": self.base_version if self.empty else self.version,  # an empty plan commits nothing
             "base_version": self.base_version,
             "sandbox_id": self.sandbox_id,
             "parent_version": self.parent_version,
             "rebased": self.rebased,
+            "empty": self.empty,
             "added": self.added,
             "superseded": self.superseded,
             "replaced": self.replaced,

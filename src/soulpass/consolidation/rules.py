@@ -47,6 +47,12 @@ class SemanticRule(_Rule):
     )
     negation_prefixes: tuple[str, ...] = ("not", "does not", "doesn't", "no longer", "never")
 
+    def confidence_refusal(self, confidence: float) -> str | None:
+        """Why a fact of this ``confidence`` is rejected at archive, or None when it is high enough."""
+        if confidence <= self.min_confidence:
+            return f"confidence {confidence} is not above {self.min_confidence} (rules: semantic.min_confidence)"
+        return None
+
 
 class LatestWinsRule(_Rule):
     rule: Literal["latest_wins"] = "latest_wins"
@@ -85,12 +91,16 @@ class Rules(_Rule):
             raw: Any = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
             raise ConfigError(f"{source}: not valid YAML: {exc}", path=source) from exc
+        except RecursionError:
+            raise ConfigError(f"{source}: nested too deeply to read", path=source) from None
         if not isinstance(raw, dict):
             raise ConfigError(f"{source}: rules must be a mapping", path=source)
         try:
             return cls.model_validate(raw)
         except ValidationError as exc:
             raise ConfigError(f"{source}: {exc}", path=source) from exc
+        except RecursionError:  # a value nested deeper than pydantic can report on
+            raise ConfigError(f"{source}: nested too deeply to read", path=source) from None
 
     def to_yaml(self) -> str:
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

@@ -108,9 +108,8 @@ class SemanticMerge:
 
     def add(self, cand: SemanticCandidate, source_refs: tuple[str, ...], meta: dict[str, Any]) -> FactOutcome:
         ref = cand.id or "candidate"
-        if cand.confidence <= self.rule.min_confidence:
-            return self._record(FactOutcome(ref, "rejected", detail=(
-                f"confidence {cand.confidence} is not above {self.rule.min_confidence}")))
+        if (why := self.rule.confidence_refusal(cand.confidence)) is not None:
+            return self._record(FactOutcome(ref, "rejected", detail=why))
         if cand.subject and cand.predicate:
             s, p, o = cand.subject, cand.predicate, cand.object or ""
         else:

@@ -88,8 +88,11 @@ def mira_index(account: Account, journal: list[tuple[JournalEntry, str]] | None 
 
 def export_mira(account: Account, target: str | Path, *, with_files: bool = False) -> dict[str, Any]:
     """Write ``memory_index.json`` to ``target`` (a file, or a folder to put it in); with
-    ``with_files`` the Markdown files are copied beside it, making a complete Mira folder."""
+    ``with_files`` the Markdown files are copied beside it, making a complete Mira folder, and a
+    ``target`` that does not exist (and is not named ``*.json``) is that folder, created."""
     target = Path(target)
+    if with_files and not target.exists() and target.suffix != ".json":
+        target.mkdir(parents=True)  # else the index would be a file named like the folder, the copies beside it
     path = target / INDEX_FILE if target.is_dir() else target
     journal = account.journal().entries()
     doc = mira_index(account, journal)

@@ -133,7 +133,7 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
     @server.tool()
     def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: bool = False) -> dict[str, Any]:
         """Consolidate the session into a new memory version (what was added, rejected, conflicts);
-        `dry_run` only plans."""
+        `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'."""
         result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
         return result
 
@@ -145,7 +145,8 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
 
     @server.tool()
     def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 20) -> list[dict[str, Any]]:
-        """The newest memory versions, newest first: when, from which session, what was added."""
+        """The newest memory versions, newest first: when, from which session, what that version added
+        and refused (`added`, `refused`: counts by kind) and the memory's totals after it (`counts`)."""
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
         return result
 

@@ -11,8 +11,10 @@ import threading
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
-from soulpass.engine import AlreadyArchived, Committed, Sandbox
+from soulpass.consolidation.log_summary import added_counts, refused_counts
+from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.index.relevance import relevance
 from soulpass.pool import AccountPool
 
 __all__ = ["SESSION_NAME", "MemoryTools"]
@@ -55,6 +57,9 @@ class MemoryTools:
         if isinstance(result, AlreadyArchived):
             return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
         summary = result.plan.summary()
+        if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
+            return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
+                    "duplicates": summary["duplicates"], "rejected": summary["rejected"]}
         return {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
                 "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
                 "conflicts": summary["conflicts"]}
@@ -79,6 +84,8 @@ class MemoryTools:
                 raise InvalidInput("a fact needs all of subject, predicate and object, or none (then text)",
                                    field="subject")
             rid = sb.add_fact(*spo, confidence=confidence, content=None if all(spo) else text)
+            if (warning := sb.fact_warning(confidence)) is not None:
+                return {"id": rid, "what": what, "sandbox_id": sb.id, "warning": warning}
         elif what == "journal":
             rid = sb.add_journal(text, title=title or "", agent=agent)
         else:
@@ -97,7 +104,7 @@ class MemoryTools:
             hits = sb.search(query, k)
         return {"query": result.query, "episode_ids": list(result.episode_ids), "markdown": result.markdown,
                 "hits": [{"id": h.id, "kind": h.kind, "version": h.version, "text": h.text,
-                          "score": round(h.score, 4)} for h in hits],
+                          "relevance": relevance(query, h), "score": round(h.score, 4)} for h in hits],
                 "sandbox_id": sb.id}
 
     def manage_clipboard(self, account: str, action: ClipboardAction, agent: str = "agent",
@@ -128,13 +135,16 @@ class MemoryTools:
         return out
 
     def memory_log(self, account: str, limit: int = 20) -> list[dict[str, Any]]:
-        """The newest ``limit`` versions, newest first, each summarised."""
+        """The newest ``limit`` versions, newest first, each summarised: ``added`` and ``refused``
+        count what that version added and refused; ``counts`` are the account's totals at it."""
         if limit < 1:
             raise InvalidInput("limit must be at least 1", field="limit")
         out = []
         for entry in reversed(self.pool.get(account).log()[-limit:]):
-            out.append({k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
-                                                  "counts", "rebased") if k in entry})
+            line = {k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
+                                              "rebased") if k in entry}
+            out.append(line | {"added": added_counts(entry), "refused": refused_counts(entry),
+                               "counts": entry.get("counts", {})})
         return out
 
 

@@ -6,9 +6,10 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
 from soulpass.ids import MAX_NAME_LENGTH
+from soulpass.index.relevance import relevance
 from soulpass.index.search import Hit
 from soulpass.sessions.sandbox import SandboxInfo
 
@@ -106,6 +107,8 @@ class WrittenOut(_Out):
     """What a write appended to the session buffer (temporary ids until archived)."""
 
     id: str | None = None
+    warning: str | None = Field(default=None, description="Set when what was written will be rejected at archive, "
+                                                          "and why (a fact's confidence under the rules' minimum)")
 
 
 class TurnIn(_In):
@@ -144,17 +147,18 @@ class SensoryIn(_In):
 
 
 class ArchiveIn(_In):
-    dry_run: bool = False
+    dry_run: StrictBool = False  # strict: "yes" or 1 is an error, not a dry run
 
 
 class ArchiveOut(_Out):
-    status: Literal["committed", "planned", "already_archived"]
+    status: Literal["committed", "planned", "already_archived", "unchanged"] = Field(
+        description="unchanged: the sandbox held nothing to store, no version was committed (version is HEAD)")
     version: int
     summary: dict[str, Any] | None = None
 
 
 class RollbackIn(_In):
-    version: int = Field(ge=0)
+    version: StrictInt = Field(ge=0)  # strict: true or "1" is an error, not version 1
 
 
 class VersionOut(_Out):
@@ -173,6 +177,8 @@ class SearchIn(_In):
     persona_id: str | None = None
     event_id: str | None = None
     at: int | None = Field(default=None, ge=0, description="Search as of this version (account search only)")
+    min_score: float | None = Field(default=None, ge=0.0, le=1.0,
+                                    description="Only hits of at least this relevance (0 to 1)")
 
 
 class HitOut(_Out):
@@ -181,13 +187,15 @@ class HitOut(_Out):
     version: int
     path: str = Field(description="Where the record lives, relative to the account folder")
     text: str
-    score: float
+    relevance: float = Field(description="How well the hit matches the query by itself, 0 to 1: the share of the "
+                                         "query's words it holds, or its cosine similarity, the larger")
+    score: float = Field(description="The ranking's score, relative to the other hits (can be 0 or negative)")
     parts: dict[str, float] = Field(default_factory=dict)
 
     @classmethod
-    def of(cls, hit: Hit) -> HitOut:
-        return cls(id=hit.id, kind=hit.kind, version=hit.version, path=hit.path, text=hit.text, score=hit.score,
-                   parts=hit.parts)
+    def of(cls, hit: Hit, query: str) -> HitOut:
+        return cls(id=hit.id, kind=hit.kind, version=hit.version, path=hit.path, text=hit.text,
+                   relevance=relevance(query, hit), score=hit.score, parts=hit.parts)
 
 
 class SearchOut(_Out):
@@ -196,6 +204,6 @@ class SearchOut(_Out):
     incomplete: bool = Field(default=False, description="True when records not embedded yet may be missing")
 
     @classmethod
-    def of(cls, hits: Iterable[Hit]) -> SearchOut:
+    def of(cls, hits: Iterable[Hit], query: str) -> SearchOut:
         pending = int(getattr(hits, "pending_embeddings", 0))
-        return cls(hits=[HitOut.of(h) for h in hits], pending_embeddings=pending, incomplete=pending > 0)
+        return cls(hits=[HitOut.of(h, query) for h in hits], pending_embeddings=pending, incomplete=pending > 0)

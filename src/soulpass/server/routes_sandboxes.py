@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Path, status
 
-from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox
+from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox, Unchanged
 from soulpass.errors import Conflict
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.records import SessionBuffer
@@ -41,15 +41,15 @@ def _sandbox(pool: Pool, account: str, sandbox_id: str) -> Sandbox:
 def archive_out(result: ArchiveResult) -> ArchiveOut:
     if isinstance(result, AlreadyArchived):
         return ArchiveOut(status="already_archived", version=result.version)
-    summary = result.plan.summary()
-    return ArchiveOut(status="committed" if isinstance(result, Committed) else "planned",
-                      version=int(summary["version"]), summary=summary)
+    summary = result.plan.summary()  # its version is HEAD when the sandbox held nothing to store
+    status = {Unchanged: "unchanged", Committed: "committed"}.get(type(result), "planned")
+    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary)
 
 
 def search_kwargs(body: SearchIn) -> dict[str, Any]:
     return {"kinds": tuple(body.kinds), "agent": body.agent, "tags": tuple(body.tags), "since": body.since,
             "until": body.until, "session_id": body.session_id, "persona_id": body.persona_id,
-            "event_id": body.event_id}
+            "event_id": body.event_id, "min_score": body.min_score}
 
 
 @router.get("", response_model=list[SandboxOut], summary="Live sandboxes")
@@ -100,7 +100,8 @@ def write_episode(account: AccountName, sandbox_id: SandboxId, pool: Pool,
 def write_fact(account: AccountName, sandbox_id: SandboxId, body: FactIn, pool: Pool) -> WrittenOut:
     sb = _sandbox(pool, account, sandbox_id)
     return WrittenOut(id=sb.add_fact(body.subject, body.predicate, body.object, confidence=body.confidence,
-                                     content=body.content, source_refs=body.source_refs))
+                                     content=body.content, source_refs=body.source_refs),
+                      warning=sb.fact_warning(body.confidence))
 
 
 @router.post("/{sandbox_id}/states/{name}", response_model=WrittenOut, status_code=CREATED,
@@ -145,4 +146,4 @@ def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: 
 def search_sandbox(account: AccountName, sandbox_id: SandboxId, body: SearchIn, pool: Pool) -> SearchOut:
     with pool.indexed(account) as acct:
         hits = acct.sandbox(sandbox_id).search(body.query, body.k, **search_kwargs(body))
-    return SearchOut.of(hits)
+    return SearchOut.of(hits, body.query)

@@ -48,4 +48,4 @@ def rollback(account: AccountName, body: RollbackIn, pool: Pool) -> VersionOut:
 def search(account: AccountName, body: SearchIn, pool: Pool) -> SearchOut:
     with pool.indexed(account) as acct:
         hits = acct.search(body.query, body.k, at=body.at, **search_kwargs(body))
-    return SearchOut.of(hits)
+    return SearchOut.of(hits, body.query)

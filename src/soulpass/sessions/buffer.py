@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -16,7 +17,7 @@ from soulpass.errors import InvalidInput
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent, SandboxStore, SessionTail
 
-__all__ = ["BODY_FIELDS", "Limits", "SandboxBuffer", "check_json_safe"]
+__all__ = ["BODY_FIELDS", "MAX_DEPTH", "Limits", "SandboxBuffer", "check_json_safe"]
 
 # The message bodies of a buffer event type: what someone said or pasted, kept verbatim whatever
 # its length. Every other string (names, labels, tags, summaries, fact and state values) is short.
@@ -49,17 +50,23 @@ class Limits:
 
 
 _JSON_SCALARS = (bool, int, str, type(None))
+# Objects and lists nested deeper than this are refused: no real state or profile needs it, and
+# every reader (this check, JSON, YAML, pydantic) would otherwise recurse until RecursionError.
+MAX_DEPTH = 64
 
 
 def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset[str] = frozenset(),
-                    bodies: frozenset[str] = frozenset(), body_limit: int = 0) -> None:
+                    bodies: frozenset[str] = frozenset(), body_limit: int = 0, depth: int = 0) -> None:
     """Refuse what JSON cannot hold faithfully, naming the field.
 
     Strings must be valid UTF-8 (no lone surrogates) and at most ``limit`` characters (the
     top-level fields named in ``bodies``: ``body_limit``); floats finite; keys strings; only JSON
-    types (and datetimes of typed fields). ``skip`` names top-level fields Soulpass derived itself
-    (ids, hashes, the envelope's text copy).
+    types (and datetimes of typed fields); objects and lists at most ``MAX_DEPTH`` levels deep.
+    ``skip`` names top-level fields Soulpass derived itself (ids, hashes, the envelope's text copy).
     """
+    if isinstance(value, dict | list | tuple) and depth > MAX_DEPTH:
+        field = re.split(r"[.\[]", where)[1]  # the event's field: "data.value[0].a..." -> "value"
+        raise InvalidInput(f"{field} is nested more than {MAX_DEPTH} levels deep", field=field)
     if isinstance(value, str):
         try:
             value.encode("utf-8")
@@ -78,10 +85,11 @@ def check_json_safe(value: Any, limit: int, where: str = "data", skip: frozenset
             check_json_safe(k, limit, f"{where} key")
             if where == "data" and k in skip:
                 continue
-            check_json_safe(v, body_limit if where == "data" and k in bodies else limit, f"{where}.{k}")
+            check_json_safe(v, body_limit if where == "data" and k in bodies else limit, f"{where}.{k}",
+                            depth=depth + 1)
     elif isinstance(value, list | tuple):
         for i, v in enumerate(value):
-            check_json_safe(v, limit, f"{where}[{i}]")
+            check_json_safe(v, limit, f"{where}[{i}]", depth=depth + 1)
     elif not isinstance(value, (*_JSON_SCALARS, datetime)):
         raise InvalidInput(f"{where} is a {type(value).__name__}, which JSON cannot hold", field=where)
 

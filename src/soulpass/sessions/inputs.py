@@ -13,7 +13,7 @@ from soulpass.ids import is_temp_id, new_temp_id
 from soulpass.records import RECORD_MODELS, Episode, TurnLLM, TurnUser
 from soulpass.sessions.seed_format import episode_from_seed_dict
 
-__all__ = ["dump", "episode_model", "turn_model", "validate"]
+__all__ = ["dump", "episode_model", "string_list", "turn_model", "validate"]
 
 
 def turn_model(turn: Any) -> TurnUser | TurnLLM:
@@ -46,6 +46,16 @@ def episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
     data = dict(episode)
     data.setdefault("id", data.get("episode_id") or new_temp_id("episode"))
     return episode_model(validate(Episode, data))
+
+
+def string_list(values: Any, field: str) -> tuple[Any, ...]:
+    """``values`` as a tuple; one string is refused, not split into one-letter items."""
+    if isinstance(values, str | bytes):
+        raise InvalidInput(f"{field} must be a list of strings, not one string ({values!r:.40})", field=field)
+    try:
+        return tuple(values)
+    except TypeError:
+        raise InvalidInput(f"{field} must be a list of strings, not {type(values).__name__}", field=field) from None
 
 
 def dump(model: BaseModel) -> dict[str, Any]:

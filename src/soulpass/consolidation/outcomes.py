@@ -1,0 +1,49 @@
+"""What archiving a sandbox came to: a closed union the adapters (CLI, REST, MCP) ``match`` on.
+
+``Committed``: the sandbox became a version; ``Unchanged``: it held nothing to store, no version;
+``Planned``: a dry run; ``AlreadyArchived``: an earlier archive committed it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from soulpass.consolidation.plan import ConsolidationPlan
+
+__all__ = ["AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Unchanged"]
+
+
+@dataclass(frozen=True)
+class Committed:
+    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected."""
+
+    version: int
+    plan: ConsolidationPlan
+
+
+@dataclass(frozen=True)
+class AlreadyArchived:
+    sandbox_id: str
+    version: int
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A dry run: what archiving would do, nothing written (``plan.empty``: it would commit nothing)."""
+
+    plan: ConsolidationPlan
+
+
+@dataclass(frozen=True)
+class Unchanged:
+    """The sandbox held nothing to store (it was empty, or held only exact repeats of what the
+    master has; ``plan.duplicates`` names them): no version was committed, HEAD is still
+    ``version``, and the sandbox is removed as an archive would leave it (a second archive of
+    it raises ``NotFound``, as after a discard)."""
+
+    sandbox_id: str
+    version: int
+    plan: ConsolidationPlan
+
+
+ArchiveResult = Committed | AlreadyArchived | Planned | Unchanged
