@@ -17,6 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.document_diff import document_changes
+from soulpass.consolidation.gks import assemble_graph
 from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
@@ -42,9 +43,7 @@ from soulpass.records import (
     CoreProposal,
     Document,
     Episode,
-    GKSEdge,
     GKSGraph,
-    GKSNode,
     ProfileUpdate,
     Record,
     SemanticCandidate,
@@ -70,8 +69,6 @@ from soulpass.store import contract
 from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
 from soulpass.store.keys import (
     CORE_MEMORY,
-    GKS_DATA,
-    GKS_SHARDS,
     RECORD_DIRS,
     STATE_DIR,
     USER_PROFILE,
@@ -288,19 +285,7 @@ class Account:
 
     def gks(self, at: int | None = None) -> GKSGraph:
         """The whole knowledge graph assembled from its shards."""
-        snap = self.store.snapshot(at)
-        nodes: dict[str, GKSNode] = {}
-        edges: list[GKSEdge] = []
-        for rel in snap.keys(GKS_SHARDS):
-            shard = snap.document(rel) or {}
-            for e in shard.get("edges", {}).values():
-                edges.append(GKSEdge.model_validate(e))
-                for nid, label in ((e["source"], e["source_label"]), (e["target"], e["target_label"])):
-                    node = nodes.get(nid) or GKSNode(id=nid, label=label)
-                    nodes[nid] = node.model_copy(update={"fact_refs": (*node.fact_refs, *e["fact_refs"])})
-        totals = snap.document(GKS_DATA) or {}
-        return GKSGraph(nodes=tuple(nodes.values()), edges=tuple(sorted(edges, key=lambda e: e.fact_refs)),
-                        version=int(totals.get("version", 0)), updated_at=totals.get("updated_at", EPOCH))
+        return assemble_graph(self.store.snapshot(at))
 
     def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
         """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""

@@ -19,10 +19,27 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from soulpass.records import normalize_text
-from soulpass.store.keys import GKS_FUNCTIONAL, gks_shard_path
+from soulpass.records import EPOCH, GKSEdge, GKSGraph, GKSNode, normalize_text
+from soulpass.store.contract import Snapshot
+from soulpass.store.keys import GKS_DATA, GKS_FUNCTIONAL, GKS_SHARDS, gks_shard_path
 
-__all__ = ["GKSWorkingSet", "node_id"]
+__all__ = ["GKSWorkingSet", "assemble_graph", "node_id"]
+
+
+def assemble_graph(snap: Snapshot) -> GKSGraph:
+    """The whole knowledge graph of a snapshot, assembled from its shards (nodes derived from edges)."""
+    nodes: dict[str, GKSNode] = {}
+    edges: list[GKSEdge] = []
+    for rel in snap.keys(GKS_SHARDS):
+        shard = snap.document(rel) or {}
+        for e in shard.get("edges", {}).values():
+            edges.append(GKSEdge.model_validate(e))
+            for nid, label in ((e["source"], e["source_label"]), (e["target"], e["target_label"])):
+                node = nodes.get(nid) or GKSNode(id=nid, label=label)
+                nodes[nid] = node.model_copy(update={"fact_refs": (*node.fact_refs, *e["fact_refs"])})
+    totals = snap.document(GKS_DATA) or {}
+    return GKSGraph(nodes=tuple(nodes.values()), edges=tuple(sorted(edges, key=lambda e: e.fact_refs)),
+                    version=int(totals.get("version", 0)), updated_at=totals.get("updated_at", EPOCH))
 
 
 def node_id(label: str) -> str:
