@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import sys
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import click
@@ -95,7 +99,16 @@ def demo(state: State, account: str) -> None:
     if [row[3] for row in timeline] != expected or traces or acct.head() != 3:
         raise Corrupted(f"demo check failed: episodes {[r[3] for r in timeline]} != {expected}")
     console.print("[green]demo ok:[/] v1=100, v2=103, v3=105 episodes; the discarded sandbox left no trace. "
-                  f"Try: soulpass --home {state.location} log --account {account}")
+                  f"Try: {_soulpass_command()} --home {state.location} log --account {account}")
+
+
+def _soulpass_command() -> str:
+    """How to call ``soulpass`` from this shell: the bare name when it is on the PATH, else the
+    path of the script running now (e.g. ``.venv/bin/soulpass`` after ``make demo``)."""
+    if shutil.which("soulpass"):
+        return "soulpass"
+    script = Path(sys.argv[0])
+    return os.path.relpath(script) if script.name == "soulpass" and script.exists() else "soulpass"
 
 
 COMMANDS = [demo]
