@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,17 +13,20 @@ from typing import Any
 import pytest
 
 from agent_helpers import account, memory
+from soulpass.agent.chat import ChatEndpoint
 from soulpass.agent.ingest import chunk_text, html_to_text, read_source
 from soulpass.engine import Committed
-from soulpass.errors import InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.records import Episode, SensoryRecord, TurnLLM
 
 PARAGRAPH = ("Tidal locking happens when a moon's orbital period matches its rotation period. "
              "The same face then always points at the planet. ")
 PAGE = f"""<!doctype html><html><head><title>Tidal locking</title><style>body {{color: red}}</style>
-<script>alert("no")</script></head><body><h1>Tidal locking</h1>
+<script>alert("no")</script></head><body><nav><a href="/">Home</a> <a href="/about">About us</a></nav>
+<article><h1>Tidal locking</h1>
 {"".join(f"<p>{PARAGRAPH} Section {i}.</p>" for i in range(12))}
-<p>Mercury is in a 3:2 spin-orbit resonance rather than locked.</p></body></html>"""
+<h2>Exceptions</h2><ul><li>Mercury is in a 3:2 spin-orbit resonance rather than locked.</li></ul></article>
+<footer>Copyright 2026 Moon Facts Ltd</footer></body></html>"""
 
 
 class _Site(BaseHTTPRequestHandler):
@@ -63,7 +67,7 @@ def test_ingest_a_url_keeps_the_raw_text_chunks_it_and_writes_an_episode(site: s
     sensory = {s["id"]: SensoryRecord.model_validate(s) for s in buf.sensory}
     raw = sensory[result.raw_id]
     assert raw.source == f"{site}/moon.html" and raw.media_type == "text/html"
-    assert raw.content.startswith("# Tidal locking") and "alert" not in raw.content and "color" not in raw.content
+    assert raw.content.startswith("# Tidal locking\n") and "alert" not in raw.content and "color" not in raw.content
     assert "Mercury is in a 3:2 spin-orbit resonance" in raw.content and result.chars == len(raw.content)
     assert len(result.chunk_ids) > 3
     chunks = [sensory[c] for c in result.chunk_ids]
@@ -127,7 +131,22 @@ def test_chunks_cover_the_text_within_the_size() -> None:
     assert chunk_text("short", 500, 100) == ["short"] and chunk_text("  ", 500, 100) == []
 
 
-def test_html_to_text_drops_scripts_and_keeps_headings() -> None:
+def test_html_to_text_keeps_the_main_content_as_markdown_and_drops_the_rest() -> None:
     text, title = html_to_text(PAGE)
-    assert title == "Tidal locking" and text.startswith("# Tidal locking")
-    assert "alert" not in text and "{" not in text
+    assert title == "Tidal locking" and text.startswith("# Tidal locking\n") and "## Exceptions" in text
+    assert "- Mercury is in a 3:2 spin-orbit resonance" in text
+    assert "alert" not in text and "{" not in text  # scripts and styles
+    assert "About us" not in text and "Copyright" not in text  # navigation and footer
+    assert html_to_text("<html><body><p>hi</p></body></html>") == ("hi", None)  # little content: all of it
+
+
+def test_without_the_agent_extra_html_urls_and_chat_say_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("trafilatura", "httpx", "openai"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed: importing it fails
+    with pytest.raises(BackendUnavailable, match=r"'agent' extra \(trafilatura\)"):
+        html_to_text(PAGE)
+    with pytest.raises(BackendUnavailable, match=r"'agent' extra \(httpx\)"):
+        read_source("http://127.0.0.1:9/moon.html")
+    with pytest.raises(BackendUnavailable, match="'agent' extra"):
+        ChatEndpoint("http://127.0.0.1:9/v1", "tiny").complete([{"role": "user", "content": "hi"}])
+    assert read_source("plain text needs no extra").text == "plain text needs no extra"

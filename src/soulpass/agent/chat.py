@@ -1,4 +1,5 @@
-"""An OpenAI-compatible chat endpoint (OpenAI, Ollama, vLLM, llama.cpp server) over plain HTTP.
+"""An OpenAI-compatible chat endpoint (OpenAI, Ollama, vLLM, llama.cpp server), called with the
+official ``openai`` client (extra ``agent``).
 
 :class:`ChatEndpoint` posts to ``<base_url>/chat/completions``; :class:`ChatSummariser` asks it
 for an :class:`~soulpass.agent.scribe.EpisodeDraft` as JSON and validates the answer. Anything
@@ -8,10 +9,9 @@ back to the extractive summariser.
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,26 +54,35 @@ class ChatEndpoint:
     def complete(self, messages: list[dict[str, str]], *, json_mode: bool = False,
                  temperature: float = 0.0) -> str:
         """The assistant message's content; ``BackendUnavailable`` when the call fails."""
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": temperature}
-        if json_mode:
-            body["response_format"] = {"type": "json_object"}
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        openai = _openai()
         url = self.base_url.rstrip("/") + "/chat/completions"
-        req = urllib.request.Request(url, data=json.dumps(body).encode("utf-8"), headers=headers, method="POST")
+        # A local server needs no key; the client wants one all the same (and would read the environment).
+        client = openai.OpenAI(base_url=self.base_url, api_key=self.api_key or "no-key", timeout=self.timeout,
+                               max_retries=0)
+        extra: dict[str, Any] = {"response_format": {"type": "json_object"}} if json_mode else {}
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except (urllib.error.URLError, TimeoutError, OSError) as exc:
+            reply = client.chat.completions.create(model=self.model, messages=messages, temperature=temperature,
+                                                   **extra)
+            content = reply.choices[0].message.content
+        except openai.APIStatusError as exc:
+            raise BackendUnavailable(f"chat endpoint {url} failed: HTTP {exc.status_code}", url=url) from exc
+        except openai.APIConnectionError as exc:
             raise BackendUnavailable(f"chat endpoint {url} failed: {exc}", url=url) from exc
-        try:
-            content = json.loads(raw)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+        except (openai.OpenAIError, ValueError, AttributeError, IndexError, TypeError) as exc:
             raise BackendUnavailable(f"chat endpoint {url} sent no chat completion: {exc}", url=url) from exc
+        finally:
+            client.close()
         if not isinstance(content, str):
             raise BackendUnavailable(f"chat endpoint {url} sent a non-text message", url=url)
         return content
+
+
+def _openai() -> Any:
+    try:
+        return importlib.import_module("openai")
+    except ImportError as exc:
+        raise BackendUnavailable("a chat model needs the 'agent' extra (the openai client): "
+                                 "pip install -e '.[agent]'") from exc
 
 
 class ChatSummariser:
