@@ -77,7 +77,7 @@ from soulpass.store.keys import (
     state_path,
 )
 from soulpass.store.open import open_backend
-from soulpass.store.postgres.url import is_url, local_root
+from soulpass.store.postgres.url import is_url, local_root, masked
 from soulpass.store.versions import diff_entries
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
@@ -123,6 +123,7 @@ class Soulpass:
         # A folder is the files backend's home; a postgresql:// URL names the database, and ``home``
         # is then the local folder of what this process derives from it (indexes, server key file).
         self.home = local_root(str(home)) if is_url(home) else Path(home).expanduser()
+        self.location = masked(str(home)) if is_url(home) else str(self.home)  # for messages: no password
         self.backend = open_backend(home if is_url(home) else self.home)
         self.rules = rules or Rules()
         self.limits = limits or Limits()

@@ -53,6 +53,9 @@ def _register() -> None:
     for journal_module in (journal_cmds, integrity_cmds):  # journal, patterns, import, audit, backup
         for command in journal_module.COMMANDS:
             cli.add_command(command)
+    from soulpass.cli import migrate_cmds
+
+    cli.add_command(migrate_cmds.migrate_cmd)
     from soulpass.cli import agent_cmds  # clipboard, context, ingest, chat
 
     for command in agent_cmds.COMMANDS:

@@ -39,6 +39,6 @@ def open_backend(home: Path | str) -> Backend:
             from soulpass.store.postgres.backend import PostgresBackend
         except ImportError as exc:
             raise BackendUnavailable("a postgresql:// home needs the 'postgres' extra: "
-                                     "pip install 'soulpass[postgres]'", missing=str(exc.name)) from exc
+                                     "pip install -e '.[postgres]' (from a checkout)", missing=str(exc.name)) from exc
         return PostgresBackend(str(home))
     return FilesBackend(Path(home))
