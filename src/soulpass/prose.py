@@ -119,11 +119,12 @@ class JournalEntry(Record):
             text = str(data.get("text") or "")
             if not text.strip():
                 raise ValueError("a journal entry needs a non-empty text (its verbatim body)")
-            if not data.get("core_insight"):
+            blank = [k for k in ("core_insight", "brief_summary", "title") if not str(data.get(k) or "").strip()]
+            if "core_insight" in blank:  # whitespace only is empty: derived, as on reading the file back
                 data["core_insight"] = first_insight(text)
-            if not data.get("brief_summary"):
+            if "brief_summary" in blank:
                 data["brief_summary"] = brief_summary_of(text)
-            if not data.get("title"):
+            if "title" in blank:
                 data["title"] = first_insight(text)[:60]
         return data
 

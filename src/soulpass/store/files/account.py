@@ -18,7 +18,15 @@ from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
-from soulpass.store.files.commit import Changeset, Hook, commit, last_log_line, recover
+from soulpass.store.files.commit import (
+    Changeset,
+    Hook,
+    commit,
+    last_log_line,
+    log_tail_torn,
+    recover,
+    repair_log_tail,
+)
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.session_log import sweep_finished
@@ -55,7 +63,7 @@ class AccountStore:
         self.recovered: list[str] = []
         # What a process that died left half-done, as found here (``audit`` reports it).
         self.unfinished = unfinished_txns(self.path)
-        if self.unfinished:
+        if self.unfinished or log_tail_torn(self.path):
             with self.locked():  # recovers
                 pass
 
@@ -83,6 +91,7 @@ class AccountStore:
             txn = self.path / "txn"
             if txn.exists() and any(txn.iterdir()):
                 self.recovered += recover(self.path)
+            self.recovered += repair_log_tail(self.path)  # after recover: a txn re-appends its own line
             self.recovered += sweep_finished(self.path)
             yield
 

@@ -17,6 +17,7 @@ On open, a txn with COMMITTED is redone from step 4 (idempotently), one without 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -211,18 +212,92 @@ def _last_logged_version(log: Path) -> int:
 
 
 def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> None:
-    if _last_logged_version(log) >= version:
-        return
+    """Append ``version``'s line to the log, whole or not at all; the caller holds the account lock.
+
+    A torn tail (an append cut short: the disk filled, the process died) is cut first, so the log
+    always ends with a whole line; the txn that owns it stays until the append is durable, and
+    recovery appends the line again. A failed or short write is cut back to the old size and
+    raised: the version is reported committed only once its line is in the log."""
     if not log.parent.exists():
         makedirs_durable(log.parent)
     line = (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
-    fd = os.open(log, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(log, os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line)
-        os.fsync(fd)
+        size = _cut_torn_tail(fd)
+        if _last_logged_version(log) >= version:
+            return
+        try:
+            written = 0
+            while written < len(line):
+                written += os.pwrite(fd, line[written:], size + written)
+            os.fsync(fd)
+        except OSError:
+            os.ftruncate(fd, size)  # no partial line is left behind
+            with contextlib.suppress(OSError):
+                os.fsync(fd)
+            raise
     finally:
         os.close(fd)
     fsync_dir(log.parent)
+
+
+def log_tail_torn(account: Path) -> bool:
+    """Whether the account's version log ends in a torn line (one byte read)."""
+    try:
+        fd = os.open(account / LOG_FILE, os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        return size > 0 and os.pread(fd, 1, size - 1) != b"\n"
+    finally:
+        os.close(fd)
+
+
+def repair_log_tail(account: Path) -> list[str]:
+    """Cut a torn last line of the version log; the caller holds the account lock and no txn is
+    pending (recovery ran first, so a txn's own line has been appended again by then).
+
+    A torn line with no txn behind it was its version's only record in the log (an older release
+    removed the txn after a short append): when ``VERSION.json`` is ahead of the log, a line is
+    re-derived from its header, marked ``rederived`` (its id lists are lost; the catalog finds
+    that version's records on ``soulpass index rebuild``)."""
+    if not log_tail_torn(account):
+        return []
+    log = account / LOG_FILE
+    fd = os.open(log, os.O_RDWR)
+    try:
+        _cut_torn_tail(fd)
+    finally:
+        os.close(fd)
+    done = [f"cut a torn line at the end of {LOG_FILE}"]
+    head = account / VERSION_FILE
+    doc = load_json(head) if head.exists() else None
+    if doc is not None and int(doc["version"]) > _last_logged_version(log):
+        entry = {**doc, "rederived": f"its log line was torn; rebuilt from {VERSION_FILE} (id lists lost)"}
+        _append_log(log, entry, int(doc["version"]))
+        done.append(f"re-derived version {doc['version']} from {VERSION_FILE}")
+    return done
+
+
+def _cut_torn_tail(fd: int) -> int:
+    """Cut the log open on ``fd`` after its last newline (a torn append); its size afterwards."""
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return size
+    end, step = size, 65536
+    while end > 0:
+        start = max(0, end - step)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at != -1:
+            whole = start + at + 1
+            break
+        end = start
+    else:
+        whole = 0
+    os.ftruncate(fd, whole)
+    os.fsync(fd)
+    return whole
 
 
 def recover(account: Path, hook: Hook | None = None) -> list[str]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
-from soulpass.errors import Conflict, InvalidInput
+from soulpass.errors import BackendUnavailable, Conflict, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
@@ -117,10 +117,18 @@ class FileSessionLog:
                 size = os.fstat(fd).st_size
                 if size and os.pread(fd, 1, size - 1) != b"\n":
                     payload = b"\n" + payload  # never glue an event to a torn line
-                view = memoryview(payload)
-                while view:
-                    view = view[os.write(fd, view):]
-                os.fsync(fd)
+                try:
+                    view = memoryview(payload)
+                    while view:
+                        view = view[os.write(fd, view):]
+                    os.fsync(fd)
+                except OSError as exc:  # a full disk, an I/O error: none of the batch stays
+                    os.ftruncate(fd, size)
+                    with contextlib.suppress(OSError):
+                        os.fsync(fd)
+                    raise BackendUnavailable(f"sandbox {self.folder.name}: nothing was written, the session "
+                                             f"buffer could not be extended ({exc.strerror or exc})",
+                                             sandbox_id=self.folder.name) from exc
             finally:
                 os.close(fd)
 

@@ -1,0 +1,96 @@
+"""A full disk in the middle of a write: nothing half-written stays, and the account goes on.
+
+The faults are injected where the files backend writes: ``os.pwrite`` of the version-log append
+and ``os.write`` of a session-buffer append write part of what they were given, then fail with
+ENOSPC, as a filling disk does.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import soulpass
+from soulpass.errors import BackendUnavailable
+from soulpass.store.files import commit as commit_module
+from soulpass.store.files import session_log as session_log_module
+
+
+def _filling_disk(real: Callable[..., int], room: int) -> Callable[..., int]:
+    """``real`` (os.write or os.pwrite) on a disk with ``room`` bytes left: a short write, then ENOSPC."""
+    left = [room]
+
+    def write(fd: int, data: Any, *offset: int) -> int:
+        if left[0] <= 0:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        part = bytes(data[:left[0]])
+        left[0] -= len(part)
+        return int(real(fd, part, *offset))
+
+    return write
+
+
+def _sandbox_with_turns(acct: soulpass.Account, n: int) -> soulpass.Sandbox:
+    sb = acct.create_sandbox("chat")
+    for i in range(n):
+        sb.add_turn("user", f"message {i} about the harbour and the boats")
+    return sb
+
+
+def test_a_log_append_cut_short_is_not_committed_and_recovery_finishes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    _sandbox_with_turns(acct, 3).archive()
+    sb = _sandbox_with_turns(acct, 5)
+    with monkeypatch.context() as m:
+        m.setattr(commit_module.os, "pwrite", _filling_disk(os.pwrite, 40))
+        with pytest.raises(OSError, match="No space left"):
+            sb.archive()
+    log = tmp_path / "accounts/ann/log/versions.jsonl"
+    assert log.read_bytes().endswith(b"\n")  # no torn line left behind
+    assert [e["version"] for e in acct.log()] == [1]  # version 2 is not reported: its line is not there
+    again = soulpass.open(tmp_path, embedder="none").account("ann")  # recovery appends it
+    assert again.head() == 2 and [e["version"] for e in again.log()] == [1, 2]
+    assert len(list(again.records("turn_user"))) == 8
+    assert isinstance(sb.archive(), soulpass.AlreadyArchived)
+    assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed)  # the next archive works
+    assert [e["version"] for e in again.log()] == [1, 2, 3]
+
+
+def test_a_torn_log_tail_left_by_an_older_release_is_cut_and_its_version_rederived(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    _sandbox_with_turns(acct, 2).archive()
+    _sandbox_with_turns(acct, 2).archive()
+    log = tmp_path / "accounts/ann/log/versions.jsonl"
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.write_bytes(lines[0] + lines[1][:25])  # version 2's line torn, its txn long gone (the old bug)
+    again = soulpass.open(tmp_path, embedder="none").account("ann")  # the open repairs it, under the lock
+    log_again = again.log()
+    assert log.read_bytes().startswith(lines[0]) and log.read_bytes().endswith(b"\n")
+    assert [e["version"] for e in log_again] == [1, 2] and log_again[1]["rederived"]
+    assert log_again[1]["counts"]["turn_user"] == 4 and again.head() == 2
+    assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed)
+    assert [e["version"] for e in again.log()] == [1, 2, 3]
+
+
+def test_a_batch_cut_short_by_a_full_disk_leaves_nothing_in_the_buffer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    sb = _sandbox_with_turns(acct, 2)
+    episode = {"episode_id": "ep_harbour",  # the seed's form: an episode with its 30 turns inline
+               **{f"turn_{i + 1}": {"speaker": "user", "text": f"turn {i} " * 20} for i in range(30)}}
+    before = sb.buffer()
+    with monkeypatch.context() as m:
+        m.setattr(session_log_module.os, "write", _filling_disk(os.write, 3000))
+        with pytest.raises(BackendUnavailable, match="nothing was written"):
+            sb.write_episode(episode)
+    assert sb.buffer() == before  # not one of the 31 events stayed
+    sb.write_episode(episode)  # the disk has room again: the retry stores the batch once
+    result = sb.archive()
+    assert isinstance(result, soulpass.Committed)
+    assert len(list(acct.records("turn_user"))) == 32 and len(list(acct.records("episode"))) == 1
