@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -25,6 +26,25 @@ def test_key_is_returned_once_and_only_its_hash_is_stored(tmp_path: Path) -> Non
     assert (tmp_path / "keys.json").stat().st_mode & 0o777 == 0o600
     assert keys.verify(new.secret) == new.key
     assert new.key.account == "ann" and not new.key.admin
+
+
+def test_the_key_file_is_never_readable_by_others_not_even_before_its_rename(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import soulpass.store.fsio as fsio
+
+    modes: list[int] = []
+    real_replace = fsio.os.replace
+
+    def replace(src: Any, dst: Any) -> None:
+        modes.append(Path(src).stat().st_mode & 0o777)
+        real_replace(src, dst)
+
+    (tmp_path / ".keys.json.tmp").write_text("left by a crash")  # an old temp file, mode 0644
+    monkeypatch.setattr(fsio.os, "replace", replace)
+    keys = FileKeyStore(tmp_path)
+    keys.create("ann")
+    keys.create("bob")
+    assert modes and set(modes) == {0o600}
 
 
 def test_wrong_malformed_and_revoked_keys_are_refused(tmp_path: Path) -> None:

@@ -138,8 +138,8 @@ class FileKeyStore:
     def _save(self, keys: dict[str, ApiKey]) -> None:
         rows = [{"key_id": k.key_id, "account": k.account, "created_at": k.created_at, "label": k.label,
                  "sha256": k.sha256} for k in sorted(keys.values(), key=lambda k: k.key_id)]
-        atomic_write(self.path, dump_json({"format": "soulpass-keys/1", "keys": rows}))
-        os.chmod(self.path, 0o600)
+        # 0600 from the temp file's creation: the hashes are never readable by others, not even briefly
+        atomic_write(self.path, dump_json({"format": "soulpass-keys/1", "keys": rows}), mode=0o600)
 
     def create(self, account: str | None, label: str = "") -> NewKey:
         """A new key for ``account`` (None: an admin key). The caller shows ``secret`` once."""

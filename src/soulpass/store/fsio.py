@@ -62,10 +62,12 @@ def makedirs_durable(path: Path) -> None:
         fsync_dir(parent)
 
 
-def write_durable(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` (new file) and fsync it; the caller fsyncs the directory."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+def write_durable(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``data`` to ``path`` (new file, permissions ``mode`` from the start) and fsync it;
+    the caller fsyncs the directory."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)  # an existing temp file keeps its old mode otherwise
         view = memoryview(data)
         while view:
             n = os.write(fd, view)
@@ -127,11 +129,12 @@ def _fsync_file(path: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes) -> None:
-    """Replace ``path`` with ``data`` atomically: temp file, fsync, rename, fsync directory."""
+def atomic_write(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Replace ``path`` with ``data`` atomically: temp file (``mode`` from its creation), fsync,
+    rename, fsync directory."""
     makedirs_durable(path.parent)
     tmp = path.with_name(f".{path.name}.tmp")
-    write_durable(tmp, data)
+    write_durable(tmp, data, mode)
     os.replace(tmp, path)
     fsync_dir(path.parent)
 
