@@ -94,3 +94,17 @@ def test_a_batch_cut_short_by_a_full_disk_leaves_nothing_in_the_buffer(
     result = sb.archive()
     assert isinstance(result, soulpass.Committed)
     assert len(list(acct.records("turn_user"))) == 32 and len(list(acct.records("episode"))) == 1
+
+
+@pytest.mark.parametrize("garbage", [b"", b"\x00\x00\x00", b"[1, 2]", b'{"version": "two"}'])
+def test_a_damaged_version_file_is_rebuilt_from_the_log(tmp_path: Path, garbage: bytes) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    _sandbox_with_turns(acct, 2).archive()
+    _sandbox_with_turns(acct, 1).archive()
+    header = tmp_path / "accounts/ann/core/VERSION.json"
+    good = header.read_bytes()
+    header.write_bytes(garbage)
+    assert acct.head() == 2  # readers take HEAD's header from the log meanwhile
+    again = soulpass.open(tmp_path, embedder="none").account("ann")  # the open rewrites it, under the lock
+    assert header.read_bytes() == good and again.head() == 2
+    assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed) and again.head() == 3

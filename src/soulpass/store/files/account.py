@@ -22,16 +22,20 @@ from soulpass.store.files.commit import (
     Changeset,
     Hook,
     commit,
+    last_entry,
     last_log_line,
     log_tail_torn,
+    read_header,
     recover,
+    repair_header,
     repair_log_tail,
+    version_doc,
 )
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.session_log import sweep_finished
 from soulpass.store.fsio import file_lock, load_json, makedirs_durable
-from soulpass.store.keys import RECORD_DIRS, VERSION_FILE, kind_of_id, record_path
+from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
 
 __all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]
 
@@ -63,7 +67,7 @@ class AccountStore:
         self.recovered: list[str] = []
         # What a process that died left half-done, as found here (``audit`` reports it).
         self.unfinished = unfinished_txns(self.path)
-        if self.unfinished or log_tail_torn(self.path):
+        if self.unfinished or log_tail_torn(self.path) or not _header_readable(self.path):
             with self.locked():  # recovers
                 pass
 
@@ -92,6 +96,7 @@ class AccountStore:
             if txn.exists() and any(txn.iterdir()):
                 self.recovered += recover(self.path)
             self.recovered += repair_log_tail(self.path)  # after recover: a txn re-appends its own line
+            self.recovered += repair_header(self.path)
             self.recovered += sweep_finished(self.path)
             yield
 
@@ -124,11 +129,15 @@ class AccountStore:
     # --- versions ------------------------------------------------------------------------
 
     def version_doc(self) -> dict[str, Any]:
-        path = self.path / VERSION_FILE
-        if not path.exists():
-            return {"version": 0, "parent": None, "counts": {}}
-        doc: dict[str, Any] = load_json(path)
-        return doc
+        """HEAD's header. A damaged ``VERSION.json`` is read from the log's last entry instead
+        (the log holds the same header) and rewritten from it under the lock (``repair_header``)."""
+        try:
+            return read_header(self.path)
+        except Corrupted:
+            entry = last_entry(self.path)
+            if entry is None:
+                raise
+            return version_doc(entry)
 
     def head(self) -> int:
         return int(self.version_doc()["version"])
@@ -242,6 +251,14 @@ class AccountStore:
         if not hist.is_dir():
             return []
         return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+
+
+def _header_readable(account: Path) -> bool:
+    try:
+        read_header(account)
+    except Corrupted:
+        return False
+    return True
 
 
 def parse_model(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:

@@ -40,8 +40,9 @@ from soulpass.store.fsio import (
 )
 from soulpass.store.keys import CORE, VERSION_FILE
 
-__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_log_line",
-           "recover"]
+__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_entry",
+           "last_log_line", "log_tail_torn", "read_header", "recover", "repair_header", "repair_log_tail",
+           "version_doc"]
 
 COMMIT_STEPS = (
     "txn_file",
@@ -278,6 +279,50 @@ def repair_log_tail(account: Path) -> list[str]:
         _append_log(log, entry, int(doc["version"]))
         done.append(f"re-derived version {doc['version']} from {VERSION_FILE}")
     return done
+
+
+def version_doc(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """``core/VERSION.json`` of the version a log entry describes."""
+    doc = {"version": entry["version"], "parent": entry["parent"], "timestamp": entry["timestamp"],
+           "source_sandbox": entry.get("source_sandbox"), "counts": entry.get("counts", {})}
+    if "rolled_back_to" in entry:
+        doc["rolled_back_to"] = entry["rolled_back_to"]
+    return doc
+
+
+def read_header(account: Path) -> dict[str, Any]:
+    """``core/VERSION.json`` (version 0's header when there is none); ``Corrupted`` when it is not
+    a header (not JSON, no integer version)."""
+    path = account / VERSION_FILE
+    if not path.exists():
+        return {"version": 0, "parent": None, "counts": {}}
+    doc = load_json(path)
+    if not isinstance(doc, dict) or type(doc.get("version")) is not int:
+        raise Corrupted(f"{path} is not a version header", path=str(path))
+    return doc
+
+
+def last_entry(account: Path) -> dict[str, Any] | None:
+    """The last line of the version log, parsed; None when there is none or it is not an entry."""
+    try:
+        entry = json.loads(last_log_line(account / LOG_FILE) or b"null")
+    except ValueError:
+        return None
+    return entry if isinstance(entry, dict) and type(entry.get("version")) is int else None
+
+
+def repair_header(account: Path) -> list[str]:
+    """Rewrite a damaged ``VERSION.json`` from the log's last entry (the caller holds the account
+    lock and recovery ran first, so the log holds HEAD's line)."""
+    try:
+        read_header(account)
+        return []
+    except Corrupted:
+        entry = last_entry(account)
+        if entry is None:
+            return []  # nothing to rebuild it from: readers keep saying what is wrong
+    atomic_write(account / VERSION_FILE, dump_json(version_doc(entry)))
+    return [f"rebuilt {VERSION_FILE} from version {entry['version']} of the log"]
 
 
 def _cut_torn_tail(fd: int) -> int:

@@ -15,7 +15,7 @@ from soulpass.errors import Corrupted
 from soulpass.prose import JournalEntry, parse_markdown, render_markdown
 from soulpass.store.contract import Change, DocumentPut
 from soulpass.store.files.bulk_lists import set_apart
-from soulpass.store.files.commit import Changeset, FileWrite
+from soulpass.store.files.commit import Changeset, FileWrite, version_doc
 from soulpass.store.files.session_log import ARCHIVED_MARKER
 from soulpass.store.fsio import dump_json, load_json
 from soulpass.store.keys import record_path, sandbox_dir
@@ -28,7 +28,6 @@ __all__ = [
     "encode_document",
     "load_copy",
     "parse_copy",
-    "version_doc",
 ]
 
 COPY_SUFFIXES = (".json", ".md")
@@ -84,15 +83,6 @@ def encode_document(put: DocumentPut) -> bytes:
     if isinstance(put.body, BaseModel):
         return dump_json(put.body.model_dump(mode="json"))
     return encode_copy(put.key, dict(put.body))
-
-
-def version_doc(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """``core/VERSION.json`` of the version a log entry describes."""
-    doc = {"version": entry["version"], "parent": entry["parent"], "timestamp": entry["timestamp"],
-           "source_sandbox": entry.get("source_sandbox"), "counts": entry.get("counts", {})}
-    if "rolled_back_to" in entry:
-        doc["rolled_back_to"] = entry["rolled_back_to"]
-    return doc
 
 
 def encode_change(change: Change) -> Changeset:

@@ -21,7 +21,7 @@ from soulpass.store.contract import (
     VersionEntry,
 )
 from soulpass.store.files.bulk_lists import set_apart
-from soulpass.store.files.copies import version_doc
+from soulpass.store.files.commit import version_doc
 from soulpass.store.fsio import dump_json
 from soulpass.store.keys import VERSION_FILE
 from soulpass.store.postgres import commit as commits

@@ -19,7 +19,8 @@ from psycopg.types.json import Jsonb
 from soulpass.errors import Conflict, Corrupted, InvalidInput
 from soulpass.ids import check_name
 from soulpass.store.files.bulk_lists import ADDED_DIR, inline, set_apart
-from soulpass.store.files.copies import parse_copy, version_doc
+from soulpass.store.files.commit import version_doc
+from soulpass.store.files.copies import parse_copy
 from soulpass.store.files.layout import HISTORY, LOG_FILE, history_path
 from soulpass.store.fsio import dump_json
 from soulpass.store.keys import CORE, SOURCE_FOLDERS, VERSION_FILE, kind_of_id
