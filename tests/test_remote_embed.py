@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+import soulpass
 from queue_helpers import start_worker, stop_all, wait_for_workers
 from soulpass.embed.redis_queue import connect, queue_metrics
 from soulpass.embed.remote import RemoteEmbedder
@@ -146,3 +147,15 @@ def test_expired_queries_are_dropped_by_the_worker(redis_url: str, names: QueueN
         assert worker.expired == 1 and worker.tasks == 1
     finally:
         stop_all([proc])
+
+
+def test_search_answers_from_full_text_when_redis_is_down_and_there_is_no_local_model(tmp_path: Path) -> None:
+    remote = RemoteEmbedder("redis://127.0.0.1:1/0", query_timeout=0.5, index_timeout=0.5)  # nothing listens
+    acct = soulpass.open(tmp_path, embedder=remote).create_account("ann")
+    sb = acct.create_sandbox("chat")
+    sb.add_turn("user", "the harbour is full of sailing boats this morning")
+    sb.add_turn("user", "I had pasta for lunch")
+    sb.archive()
+    hits = acct.search("sailing boats")
+    assert hits and "sailing boats" in hits[0].text and hits[0].parts.get("dense") in (None, 0.0)
+    assert hits.incomplete and hits.dense_error and "full-text results only" in (hits.note or "")

@@ -115,6 +115,7 @@ class AccountIndex:
             catalog.record_fulltext(fulltext)
         self.catalog: IndexCatalog[AccountBackend] = catalog
         self.embedder = embedder
+        self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
         self._state: sqlite3.Connection | None = None
@@ -273,9 +274,17 @@ class AccountIndex:
         return out
 
     def _query_vector(self, query: str) -> Any:
+        """The query's vector; None for full text only (no embedder, an empty query, or an embedder
+        that cannot answer now: ``dense_error`` then says why and the results say they are incomplete)."""
+        self.dense_error = None
         if self.vectors is None or self.embedder is None or not query.strip():
             return None
-        return self.embedder.embed_batch([query])[0]
+        try:
+            return self.embedder.embed_batch([query])[0]
+        except BackendUnavailable as exc:  # e.g. Redis down and no local model: full text still answers
+            log.warning("search %s by full text only: %s", self.store.name, exc)
+            self.dense_error = str(exc)
+            return None
 
     def _dense(self, vector: Any, depth: int, filters: Filters) -> list[str]:
         """Ids of the ``depth`` records nearest ``vector`` by their own or a passage's vector
