@@ -17,13 +17,14 @@ from soulpass.cli.main import cli
 from soulpass.engine import Account
 from soulpass.errors import InvalidInput
 from soulpass.importers import import_from
+from soulpass.records import SemanticFact
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
 
 
 def _chatgpt_node(nid: str, parent: str | None, children: list[str], role: str | None, text: str,
                   when: float | None) -> dict[str, Any]:
-    msg = None if role is None else {
+    msg: dict[str, Any] | None = None if role is None else {
         "id": nid, "author": {"role": role, "name": None, "metadata": {}}, "create_time": when,
         "content": {"content_type": "text", "parts": [text]}, "status": "finished_successfully",
         "metadata": {}, "recipient": "all"}
@@ -146,11 +147,11 @@ def test_claude_export(acct: Account, tmp_path: Path) -> None:
 
 def test_mem0_memories_become_sensory_records_and_relations_facts(acct: Account, tmp_path: Path) -> None:
     summary = import_from(acct, "mem0", mem0_export(tmp_path / "mem0.json"))
-    recs = sorted(acct.records("sensory"), key=lambda r: r.created_at)
+    recs: list[Any] = sorted(acct.records("sensory"), key=lambda r: r.created_at)
     assert [r.content for r in recs] == ["Is vegetarian", "Lives in Lisbon"]
     assert recs[0].created_at == datetime(2024, 7, 20, 8, 2, 3, tzinfo=UTC) and recs[0].source == "mem0:m-1"
     assert {"user:alice", "category:food", "meta:source=chat"} <= set(recs[0].tags)
-    facts = list(acct.records("fact"))
+    facts: list[Any] = list(acct.records("fact"))
     assert [(f.subject, f.predicate, f.object) for f in facts] == [("alice", "lives_in", "lisbon")]
     assert [f.item for f in summary.failures] == ["m-3"]
     again = import_from(acct, "mem0", tmp_path / "mem0.json")
@@ -164,7 +165,7 @@ def test_basic_memory_notes_become_journal_entries_and_relations_facts(acct: Acc
     assert set(entries) == {"Coffee Brewing Methods", "origins"}
     brewing = entries["Coffee Brewing Methods"]
     assert "- [method] Pour over" in brewing.text and {"coffee", "brewing", "bm-type:note"} <= set(brewing.tags)
-    facts = {(f.subject, f.predicate, f.object) for f in acct.records("fact")}
+    facts = {(f.subject, f.predicate, f.object) for f in acct.records("fact") if isinstance(f, SemanticFact)}
     assert facts == {("Coffee Brewing Methods", "relates_to", "Coffee Bean Origins"),
                      ("Coffee Brewing Methods", "requires", "Proper Grinding")}
     assert [f.item for f in summary.failures] == ["bad.md"]
