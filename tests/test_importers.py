@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 import soulpass
 from postgres_helpers import postgres_url
+from soulpass import Limits
 from soulpass.cli.main import cli
 from soulpass.engine import Account
 from soulpass.errors import InvalidInput
@@ -225,3 +226,14 @@ def test_cli_import_from(tmp_path: Path) -> None:
     assert doc["imported"] == {"turn": 6} and doc["failures"][0]["item"] == "c-3"
     out = runner.invoke(cli, ["--home", str(home), "import-from", "chatgpt", str(path), "-a", "ann"])
     assert out.exit_code == 0 and "duplicates" in out.stdout and "c-3" in out.stdout
+
+
+def test_a_message_the_sandbox_refuses_is_a_failure_and_the_rest_is_stored(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path / "home", limits=Limits(max_body_chars=40)).create_account("ann")
+    path = tmp_path / "long.jsonl"
+    path.write_text("\n".join(json.dumps({"conversation_id": "s", "role": r, "text": t, "timestamp": T0 + n})
+                              for n, (r, t) in enumerate([("user", "short"), ("assistant", "x" * 41),
+                                                          ("user", "also short")])), encoding="utf-8")
+    summary = import_from(acct, "jsonl", path)
+    assert [f.item for f in summary.failures] == ["s/1"] and "41 characters" in summary.failures[0].reason
+    assert [t.text_excerpt for t in _turns(acct)] == ["short", "also short"]

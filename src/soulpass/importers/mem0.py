@@ -80,9 +80,12 @@ def _memory(raw: dict[str, Any]) -> SensoryRecord:
     for key in ("user_id", "agent_id", "run_id"):
         if raw.get(key):
             tags.append(_tag(f"{key.removesuffix('_id')}:{raw[key]}"))
-    tags += [_tag(f"category:{c}") for c in raw.get("categories") or () if isinstance(c, str)]
-    meta = raw.get("metadata") or {}
-    tags += [_tag(f"meta:{k}={v}") for k, v in meta.items() if isinstance(v, str | int | float | bool)]
+    categories = raw.get("categories")
+    if isinstance(categories, list):
+        tags += [_tag(f"category:{c}") for c in categories if isinstance(c, str) and c.strip()]
+    meta = raw.get("metadata")
+    if isinstance(meta, dict):  # scalars only: a tag is one line of text
+        tags += [_tag(f"meta:{k}={v}") for k, v in meta.items() if isinstance(v, str | int | float | bool)]
     return SensoryRecord(id=new_temp_id("sensory"), content=text, source=f"{SOURCE}:{raw['id']}",
                          created_at=parse_time(raw["created_at"], "created_at"), tags=tuple(dict.fromkeys(tags)))
 
