@@ -8,8 +8,9 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
+import anyio
 import pytest
 from click.testing import CliRunner
 
@@ -19,7 +20,7 @@ from soulpass import Limits
 from soulpass.cli.main import cli
 from soulpass.engine import Account
 from soulpass.errors import InvalidInput
-from soulpass.importers import import_from
+from soulpass.importers import FILE_SOURCES, import_from
 from soulpass.records import SemanticFact
 
 T0 = 1_700_000_000.0  # 2023-11-14T22:13:20Z
@@ -237,3 +238,28 @@ def test_a_message_the_sandbox_refuses_is_a_failure_and_the_rest_is_stored(tmp_p
     summary = import_from(acct, "jsonl", path)
     assert [f.item for f in summary.failures] == ["s/1"] and "41 characters" in summary.failures[0].reason
     assert [t.text_excerpt for t in _turns(acct)] == ["short", "also short"]
+
+
+def test_mcp_import_memories_takes_the_file_text(tmp_path: Path) -> None:
+    Client = pytest.importorskip("mcp", reason="the 'mcp' extra is not installed").Client
+    from soulpass.mcp.server import ImportSource, build_server
+
+    engine = soulpass.open(tmp_path / "home", embedder="none")
+    engine.create_account("ann")
+    text = mem0_export(tmp_path / "mem0.json").read_text(encoding="utf-8")
+    assert set(get_args(ImportSource)) == set(FILE_SOURCES)
+
+    async def session() -> list[dict[str, Any]]:
+        async with Client(build_server(engine, "ann")) as client:
+            out = []
+            for _ in range(2):
+                result = await client.call_tool("import_memories", {"source": "mem0", "content": text})
+                assert not result.is_error, result.content
+                out.append(json.loads(result.content[0].text))
+            refused = await client.call_tool("import_memories", {"source": "basic-memory", "content": text})
+            assert refused.is_error
+            return out
+
+    first, second = anyio.run(session)
+    assert first["imported"] == {"sensory": 2, "fact": 1} and first["failures"][0]["item"] == "m-3"
+    assert second["imported"] == {} and second["duplicates"] == {"sensory": 2, "fact": 1}

@@ -6,6 +6,7 @@ through :func:`~soulpass.importers.sources.import_from`, ``chatgpt`` and ``claud
 
 from soulpass.importers.base import Failure, Importer, failure, split
 from soulpass.importers.conversations import ImportSummary
-from soulpass.importers.sources import SOURCES, import_from
+from soulpass.importers.sources import FILE_SOURCES, SOURCES, import_from, import_text
 
-__all__ = ["SOURCES", "Failure", "ImportSummary", "Importer", "failure", "import_from", "split"]
+__all__ = ["FILE_SOURCES", "SOURCES", "Failure", "ImportSummary", "Importer", "failure", "import_from", "import_text",
+           "split"]
