@@ -263,3 +263,16 @@ def test_mcp_import_memories_takes_the_file_text(tmp_path: Path) -> None:
     first, second = anyio.run(session)
     assert first["imported"] == {"sensory": 2, "fact": 1} and first["failures"][0]["item"] == "m-3"
     assert second["imported"] == {} and second["duplicates"] == {"sensory": 2, "fact": 1}
+
+
+def test_rest_import_takes_the_file_text_and_is_idempotent(client: Any, world: Any, tmp_path: Path) -> None:
+    text = jsonl_file(tmp_path / "m.jsonl").read_text(encoding="utf-8")
+    url = "/v1/accounts/ann/import"
+    first = client.post(url, headers=world.ann.auth, json={"source": "jsonl", "content": text})
+    assert first.status_code == 200, first.text
+    assert first.json()["imported"] == {"turn": 10} and [f["item"] for f in first.json()["failures"]] == [
+        "line 11", "line 12"]
+    again = client.post(url, headers=world.ann.auth, json={"source": "jsonl", "content": text}).json()
+    assert again["imported"] == {} and again["duplicates"] == {"turn": 10} and again["versions"] == []
+    assert client.post(url, headers=world.bob.auth, json={"source": "jsonl", "content": text}).status_code == 403
+    assert client.post(url, headers=world.ann.auth, json={"source": "basic-memory", "content": ""}).status_code == 422
