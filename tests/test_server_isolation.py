@@ -41,6 +41,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/ingest"): {"agent": "agent", "text": "a document", "title": "doc"},
     ("POST", "/journal"): {"title": "A day", "text": "wrote things"},
     ("POST", "/log"): {"agent": "agent", "text": "hello"},
+    ("POST", "/import"): {"source": "jsonl", "content": "", "dry_run": True},
 }
 QUERY: dict[str, dict[str, Any]] = {"/diff": {"a": 0, "b": 1}}
 

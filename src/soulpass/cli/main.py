@@ -60,6 +60,10 @@ def _register() -> None:
 
     for command in agent_cmds.COMMANDS:
         cli.add_command(command)
+    from soulpass.cli import imp_cmds  # import-from
+
+    for command in imp_cmds.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

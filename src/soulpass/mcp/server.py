@@ -8,7 +8,8 @@ errors (``is_error``) whose text names the problem.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from functools import partial
+from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
@@ -19,6 +20,7 @@ from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
+from soulpass.mcp.tools import import_memories as import_memories_text
 from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
 
@@ -26,7 +28,7 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_h
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
-              "discard_session", "memory_log")
+              "discard_session", "memory_log", "import_memories")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the account's open MCP session")]
 AgentArg = Annotated[str, Field(description="The agent acting (clipboards and context are per agent)")]
@@ -47,6 +49,7 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
+    _add_import_tools(server, tools, call)
     return server
 
 
@@ -202,3 +205,21 @@ def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int) -> None:
     import uvicorn
 
     uvicorn.run(http_app(engine, keys, host), host=host, port=port, log_level="info")
+
+
+# --- importers (issue 15) ----------------------------------------------------------------------
+
+ImportSource = Literal["chatgpt", "claude", "mem0", "jsonl"]  # soulpass.importers.FILE_SOURCES
+
+
+def _add_import_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
+    """import_memories: another tool's export, sent as its text (the server reads no path)."""
+
+    @server.tool()
+    def import_memories(source: ImportSource, content: str, ctx: Context, dry_run: bool = False) -> dict[str, Any]:
+        """Import another tool's memories from the text of its export file: `chatgpt` or `claude`
+        (a data export's conversations.json), `mem0` (a get_all JSON) or `jsonl` (one message per
+        line: conversation_id, role, text, timestamp). What memory already holds is skipped as a
+        duplicate; returns the counts imported and skipped by kind and the items that failed, with why."""
+        result: dict[str, Any] = call(partial(import_memories_text, tools), ctx, source, content, dry_run=dry_run)
+        return result

@@ -14,10 +14,11 @@ from soulpass.agent import AgentMemory
 from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.importers import import_text
 from soulpass.index.relevance import relevance
 from soulpass.pool import AccountPool
 
-__all__ = ["SESSION_NAME", "MemoryTools"]
+__all__ = ["SESSION_NAME", "MemoryTools", "import_memories"]
 
 SESSION_NAME = "mcp"
 RememberWhat = Literal["turn", "fact", "journal"]
@@ -152,3 +153,12 @@ def _need(value: str | None, field: str) -> str:
     if value is None or not value.strip():
         raise InvalidInput(f"{field} is required for this action", field=field)
     return value
+
+
+# --- importers (issue 15) ---------------------------------------------------------------------
+
+
+def import_memories(tools: MemoryTools, account: str, source: str, content: str,
+                    dry_run: bool = False) -> dict[str, Any]:
+    """Another tool's export, sent as text, imported into ``account`` (see docs/importers.md)."""
+    return import_text(tools.pool.get(account), source, content, dry_run=dry_run).to_json()
