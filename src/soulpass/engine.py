@@ -23,6 +23,7 @@ from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
+from soulpass.editing import plan_edit, record_history
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
@@ -248,6 +249,14 @@ class Account:
         if rec is None:
             raise NotFound(f"record {record_id} does not exist at version {snap.version}", id=record_id)
         return rec
+
+    def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
+        """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
+        return self.commit(lambda head: plan_edit(head, record_id, fields, utc_now(), reason=reason, by=by))
+
+    def history(self, record_id: str) -> list[dict[str, Any]]:
+        """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
+        return record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
         if kind not in RECORD_DIRS:
