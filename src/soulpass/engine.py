@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from soulpass import editing, forgetting
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.document_diff import document_changes
 from soulpass.consolidation.gks import assemble_graph
@@ -23,7 +24,6 @@ from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rollback import plan_rollback
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
-from soulpass.editing import plan_edit, record_history
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
@@ -252,11 +252,15 @@ class Account:
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
         """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
-        return self.commit(lambda head: plan_edit(head, record_id, fields, utc_now(), reason=reason, by=by))
+        return self.commit(lambda head: editing.plan_edit(head, record_id, fields, utc_now(), reason=reason, by=by))
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
-        return record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
+        return editing.record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
+
+    def forget(self, ids: Iterable[str] = (), **how: Any) -> forgetting.ForgetResult:
+        """Erase records from HEAD, history and index (forgetting.py: subject, query, reason, by, dry_run)."""
+        return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
         if kind not in RECORD_DIRS:

@@ -1,0 +1,82 @@
+"""Forget (issue 15, item 4): erasure from HEAD, every history copy, the index and later backups."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import soulpass
+from soulpass.backup import backup
+from soulpass.engine import Account, Soulpass
+from soulpass.errors import NotFound
+
+SECRET = "Zanzibar"
+
+
+@pytest.fixture
+def sp(tmp_path: Path) -> Soulpass:
+    return soulpass.open(tmp_path / "home")
+
+
+def _account(sp: Soulpass) -> tuple[Account, str, str]:
+    a = sp.create_account("ann")
+    sb = a.create_sandbox("s")
+    sb.add_fact("ann", "lives_in", SECRET, confidence=0.9)
+    sb.add_turn("user", f"I moved to {SECRET} last week")
+    sb.add_turn("user", "the weather is fine")
+    sb.archive()
+    added = a.log()[-1]["added"]
+    fact, turn = added["fact"][0], added["turn_user"][0]
+    a.edit(turn, text_excerpt=f"I moved to {SECRET} last month")  # a second copy, in history
+    return a, fact, turn
+
+
+def _files_hold(root: Path, needle: str) -> list[str]:
+    return [str(p) for p in root.rglob("*") if p.is_file() and needle.encode() in p.read_bytes()]
+
+
+def test_forget_erases_every_copy(sp: Soulpass, tmp_path: Path) -> None:
+    a, fact, turn = _account(sp)
+    assert a.search(SECRET, 5)  # the index holds it before
+    head = a.head()
+    result = a.forget([turn, fact], reason="user asked", by="ann")
+    assert result.version == head + 1 and result.ids == sorted([turn, fact])
+    assert sorted(result.rewritten[next(k for k in result.rewritten if turn in k)]) == [1, 2]
+    entry = a.log()[-1]
+    assert entry["kind"] == "forget" and entry["reason"] == "user asked" and entry["by"] == "ann"
+    with pytest.raises(NotFound):
+        a.record(turn)
+    assert a.record(turn, at=1).text_excerpt == "[forgotten]"
+    assert a.show(turn, at=2)["text_excerpt"] == "[forgotten]"
+    assert a.record(fact, at=1).object == "[forgotten]"
+    assert a.store.audit() == []
+    assert not [h for h in a.search(SECRET, 10) if SECRET in h.text]
+    assert _files_hold(tmp_path / "home", SECRET) == []  # history, index, vectors: nothing left
+    after = backup(sp, "ann", tmp_path / "bk")
+    assert after.files > 0 and _files_hold(tmp_path / "bk", SECRET) == []
+
+
+def test_forget_names_backups_made_before(sp: Soulpass) -> None:
+    a, fact, _turn = _account(sp)
+    if subprocess.run(["git", "--version"], capture_output=True).returncode:
+        pytest.skip("git is not installed")
+    backup(sp, "ann")
+    result = a.forget([fact], reason="r")
+    assert result.backups_holding and a.log()[-1]["backups_holding"] == result.backups_holding
+
+
+def test_forget_by_subject_and_dry_run(sp: Soulpass) -> None:
+    a, fact, _turn = _account(sp)
+    head = a.head()
+    dry = a.forget(subject="ANN", dry_run=True)
+    assert dry.ids == [fact] and dry.dry_run and dry.version is None
+    assert a.head() == head and a.record(fact).object == SECRET  # a dry run writes nothing
+    assert a.forget(subject="ann").ids == [fact]
+
+
+def test_forget_unknown_id(sp: Soulpass) -> None:
+    a, _fact, _turn = _account(sp)
+    with pytest.raises(NotFound, match="TU_20200101_001"):
+        a.forget(["TU_20200101_001"])
