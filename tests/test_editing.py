@@ -48,6 +48,7 @@ def test_edit_fact_supersedes_it(acct: Account) -> None:
     assert acct.record(fact).superseded_by == new
     assert acct.record(new).object == "Lyon" and acct.record(new).supersedes == (fact,)
     assert acct.record(fact).object == "Paris"
+    assert [e.target_label for e in acct.gks().edges] == ["Lyon"]  # the graph moved to the new fact
     with pytest.raises(InvalidInput):
         acct.edit(fact, object="Rome")  # superseded: the newer fact is the one to edit
     assert [r["version"] for r in acct.history(fact)] == [1, 2]

@@ -13,11 +13,15 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.ids import IdAllocator
+from soulpass.consolidation.rules import SemanticRule
+from soulpass.consolidation.semantic import functional_base
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.ids import utc_now
 from soulpass.records import Record, SemanticFact
-from soulpass.store.contract import Change, Snapshot, VersionEntry
-from soulpass.store.keys import kind_of_id, record_path
+from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
+from soulpass.store.keys import GKS_DATA, kind_of_id, record_path
 
 __all__ = ["field_changes", "plan_edit", "record_history"]
 
@@ -51,35 +55,52 @@ def _edited(rec: Record, fields: Mapping[str, Any], update: Mapping[str, Any]) -
         raise InvalidInput(f"edit of {rec.id} is invalid: {e.errors()[0]['msg']}", field="fields") from e
 
 
-def plan_edit(master: Snapshot, record_id: str, fields: Mapping[str, Any], now: datetime, *,
-              reason: str = "", by: str | None = None) -> Change:
+def plan_edit(master: Snapshot, record_id: str, fields: Mapping[str, Any], rule: SemanticRule,
+              reason: str = "", by: str | None = None, now: datetime | None = None) -> Change:
     """Version HEAD+1 on ``master`` in which record ``record_id`` carries ``fields``.
 
     A fact is never edited (records.py): the edit becomes a new fact that supersedes it. Any other
     record gets a new copy under its own id; the earlier copies stay in the history."""
     old = _current(master, record_id)
+    now = now or utc_now()
     version = master.version + 1
     entry: dict[str, Any] = {"version": version, "parent": master.version, "timestamp": now.isoformat(),
                              "kind": "edit", "edited": record_id, "fields": sorted(fields), "reason": reason,
                              "by": by, "added": {}, "superseded": [], "replaced": [], "retired": [],
                              "conflicts": [], "counts": dict(master.entry().counts)}
     if isinstance(old, SemanticFact):
-        if old.superseded_by is not None:
-            raise InvalidInput(f"fact {record_id} was superseded by {old.superseded_by}; edit that one",
-                               id=record_id)
-        ids = IdAllocator(master, version)
-        new_id = ids.allocate("fact", now)
-        new = _edited(old, fields, {"id": new_id, "version": version, "created_at": now.isoformat(),
-                                    "valid_from_version": version, "supersedes": [record_id]})
-        retired = old.model_copy(update={"superseded_by": new_id, "valid_to_version": version, "version": version})
-        entry.update(added={"fact": [new_id]}, superseded=[{"fact": record_id, "by": new_id}],
-                     replaced=[record_path(record_id)], edited_as=new_id)
-        entry["counts"]["fact"] = int(entry["counts"].get("fact", 0)) + 1
-        entry["counts"]["facts_superseded"] = int(entry["counts"].get("facts_superseded", 0)) + 1
-        return Change(VersionEntry(entry), records=(new, retired), documents=tuple(ids.documents()))
+        return _supersede(master, old, fields, now, entry, rule)
     new = _edited(old, fields, {"version": version})
     entry.update(replaced=[record_path(record_id)], edited_as=record_id)
     return Change(VersionEntry(entry), records=(new,))
+
+
+def _supersede(master: Snapshot, old: SemanticFact, fields: Mapping[str, Any], now: datetime,
+               entry: dict[str, Any], rule: SemanticRule) -> Change:
+    """The edit of a fact: a new fact superseding it, and the knowledge graph moved from one to the other."""
+    if old.superseded_by is not None:
+        raise InvalidInput(f"fact {old.id} was superseded by {old.superseded_by}; edit that one", id=old.id)
+    version = entry["version"]
+    ids = IdAllocator(master, version)
+    new_id = ids.allocate("fact", now)
+    new = _edited(old, fields, {"id": new_id, "version": version, "created_at": now.isoformat(),
+                                "valid_from_version": version, "supersedes": [old.id]})
+    assert isinstance(new, SemanticFact)
+    retired = old.model_copy(update={"superseded_by": new_id, "valid_to_version": version, "version": version})
+    gks = GKSWorkingSet(master.document)
+    gks.remove_fact(old.id, old.subject, old.predicate, old.object, functional_base(old.predicate, rule))
+    gks.add_fact(new_id, new.subject, new.predicate, new.object, functional_base(new.predicate, rule))
+    shards = gks.documents(version)
+    totals = master.document(GKS_DATA) or {}
+    shards[GKS_DATA] = {**totals, "kind": "gks", "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta,
+                        "updated_at": now.isoformat(), "version": version}
+    entry.update(added={"fact": [new_id]}, superseded=[{"fact": old.id, "by": new_id}], edited_as=new_id,
+                 replaced=[record_path(old.id), *(k for k in shards if master.document(k) is not None)],
+                 written=sorted(shards))
+    entry["counts"]["fact"] = int(entry["counts"].get("fact", 0)) + 1
+    entry["counts"]["facts_superseded"] = int(entry["counts"].get("facts_superseded", 0)) + 1
+    documents = [DocumentPut(k, v) for k, v in sorted(shards.items())] + ids.documents()
+    return Change(VersionEntry(entry), records=(new, retired), documents=tuple(documents))
 
 
 def field_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:

@@ -252,7 +252,7 @@ class Account:
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
         """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
-        return self.commit(lambda head: editing.plan_edit(head, record_id, fields, utc_now(), reason=reason, by=by))
+        return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
