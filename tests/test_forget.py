@@ -10,7 +10,7 @@ import pytest
 import soulpass
 from soulpass.backup import backup
 from soulpass.engine import Account, Soulpass
-from soulpass.errors import NotFound
+from soulpass.errors import InvalidInput, NotFound
 
 SECRET = "Zanzibar"
 
@@ -80,3 +80,27 @@ def test_forget_unknown_id(sp: Soulpass) -> None:
     a, _fact, _turn = _account(sp)
     with pytest.raises(NotFound, match="TU_20200101_001"):
         a.forget(["TU_20200101_001"])
+
+
+def test_edit_history_forget_through_the_cli(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    a, fact, turn = _account(soulpass.open(tmp_path / "home"))
+
+    def run(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), *args, "-a", "ann"],
+                                    env={"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""})
+        assert result.exit_code == code, result.output
+        return result.output
+
+    assert json.loads(run("edit", turn, "--set", "text_excerpt=hi", "--json"))["version"] == 3
+    assert [r["version"] for r in json.loads(run("history", turn, "--json"))] == [1, 2, 3]
+    assert "would forget 1 record(s)" in run("forget", fact, "--reason", "asked", "--dry-run")
+    assert a.record(fact).object == SECRET
+    assert json.loads(run("forget", fact, "--reason", "asked", "--json"))["ids"] == [fact]
+    assert "TU_20200101_001" in run("forget", "TU_20200101_001", "--reason", "x", code=NotFound.exit_code)
+    assert "bogus" in run("edit", turn, "--set", "bogus=1", code=InvalidInput.exit_code)

@@ -109,9 +109,9 @@ def _backups(acct: Account) -> list[str]:
 
 
 def forget(acct: Account, ids: Iterable[str] = (), *, subject: str | None = None, query: str | None = None,
-           reason: str = "", by: str | None = None, dry_run: bool = False) -> ForgetResult:
+           k: int = 10, reason: str = "", by: str | None = None, dry_run: bool = False) -> ForgetResult:
     """Erase records everywhere the account keeps them (module docstring); ``dry_run`` only lists them."""
-    found = targets(acct, ids, subject, query)
+    found = targets(acct, ids, subject, query, k)
     result = ForgetResult(found, dry_run, backups_holding=_backups(acct))
     if dry_run:
         return result

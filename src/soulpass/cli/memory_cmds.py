@@ -70,4 +70,31 @@ def history(state: State, record_id: str, account: str, as_json: bool) -> None:
           [(r["version"], r["kind"], (r["timestamp"] or "")[:19], _summary(r["changes"])) for r in rows])
 
 
-COMMANDS = [edit, history]
+@click.command("forget")
+@click.argument("record_ids", nargs=-1)
+@click.option("--subject", default=None, help="Forget every fact about this subject.")
+@click.option("--query", default=None, help="Forget what a search for this finds (the top --k hits).")
+@click.option("--k", type=int, default=10, show_default=True, help="How many hits of --query.")
+@click.option("--reason", required=True, help="Why, kept in the tombstone.")
+@click.option("--by", default=None, help="Who asked, kept in the tombstone.")
+@click.option("--dry-run", is_flag=True, help="List what would be forgotten; write nothing.")
+@account_option
+@json_option
+@click.pass_obj
+def forget(state: State, record_ids: tuple[str, ...], subject: str | None, query: str | None, k: int, reason: str,
+           by: str | None, dry_run: bool, account: str, as_json: bool) -> None:
+    """Erase RECORD_IDS (or a subject's facts, or a query's hits) from HEAD, history and the index.
+
+    Old versions then show "[forgotten]" in their place; a tombstone version says who, when, why."""
+    result = state.account(account).forget(record_ids, subject=subject, query=query, k=k, reason=reason, by=by,
+                                           dry_run=dry_run)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    verb = "would forget" if dry_run else f"version [bold]{result.version}[/]: forgot"
+    console.print(f"{verb} {len(result.ids)} record(s): {', '.join(result.ids)}")
+    for repo in result.backups_holding:
+        console.print(f"[yellow]the backup at {repo} still holds the content in its earlier commits[/]")
+
+
+COMMANDS = [edit, history, forget]
