@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,3 +105,22 @@ def test_edit_history_forget_through_the_cli(tmp_path: Path) -> None:
     assert json.loads(run("forget", fact, "--reason", "asked", "--json"))["ids"] == [fact]
     assert "TU_20200101_001" in run("forget", "TU_20200101_001", "--reason", "x", code=NotFound.exit_code)
     assert "bogus" in run("edit", turn, "--set", "bogus=1", code=InvalidInput.exit_code)
+
+
+def test_edit_history_forget_through_the_api(client: Any, world: Any) -> None:
+    h, base = world.ann.auth, "/v1/accounts/ann"
+    rid = world.ann.record_id
+    r = client.patch(f"{base}/records/{rid}", headers=h, json={"fields": {"text_excerpt": "changed"}, "reason": "x"})
+    assert r.status_code == 200 and r.json()["now"] == rid
+    assert client.patch(f"{base}/records/{rid}", headers=h, json={"fields": {"bogus": 1}}).status_code == 422
+    rows = client.get(f"{base}/records/{rid}/history", headers=h).json()
+    assert rows[-1]["changes"]["changed"]["text_excerpt"][1] == "changed"
+    assert client.get(f"{base}/records/TU_20200101_001/history", headers=h).status_code == 404
+    dry = client.delete(f"{base}/records/{rid}", headers=h, params={"reason": "asked", "dry_run": True}).json()
+    assert dry["ids"] == [rid] and dry["version"] is None
+    assert client.delete(f"{base}/records/{rid}", headers=h).status_code == 422  # a reason is required
+    gone = client.delete(f"{base}/records/{rid}", headers=h, params={"reason": "asked"}).json()
+    assert gone["version"] is not None
+    shown = client.get(f"{base}/show/{rid}", headers=h, params={"at": gone["version"] - 1}).json()
+    assert shown["text_excerpt"] == "[forgotten]"
+    assert client.post(f"{base}/forget", headers=h, json={"ids": ["TU_20200101_001"], "reason": "r"}).status_code == 404
