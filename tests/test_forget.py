@@ -124,3 +124,32 @@ def test_edit_history_forget_through_the_api(client: Any, world: Any) -> None:
     shown = client.get(f"{base}/show/{rid}", headers=h, params={"at": gone["version"] - 1}).json()
     assert shown["text_excerpt"] == "[forgotten]"
     assert client.post(f"{base}/forget", headers=h, json={"ids": ["TU_20200101_001"], "reason": "r"}).status_code == 404
+
+
+def test_edit_history_forget_through_mcp(tmp_path: Path) -> None:
+    import anyio
+    from mcp import Client
+    from test_mcp_stdio import _call
+
+    from soulpass.mcp.server import build_server
+
+    engine = soulpass.open(tmp_path / "home", embedder="none")
+    _a, fact, turn = _account(engine)
+
+    async def session() -> None:
+        async with Client(build_server(engine, "ann"), read_timeout_seconds=60) as client:  # in memory
+            listed = {t.name: t for t in (await client.list_tools()).tools}
+            assert listed["forget_memory"].annotations.destructive_hint  # type: ignore[union-attr]
+            edited = await _call(client, "edit_memory", {"record_id": turn, "fields": {"text_excerpt": "hi"}})
+            assert edited["now"] == turn
+            rows = await _call(client, "memory_history", {"record_id": turn})
+            assert [r["version"] for r in rows] == [1, 2, 3]
+            dry = await _call(client, "forget_memory", {"reason": "asked", "subject": "ann", "dry_run": True})
+            assert dry["ids"] == [fact] and dry["version"] is None
+            gone = await _call(client, "forget_memory", {"reason": "asked", "ids": [fact]})
+            assert gone["version"] == 4
+            bad = await client.call_tool("forget_memory", {"reason": "r", "ids": ["TU_20200101_001"]})
+            assert bad.is_error and "TU_20200101_001" in bad.content[0].text  # type: ignore[union-attr]
+
+    anyio.run(session)
+    assert soulpass.open(tmp_path / "home", embedder="none").account("ann").record(fact, at=1).object == "[forgotten]"
