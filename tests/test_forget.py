@@ -129,9 +129,9 @@ def test_edit_history_forget_through_the_api(client: Any, world: Any) -> None:
 def test_edit_history_forget_through_mcp(tmp_path: Path) -> None:
     import anyio
     from mcp import Client
-    from test_mcp_stdio import _call
 
     from soulpass.mcp.server import build_server
+    from test_mcp_stdio import _call
 
     engine = soulpass.open(tmp_path / "home", embedder="none")
     _a, fact, turn = _account(engine)
