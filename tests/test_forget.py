@@ -153,3 +153,18 @@ def test_edit_history_forget_through_mcp(tmp_path: Path) -> None:
 
     anyio.run(session)
     assert soulpass.open(tmp_path / "home", embedder="none").account("ann").record(fact, at=1).object == "[forgotten]"
+
+
+def test_edit_and_forget_on_postgresql(tmp_path: Path) -> None:
+    from postgres_helpers import postgres_url
+
+    for url in postgres_url(tmp_path):
+        a, fact, turn = _account(soulpass.open(url, embedder="none"))
+        assert a.search(SECRET, 5)
+        a.forget([fact, turn], reason="asked")
+        with a.store.exclusive():
+            files = list(a.store.source_files())
+        assert files and not [k for k, data in files if SECRET.encode() in data]
+        assert a.record(turn, at=2).text_excerpt == "[forgotten]" and a.store.audit() == []
+        assert not [h for h in a.search(SECRET, 10) if SECRET in h.text]
+        assert _files_hold(tmp_path, SECRET) == []  # the local index cache too
