@@ -13,25 +13,54 @@ A forget cut short between 1 and 2 is finished by running it again (step 1 is id
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from soulpass.backup import default_backup_dir
 from soulpass.consolidation.gks import fact_documents
+from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import functional_base
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import utc_now
-from soulpass.records import SemanticFact
-from soulpass.store.contract import Change, Snapshot, VersionEntry
+from soulpass.index.search import Hit
+from soulpass.records import Record, SemanticFact
+from soulpass.store.contract import AccountBackend, Change, Snapshot, VersionEntry
 from soulpass.store.keys import kind_of_id, record_path
+from soulpass.store.open import default_backup_dir
 from soulpass.store.redact import is_forgotten
 
-if TYPE_CHECKING:
-    from soulpass.engine import Account
-
 __all__ = ["ForgetResult", "forget", "plan_forget"]
+
+
+class _Engine(Protocol):
+    @property
+    def home(self) -> Path: ...
+
+    @property
+    def rules(self) -> Rules: ...
+
+
+class Account(Protocol):
+    """What forget needs of ``engine.Account`` (which calls it; typed here without importing it)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def store(self) -> AccountBackend: ...
+
+    @property
+    def sp(self) -> _Engine: ...
+
+    def records(self, kind: str, at: int | None = None) -> Iterator[Record]: ...
+
+    def search(self, query: str, k: int = 10) -> Sequence[Hit]: ...
+
+    def commit(self, plan: Callable[[Snapshot], Change]) -> int: ...
+
+    def drop_index(self) -> None: ...
 
 
 @dataclass
@@ -101,10 +130,7 @@ def plan_forget(master: Snapshot, ids: list[str], tombstone: dict[str, Any], now
 
 def _backups(acct: Account) -> list[str]:
     """Backups made before now that still hold the content (the default backup repository)."""
-    home = getattr(acct.sp, "home", None)
-    if home is None:
-        return []
-    repo = default_backup_dir(home, acct.name)
+    repo = default_backup_dir(acct.sp.home, acct.name)
     return [str(repo)] if (repo / ".git").exists() or (repo / "HEAD").exists() else []
 
 
