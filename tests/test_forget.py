@@ -69,11 +69,13 @@ def test_forget_names_backups_made_before(sp: Soulpass) -> None:
 
 
 def test_forget_by_subject_and_dry_run(sp: Soulpass) -> None:
-    a, fact, _turn = _account(sp)
+    a, fact, turn = _account(sp)
     head = a.head()
     dry = a.forget(subject="ANN", dry_run=True)
     assert dry.ids == [fact] and dry.dry_run and dry.version is None
     assert a.head() == head and a.record(fact).object == SECRET  # a dry run writes nothing
+    assert turn in a.forget(query=SECRET, dry_run=True).ids
+    assert a.head() == head
     assert a.forget(subject="ann").ids == [fact]
 
 

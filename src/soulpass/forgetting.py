@@ -27,9 +27,8 @@ from soulpass.ids import utc_now
 from soulpass.index.search import Hit
 from soulpass.records import Record, SemanticFact
 from soulpass.store.contract import AccountBackend, Change, Snapshot, VersionEntry
-from soulpass.store.keys import kind_of_id, record_path
+from soulpass.store.keys import KIND_BY_PREFIX, kind_of_id, record_path
 from soulpass.store.open import default_backup_dir
-from soulpass.store.redact import is_forgotten
 
 __all__ = ["ForgetResult", "forget", "plan_forget"]
 
@@ -109,10 +108,10 @@ def targets(acct: Account, ids: Iterable[str] = (), subject: str | None = None, 
         _first_version(acct, rid)
     if subject is not None:
         want = subject.strip().casefold()
-        found += [f.id for f in acct.records("fact") if isinstance(f, SemanticFact)
-                  and f.subject.strip().casefold() == want and not is_forgotten(f.model_dump())]
+        found += [f.id for f in acct.records("fact")
+                  if isinstance(f, SemanticFact) and f.subject.strip().casefold() == want]
     if query is not None:
-        found += [h.id for h in acct.search(query, k) if h.id and not h.id.startswith(("JE_", "je_"))]
+        found += [h.id for h in acct.search(query, k) if h.id[:2] in KIND_BY_PREFIX]  # records, not prose
     if not found:
         raise InvalidInput("forget needs an id, a subject or a query that matches something", field="ids")
     return sorted(dict.fromkeys(found))

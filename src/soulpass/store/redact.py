@@ -14,7 +14,7 @@ from typing import Any
 
 from soulpass.records import RECORD_MODELS
 
-__all__ = ["FORGOTTEN", "is_forgotten", "redacted", "redacted_copy"]
+__all__ = ["FORGOTTEN", "redacted", "redacted_copy"]
 
 FORGOTTEN = "[forgotten]"
 # Fields that name a copy or link it to other ids, or whose values are a closed set: never content.
@@ -68,7 +68,3 @@ def redacted_copy(body: Mapping[str, Any], ids: frozenset[str]) -> dict[str, Any
         return redacted(body)
     return dict(body)
 
-
-def is_forgotten(body: Mapping[str, Any]) -> bool:
-    """Whether a stored copy is a forgotten record's placeholder."""
-    return body.get("text") == FORGOTTEN and list(body.get("tags") or ()) == [FORGOTTEN]
