@@ -62,7 +62,7 @@ class Account(Protocol):
     def drop_index(self) -> None: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class ForgetResult:
     """What a forget erased (or, on a dry run, would erase); ``version`` is the tombstone's."""
 
@@ -136,13 +136,11 @@ def _backups(acct: Account) -> list[str]:
 def forget(acct: Account, ids: Iterable[str] = (), *, subject: str | None = None, query: str | None = None,
            k: int = 10, reason: str = "", by: str | None = None, dry_run: bool = False) -> ForgetResult:
     """Erase records everywhere the account keeps them (module docstring); ``dry_run`` only lists them."""
-    found = targets(acct, ids, subject, query, k)
-    result = ForgetResult(found, dry_run, backups_holding=_backups(acct))
+    found, backups = targets(acct, ids, subject, query, k), _backups(acct)
     if dry_run:
-        return result
-    result.rewritten = {k: v for k, v in acct.store.forget(_keys(acct, found), found).items()}
-    tombstone = {"by": by, "reason": reason, "rewritten": result.rewritten,
-                 "backups_holding": result.backups_holding}
-    result.version = acct.commit(lambda head: plan_forget(head, found, tombstone, utc_now()))
+        return ForgetResult(found, True, backups_holding=backups)
+    rewritten = acct.store.forget(_keys(acct, found), found)
+    tombstone = {"by": by, "reason": reason, "rewritten": rewritten, "backups_holding": backups}
+    version = acct.commit(lambda head: plan_forget(head, found, tombstone, utc_now()))
     acct.drop_index()
-    return result
+    return ForgetResult(found, False, version, rewritten, backups)
