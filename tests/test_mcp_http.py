@@ -90,6 +90,9 @@ ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "hidden note"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "hidden note"},
     "create_sandbox": {}, "archive_session": {"dry_run": True}, "discard_session": {}, "memory_log": {},
+    "edit_memory": {"record_id": "TU_20200101_001", "fields": {"text_excerpt": "x"}},
+    "memory_history": {"record_id": "TU_20200101_001"},
+    "forget_memory": {"reason": "asked", "query": "hidden note", "dry_run": True},
 }
 
 
