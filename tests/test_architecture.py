@@ -21,8 +21,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "ids", "records", "prose")),
     ("store", ("store",)),
     ("index", ("index", "embed")),
-    ("sessions", ("sessions", "consolidation")),
-    ("engine", ("engine", "journal", "pool")),  # the library API: soulpass.open -> Account -> Sandbox, Journal
+    ("sessions", ("sessions", "consolidation", "editing")),
+    # The library API: soulpass.open -> Account -> Sandbox, Journal (and forget, which Account calls).
+    ("engine", ("engine", "journal", "pool", "forgetting")),
     # Built on the library API only: integrity and backup tools, importers, the seed facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
     ("library", ("integrity", "backup", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench")),

@@ -91,6 +91,9 @@ ARGS: dict[str, dict[str, Any]] = {
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "hidden note"},
     "create_sandbox": {}, "archive_session": {"dry_run": True}, "discard_session": {}, "memory_log": {},
     "import_memories": {"source": "jsonl", "content": "", "dry_run": True},
+    "edit_memory": {"record_id": "TU_20200101_001", "fields": {"text_excerpt": "x"}},
+    "memory_history": {"record_id": "TU_20200101_001"},
+    "forget_memory": {"reason": "asked", "query": "hidden note", "dry_run": True},
 }
 
 

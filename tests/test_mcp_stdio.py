@@ -4,6 +4,7 @@ rag_search finds it, manage_clipboard changes what get_context returns, archive 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,8 @@ def _server(home: Path, account: str) -> StdioServerParameters:
     return StdioServerParameters(
         command=sys.executable,
         args=["-c", code, "--home", str(home), "mcp", "--account", account, "--embedder", "none"],
-        env={"SOULPASS_HOME": "", "SOULPASS_ACCOUNT": "", "PATH": "/usr/bin:/bin"},
+        env={"SOULPASS_HOME": "", "SOULPASS_ACCOUNT": "", "PATH": "/usr/bin:/bin",
+             "PYTHONPATH": os.environ.get("PYTHONPATH", "")},  # the sources under test, not the installed ones
     )
 
 

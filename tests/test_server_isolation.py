@@ -42,8 +42,10 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/journal"): {"title": "A day", "text": "wrote things"},
     ("POST", "/log"): {"agent": "agent", "text": "hello"},
     ("POST", "/import"): {"source": "jsonl", "content": "", "dry_run": True},
+    ("PATCH", "/records/{record_id}"): {"fields": {"text_excerpt": "x"}},
+    ("POST", "/forget"): {"ids": [], "subject": "x", "reason": "r"},
 }
-QUERY: dict[str, dict[str, Any]] = {"/diff": {"a": 0, "b": 1}}
+QUERY: dict[str, dict[str, Any]] = {"/diff": {"a": 0, "b": 1}, "/records/{record_id}": {"reason": "r"}}
 
 
 @pytest.fixture(scope="module")
@@ -69,7 +71,7 @@ def _body(method: str, path: str) -> Any:
 
 def _fill(path: str, account: str, owner: Tenant) -> str:
     values = {"account": account, "sandbox_id": owner.sandbox_id, "ref": owner.record_id, "name": "ire",
-              "key_id": owner.key_id, "agent": "agent",
+              "key_id": owner.key_id, "agent": "agent", "record_id": owner.record_id,
               "entry_id": owner.journal_id}
     unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
     assert not unknown, f"{path}: the isolation test does not know how to fill {unknown}"

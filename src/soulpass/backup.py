@@ -25,11 +25,12 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.keys import SOURCE_FOLDERS
+from soulpass.store.open import default_backup_dir
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
 
-__all__ = ["MANIFEST", "BackupResult", "RestoreResult", "backup", "default_backup_dir", "restore"]
+__all__ = ["MANIFEST", "BackupResult", "RestoreResult", "backup", "restore"]
 
 MANIFEST = "SOULPASS_MANIFEST.json"
 _GIT_ID = ["-c", "user.name=soulpass", "-c", "user.email=soulpass@localhost", "-c", "core.autocrlf=false",
@@ -52,10 +53,6 @@ class RestoreResult:
     version: int
     files: int
     replaced_existing: bool
-
-
-def default_backup_dir(home: Path, account: str) -> Path:
-    return home / "backups" / check_name(account, "account name")
 
 
 def _git(repo: Path, *args: str, data: bytes | None = None) -> bytes:

@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from soulpass import editing, forgetting
 from soulpass.consolidation.bulk import plan_bulk_append
 from soulpass.consolidation.document_diff import document_changes
 from soulpass.consolidation.gks import assemble_graph
@@ -249,6 +250,18 @@ class Account:
         if rec is None:
             raise NotFound(f"record {record_id} does not exist at version {snap.version}", id=record_id)
         return rec
+
+    def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
+        """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
+        return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
+
+    def history(self, record_id: str) -> list[dict[str, Any]]:
+        """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
+        return editing.record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
+
+    def forget(self, ids: Iterable[str] = (), **how: Any) -> forgetting.ForgetResult:
+        """Erase records from HEAD, history and index (forgetting.py: subject, query, reason, by, dry_run)."""
+        return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
         if kind not in RECORD_DIRS:

@@ -64,6 +64,10 @@ def _register() -> None:
 
     for command in imp_cmds.COMMANDS:
         cli.add_command(command)
+    from soulpass.cli import memory_cmds  # edit, history, forget
+
+    for command in memory_cmds.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

@@ -23,7 +23,7 @@ from soulpass.records import EPOCH, GKSEdge, GKSGraph, GKSNode, normalize_text
 from soulpass.store.contract import Snapshot
 from soulpass.store.keys import GKS_DATA, GKS_FUNCTIONAL, GKS_SHARDS, gks_shard_path
 
-__all__ = ["GKSWorkingSet", "assemble_graph", "node_id"]
+__all__ = ["GKSWorkingSet", "assemble_graph", "fact_documents", "node_id"]
 
 
 def assemble_graph(snap: Snapshot) -> GKSGraph:
@@ -138,3 +138,10 @@ class GKSWorkingSet:
             kind = "gks_functional" if path.startswith(GKS_FUNCTIONAL) else "gks_shard"
             out[path] = {"kind": kind, "version": version, **self.docs[path]}
         return out
+
+
+def fact_documents(subject: str, obj: str, functional_base: str | None) -> list[str]:
+    """The keys of the shards that can list a fact (``subject``, ``obj``): what forgetting it rewrites."""
+    s = node_id(subject)
+    keys = [gks_shard_path(_shard(s, node_id(obj)))]
+    return keys + ([f"{GKS_FUNCTIONAL}/{_shard(s, functional_base)}.json"] if functional_base is not None else [])

@@ -13,6 +13,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,7 +29,8 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_h
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
-              "discard_session", "memory_log", "import_memories")
+              "discard_session", "memory_log", "import_memories", "edit_memory", "memory_history",
+              "forget_memory")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the account's open MCP session")]
 AgentArg = Annotated[str, Field(description="The agent acting (clipboards and context are per agent)")]
@@ -50,6 +52,7 @@ def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
     _add_import_tools(server, tools, call)
+    _add_editing_tools(server, tools, call)
     return server
 
 
@@ -222,4 +225,32 @@ def _add_import_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
         line: conversation_id, role, text, timestamp). What memory already holds is skipped as a
         duplicate; returns the counts imported and skipped by kind and the items that failed, with why."""
         result: dict[str, Any] = call(partial(import_memories_text, tools), ctx, source, content, dry_run=dry_run)
+        return result
+
+
+def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
+    """One memory at a time (issue 15): edit_memory, memory_history, forget_memory."""
+
+    @server.tool()
+    def edit_memory(record_id: str, fields: dict[str, Any], ctx: Context, reason: str = "") -> dict[str, Any]:
+        """Correct a committed memory: a new version in which the record carries `fields` (e.g.
+        {"text_excerpt": "..."} or, for a fact, {"object": "..."}); a fact is superseded by a new one,
+        whose id `now` gives. Earlier versions keep the old copy."""
+        result: dict[str, Any] = call(tools.edit_memory, ctx, record_id, fields, reason=reason)
+        return result
+
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def memory_history(record_id: str, ctx: Context) -> list[dict[str, Any]]:
+        """Every version that wrote a memory, oldest first, with the fields each added, changed, removed."""
+        result: list[dict[str, Any]] = call(tools.memory_history, ctx, record_id)
+        return result
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def forget_memory(reason: str, ctx: Context, ids: list[str] | None = None, subject: str | None = None,
+                      query: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        """Erase memories for good (by id, every fact about `subject`, or what `query` finds): they leave
+        the current memory, every earlier version and the search index. Irreversible; `dry_run` lists
+        what would be forgotten. Only when the user asks to forget something."""
+        result: dict[str, Any] = call(tools.forget_memory, ctx, reason, ids=ids, subject=subject, query=query,
+                                      dry_run=dry_run)
         return result

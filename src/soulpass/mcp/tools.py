@@ -148,6 +148,24 @@ class MemoryTools:
                                "counts": entry.get("counts", {})})
         return out
 
+    # --- editing and forgetting (issue 15) ---------------------------------------------------
+
+    def edit_memory(self, account: str, record_id: str, fields: dict[str, Any], reason: str = "") -> dict[str, Any]:
+        """A new version in which the record carries ``fields``; ``now`` is the id to read (a new fact's)."""
+        acct = self.pool.get(account)
+        version = acct.edit(record_id, reason=reason, by="mcp", **fields)
+        now = next(e.get("edited_as", record_id) for e in reversed(acct.log()) if e["version"] == version)
+        return {"version": version, "record": record_id, "now": now}
+
+    def memory_history(self, account: str, record_id: str) -> list[dict[str, Any]]:
+        return self.pool.get(account).history(record_id)
+
+    def forget_memory(self, account: str, reason: str, ids: list[str] | None = None, subject: str | None = None,
+                      query: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+        with self.pool.indexed(account) as acct:
+            result = acct.forget(ids or (), subject=subject, query=query, reason=reason, by="mcp", dry_run=dry_run)
+        return result.to_json()
+
 
 def _need(value: str | None, field: str) -> str:
     if value is None or not value.strip():

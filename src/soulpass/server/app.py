@@ -34,7 +34,14 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
     """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given."""
-    from soulpass.server import routes_accounts, routes_agent, routes_journal, routes_sandboxes, routes_versions
+    from soulpass.server import (
+        routes_accounts,
+        routes_agent,
+        routes_journal,
+        routes_records,
+        routes_sandboxes,
+        routes_versions,
+    )
 
     pool = AccountPool(engine)
 
@@ -56,7 +63,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.pool = pool
     app.state.keys = keys or FileKeyStore(engine.home)
     app.state.home = str(engine.home)
-    for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent):
+    for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent, routes_records):
         app.include_router(module.router)
     from soulpass.server import routes_imp  # importers (issue 15)
 

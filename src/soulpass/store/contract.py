@@ -486,6 +486,15 @@ class AccountBackend(MasterStore, Protocol):
         :meth:`Backend.restore` makes an account of them again. Read them in :meth:`exclusive`."""
         ...
 
+    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
+        """Erasure, the one exception to immutable versions: rewrite every stored copy of each of
+        ``keys`` (the records ``ids`` and the documents that mention them), the one in force and
+        every history copy, to ``store.redact.redacted_copy`` of itself for ``ids``, under the
+        account's exclusive lock. Each copy is
+        replaced atomically and the rewrite is idempotent, so a forget cut short is finished by
+        running it again. Returns, per key, the versions whose copies were rewritten."""
+        ...
+
 
 class Backend(Protocol):
     """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""

@@ -6,13 +6,14 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from soulpass.errors import BackendUnavailable
+from soulpass.ids import check_name
 from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
 from soulpass.store.files.master import FilesMasterStore
 from soulpass.store.files.transfer import restore_account
 from soulpass.store.postgres.url import is_url
 
-__all__ = ["FilesBackend", "open_backend"]
+__all__ = ["FilesBackend", "default_backup_dir", "open_backend"]
 
 
 class FilesBackend:
@@ -29,6 +30,12 @@ class FilesBackend:
 
     def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
         return restore_account(self.home, name, files, replace=replace)
+
+
+def default_backup_dir(home: Path, account: str) -> Path:
+    """Where ``soulpass backup`` keeps an account's backups by default: beside the accounts, never
+    in one (a backup is not part of the account), on either backend (``Soulpass.home``)."""
+    return home / "backups" / check_name(account, "account name")
 
 
 def open_backend(home: Path | str) -> Backend:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from soulpass.store.contract import (
 from soulpass.store.files.account import AccountStore, FilesSnapshot
 from soulpass.store.files.audit import current_copies, log_drift
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
+from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
@@ -102,6 +103,10 @@ class FilesMasterStore:
 
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return source_files(self.store.path)
+
+    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
+        with self.store.locked():
+            return forget_keys(self.store.path, keys, ids)
 
 
 class FilesCopyWalk:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +27,7 @@ from soulpass.store.keys import VERSION_FILE
 from soulpass.store.postgres import commit as commits
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.connections import Database
+from soulpass.store.postgres.forget import forget_keys
 from soulpass.store.postgres.sandboxes import PostgresSandboxes
 from soulpass.store.postgres.snapshot import PostgresSnapshot
 
@@ -150,6 +151,9 @@ class PostgresAccount:
 
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return transfer.source_files(self._db, self._id)
+
+    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
+        return forget_keys(self._db, self._id, keys, ids)
 
 
 class PostgresCopyWalk:

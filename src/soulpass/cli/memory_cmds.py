@@ -1,0 +1,100 @@
+"""``edit``, ``history`` and ``forget``: correct one memory, read its past, erase it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import click
+
+from soulpass.cli.output import console, emit_json, table
+from soulpass.cli.state import State, account_option
+from soulpass.errors import InvalidInput
+
+__all__ = ["COMMANDS"]
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+
+
+def _fields(pairs: tuple[str, ...]) -> dict[str, Any]:
+    """``FIELD=VALUE`` pairs; a value that parses as JSON is taken as JSON (numbers, lists), else as text."""
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        name, sep, raw = pair.partition("=")
+        if not sep or not name:
+            raise InvalidInput(f"--set needs FIELD=VALUE, got {pair!r}", field="set")
+        try:
+            out[name] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[name] = raw
+    return out
+
+
+@click.command("edit")
+@click.argument("record_id")
+@click.option("--set", "pairs", multiple=True, metavar="FIELD=VALUE", help="A field to change (repeatable).")
+@click.option("--reason", default="", help="Why, kept in the version log.")
+@account_option
+@json_option
+@click.pass_obj
+def edit(state: State, record_id: str, pairs: tuple[str, ...], reason: str, account: str, as_json: bool) -> None:
+    """Commit a version in which RECORD_ID carries the new fields (a fact is superseded by a new one)."""
+    acct = state.account(account)
+    version = acct.edit(record_id, reason=reason, **_fields(pairs))
+    now = acct.log()[-1].get("edited_as", record_id)
+    if as_json:
+        emit_json({"version": version, "record": record_id, "now": now})
+    else:
+        console.print(f"version [bold]{version}[/]: {record_id} edited" + (f", now {now}" if now != record_id else ""))
+
+
+def _summary(changes: dict[str, Any] | None) -> str:
+    if changes is None:
+        return "(removed)"
+    parts = [f"+{k}" for k in changes["added"]] + [f"~{k}: {v[0]!r} → {v[1]!r}" for k, v in changes["changed"].items()]
+    return "; ".join(parts + [f"-{k}" for k in changes["removed"]]) or "-"
+
+
+@click.command("history")
+@click.argument("record_id")
+@account_option
+@json_option
+@click.pass_obj
+def history(state: State, record_id: str, account: str, as_json: bool) -> None:
+    """Every version that wrote RECORD_ID, oldest first, with the fields each one changed."""
+    rows = state.account(account).history(record_id)
+    if as_json:
+        emit_json(rows)
+        return
+    table(f"History of {record_id}", ["version", "kind", "time (UTC)", "changes"],
+          [(r["version"], r["kind"], (r["timestamp"] or "")[:19], _summary(r["changes"])) for r in rows])
+
+
+@click.command("forget")
+@click.argument("record_ids", nargs=-1)
+@click.option("--subject", default=None, help="Forget every fact about this subject.")
+@click.option("--query", default=None, help="Forget what a search for this finds (the top --k hits).")
+@click.option("--k", type=int, default=10, show_default=True, help="How many hits of --query.")
+@click.option("--reason", required=True, help="Why, kept in the tombstone.")
+@click.option("--by", default=None, help="Who asked, kept in the tombstone.")
+@click.option("--dry-run", is_flag=True, help="List what would be forgotten; write nothing.")
+@account_option
+@json_option
+@click.pass_obj
+def forget(state: State, record_ids: tuple[str, ...], subject: str | None, query: str | None, k: int, reason: str,
+           by: str | None, dry_run: bool, account: str, as_json: bool) -> None:
+    """Erase RECORD_IDS (or a subject's facts, or a query's hits) from HEAD, history and the index.
+
+    Old versions then show "[forgotten]" in their place; a tombstone version says who, when, why."""
+    result = state.account(account).forget(record_ids, subject=subject, query=query, k=k, reason=reason, by=by,
+                                           dry_run=dry_run)
+    if as_json:
+        emit_json(result.to_json())
+        return
+    verb = "would forget" if dry_run else f"version [bold]{result.version}[/]: forgot"
+    console.print(f"{verb} {len(result.ids)} record(s): {', '.join(result.ids)}")
+    for repo in result.backups_holding:
+        console.print(f"[yellow]the backup at {repo} still holds the content in its earlier commits[/]")
+
+
+COMMANDS = [edit, history, forget]

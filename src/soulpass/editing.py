@@ -1,0 +1,143 @@
+"""Editing one record, and reading its history: corrections that keep every earlier copy.
+
+A record is never changed in place. ``edit`` plans a new version: a fact is superseded by a new
+fact carrying the edit (as consolidation supersedes one), any other record gets a new copy of the
+same id. ``history`` reads back every version that wrote the record and what each one changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from soulpass.consolidation.gks import GKSWorkingSet
+from soulpass.consolidation.ids import IdAllocator
+from soulpass.consolidation.rules import SemanticRule
+from soulpass.consolidation.semantic import functional_base
+from soulpass.errors import InvalidInput, NotFound
+from soulpass.ids import utc_now
+from soulpass.records import Record, SemanticFact
+from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
+from soulpass.store.keys import GKS_DATA, kind_of_id, record_path
+
+__all__ = ["field_changes", "plan_edit", "record_history"]
+
+# Fields an edit may not set: they name the record, or the store keeps them.
+_FIXED = frozenset({"id", "kind", "version", "created_at", "semantic_hash", "schema_version", "episode_id",
+                    "superseded_by", "supersedes", "valid_from_version", "valid_to_version"})
+# Fields that change with every copy: a history reports them apart from the content.
+_BOOKKEEPING = frozenset({"version", "semantic_hash", "valid_from_version"})
+
+
+def _current(master: Snapshot, record_id: str) -> Record:
+    kind_of_id(record_id)  # a clear error for what is no record id
+    rec = master.record(record_id)
+    if rec is None:
+        raise NotFound(f"record {record_id} does not exist at version {master.version}", id=record_id)
+    return rec
+
+
+def _edited(rec: Record, fields: Mapping[str, Any], update: Mapping[str, Any]) -> Record:
+    """``rec`` with ``fields`` applied, validated as its model; bad fields are ``InvalidInput``."""
+    if not fields:
+        raise InvalidInput(f"edit of {rec.id} names no field to change", field="fields")
+    for name in fields:
+        if name in _FIXED or name not in type(rec).model_fields:
+            raise InvalidInput(f"{rec.kind} field {name!r} cannot be edited", field=name)
+    derived = {"semantic_hash"} | ({"text"} if "text" not in fields and rec.text == rec.core_text() else set())
+    body = {**rec.model_dump(mode="json", exclude=derived), **fields, **update}  # derived: recomputed
+    try:
+        return type(rec).model_validate(body)
+    except ValidationError as e:
+        raise InvalidInput(f"edit of {rec.id} is invalid: {e.errors()[0]['msg']}", field="fields") from e
+
+
+def plan_edit(master: Snapshot, record_id: str, fields: Mapping[str, Any], rule: SemanticRule,
+              reason: str = "", by: str | None = None, now: datetime | None = None) -> Change:
+    """Version HEAD+1 on ``master`` in which record ``record_id`` carries ``fields``.
+
+    A fact is never edited (records.py): the edit becomes a new fact that supersedes it. Any other
+    record gets a new copy under its own id; the earlier copies stay in the history."""
+    old = _current(master, record_id)
+    now = now or utc_now()
+    version = master.version + 1
+    entry: dict[str, Any] = {"version": version, "parent": master.version, "timestamp": now.isoformat(),
+                             "kind": "edit", "edited": record_id, "fields": sorted(fields), "reason": reason,
+                             "by": by, "added": {}, "superseded": [], "replaced": [], "retired": [],
+                             "conflicts": [], "counts": dict(master.entry().counts)}
+    if isinstance(old, SemanticFact):
+        return _supersede(master, old, fields, now, entry, rule)
+    new = _edited(old, fields, {"version": version})
+    entry.update(replaced=[record_path(record_id)], edited_as=record_id)
+    return Change(VersionEntry(entry), records=(new,))
+
+
+def _supersede(master: Snapshot, old: SemanticFact, fields: Mapping[str, Any], now: datetime,
+               entry: dict[str, Any], rule: SemanticRule) -> Change:
+    """The edit of a fact: a new fact superseding it, and the knowledge graph moved from one to the other."""
+    if old.superseded_by is not None:
+        raise InvalidInput(f"fact {old.id} was superseded by {old.superseded_by}; edit that one", id=old.id)
+    version = entry["version"]
+    ids = IdAllocator(master, version)
+    new_id = ids.allocate("fact", now)
+    new = _edited(old, fields, {"id": new_id, "version": version, "created_at": now.isoformat(),
+                                "valid_from_version": version, "supersedes": [old.id]})
+    assert isinstance(new, SemanticFact)
+    retired = old.model_copy(update={"superseded_by": new_id, "valid_to_version": version, "version": version})
+    gks = GKSWorkingSet(master.document)
+    gks.remove_fact(old.id, old.subject, old.predicate, old.object, functional_base(old.predicate, rule))
+    gks.add_fact(new_id, new.subject, new.predicate, new.object, functional_base(new.predicate, rule))
+    shards = gks.documents(version)
+    totals = master.document(GKS_DATA) or {}
+    shards[GKS_DATA] = {**totals, "kind": "gks", "edge_count": int(totals.get("edge_count", 0)) + gks.edge_delta,
+                        "updated_at": now.isoformat(), "version": version}
+    entry.update(added={"fact": [new_id]}, superseded=[{"fact": old.id, "by": new_id}], edited_as=new_id,
+                 replaced=[record_path(old.id), *(k for k in shards if master.document(k) is not None)],
+                 written=sorted(shards))
+    entry["counts"]["fact"] = int(entry["counts"].get("fact", 0)) + 1
+    entry["counts"]["facts_superseded"] = int(entry["counts"].get("facts_superseded", 0)) + 1
+    documents = [DocumentPut(k, v) for k, v in sorted(shards.items())] + ids.documents()
+    return Change(VersionEntry(entry), records=(new, retired), documents=tuple(documents))
+
+
+def field_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+    """What changed from one copy to the next: fields added, changed (old, new) and removed."""
+    before = before or {}
+    keys = (set(before) | set(after)) - _BOOKKEEPING
+    return {
+        "added": {k: after[k] for k in sorted(keys) if k not in before},
+        "changed": {k: [before[k], after[k]] for k in sorted(keys) if k in before and k in after
+                    and before[k] != after[k]},
+        "removed": sorted(k for k in keys if k in before and k not in after),
+    }
+
+
+def record_history(store: Any, record_id: str, log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every version that wrote record ``record_id`` (oldest first), with what each changed.
+
+    ``store`` is the account's backend and ``log`` its version log with id lists inlined; a
+    version wrote the record when its entry added, restored, replaced or retired its key."""
+    kind_of_id(record_id)
+    key = record_path(record_id)
+    out: list[dict[str, Any]] = []
+    before: Mapping[str, Any] | None = None
+    for entry in log:
+        ids = [i for v in list(entry.get("added", {}).values()) + list(entry.get("restored", {}).values())
+               for i in v]
+        if record_id not in ids and key not in entry.get("replaced", []) and key not in entry.get("retired", []):
+            continue
+        rec = store.snapshot(int(entry["version"])).record(record_id)
+        after = rec.model_dump(mode="json") if rec is not None else None
+        row: dict[str, Any] = {"version": int(entry["version"]), "kind": entry.get("kind"),
+                               "timestamp": entry.get("timestamp"), "present": after is not None}
+        row["changes"] = field_changes(before, after) if after is not None else None
+        if entry.get("reason"):
+            row["reason"] = entry["reason"]
+        out.append(row)
+        before = after
+    if not out:
+        raise NotFound(f"record {record_id} does not exist in any version", id=record_id)
+    return out
