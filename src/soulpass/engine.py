@@ -234,14 +234,11 @@ class Account:
                hook: Hook | None = None) -> int:
         """Commit what ``plan`` makes of HEAD (``first``, already planned, is tried first); when
         another writer moved HEAD meanwhile, plan again on the new HEAD (a rebase) until it lands."""
-        change = first
-        while True:
-            if change is None:
-                change = plan(self.store.snapshot())
-            outcome = self.store.commit(change, parent=change.parent, hook=hook)
-            if isinstance(outcome, contract.Committed):
-                return outcome.version
-            change = None
+        change = first or plan(self.store.snapshot())
+        while not isinstance(outcome := self.store.commit(change, parent=change.parent, hook=hook),
+                             contract.Committed):
+            change = plan(self.store.snapshot())
+        return outcome.version
 
     def record(self, record_id: str, at: int | None = None) -> Record:
         kind_of_id(record_id)  # a clear error for what is no record id
