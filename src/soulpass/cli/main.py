@@ -60,6 +60,10 @@ def _register() -> None:
 
     for command in agent_cmds.COMMANDS:
         cli.add_command(command)
+    from soulpass.cli import exp_cmds  # export (and `import passport` on the import group)
+
+    for command in exp_cmds.COMMANDS:
+        cli.add_command(command)
 
 
 _register()
