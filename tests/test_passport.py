@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from fastapi.testclient import TestClient
 
 import soulpass
 from postgres_helpers import postgres_url
+from server_world import World
 from soulpass.cli.main import cli
 from soulpass.errors import Conflict, Corrupted, InvalidInput
 from soulpass.passport import export_account, import_account
@@ -191,3 +193,13 @@ def test_cli_export_and_import(home: soulpass.engine.Soulpass, tmp_path: Path) -
     assert json.loads(got.output)["tree_sha256"] == exported["tree_sha256"]
     got = runner.invoke(cli, ["--home", str(home.home), "export", "ann", "-o", str(tmp_path / "b.soulpass")])
     assert got.exit_code == 0 and "manifest sha256" in got.output
+
+
+def test_rest_export_streams_a_passport_that_imports(client: TestClient, world: World, tmp_path: Path) -> None:
+    got = client.get("/v1/accounts/ann/export", params={"history": True}, headers=world.ann.auth)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/zip"
+    path = tmp_path / "ann.soulpass"
+    path.write_bytes(got.content)
+    assert zipfile.ZipFile(path).read(MANIFEST_DIGEST).decode().strip() == got.headers["x-soulpass-manifest-sha256"]
+    assert import_account(world.engine, path, as_name="carl").account == "carl"
+    assert client.get("/v1/accounts/ann/export", headers=world.bob.auth).status_code in (403, 404)

@@ -56,9 +56,10 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
                 entries.append({"name": key, "sha256": sha256(data), "size": len(data)})
                 if progress and len(entries) % 500 == 0:
                     print(f"exported {len(entries)} files", file=sys.stderr)
+            tree = tree_digest(entries)
             manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "account": name, "head": head,
                         "history": history, "created_at": utc_now().isoformat(),
-                        "embedder": _embedder_id(sp), "tree_sha256": tree_digest(entries), "entries": entries}
+                        "embedder": _embedder_id(sp), "tree_sha256": tree, "entries": entries}
             body = canonical(manifest)
             digest = sha256(body)
             zf.writestr(MANIFEST, body)
@@ -69,11 +70,10 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
         tmp.unlink(missing_ok=True)
     return ExportResult(path=str(target), account=name, head=head, files=len(entries),
                         bytes=sum(e["size"] for e in entries), history=history, manifest_sha256=digest,
-                        tree_sha256=manifest["tree_sha256"])
+                        tree_sha256=tree)
 
 
 def _embedder_id(sp: Soulpass) -> str | None:
     """The embedder the account's vectors came from, so an importer knows whether to re-embed."""
-    embedder = getattr(sp, "embedder", None)
-    model = getattr(embedder, "model_id", None) or getattr(embedder, "name", None)
-    return str(model) if model else None
+    embedder = sp.embedder()
+    return embedder.model_id if embedder is not None else None

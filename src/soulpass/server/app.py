@@ -58,6 +58,9 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.home = str(engine.home)
     for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent):
         app.include_router(module.router)
+    from soulpass.server import routes_exp  # the passport export
+
+    app.include_router(routes_exp.router)
     _add_error_handlers(app)
     app.add_middleware(BodyLimit, max_body=max_body)
     return app
