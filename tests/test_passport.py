@@ -161,9 +161,13 @@ def test_hostile_bundles_are_refused_and_nothing_is_created(home: soulpass.engin
 def test_size_limit_is_configurable(home: soulpass.engine.Soulpass, tmp_path: Path,
                                     monkeypatch: pytest.MonkeyPatch) -> None:
     src = export_account(home, "ann", tmp_path / "ann.soulpass").path
-    monkeypatch.setenv("SOULPASS_PASSPORT_MAX_ENTRY", "10")
     with pytest.raises(InvalidInput, match="limit of 10"):
-        import_account(home, src, as_name="bob")
+        import_account(home, src, as_name="bob", max_entry=10)
+    with pytest.raises(InvalidInput, match="limit of 100"):
+        import_account(home, src, as_name="bob", max_total=100)
+    monkeypatch.setenv("SOULPASS_PASSPORT_MAX_ENTRY", "10")
+    got = CliRunner().invoke(cli, ["--home", str(home.home), "import", "passport", src, "--as", "bob"])
+    assert got.exit_code != 0 and "limit of 10" in got.output
     assert home.accounts() == ["ann"]
 
 

@@ -10,7 +10,7 @@ import click
 from soulpass.cli.journal_cmds import import_group
 from soulpass.cli.output import console, emit_json
 from soulpass.cli.state import State
-from soulpass.passport import export_account, import_account
+from soulpass.passport import MAX_ENTRY_BYTES, MAX_TOTAL_BYTES, export_account, import_account
 
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
@@ -35,11 +35,17 @@ def export_cmd(state: State, account: str, output: Path, history: bool, as_json:
 @import_group.command("passport")
 @click.argument("file", type=click.Path(dir_okay=False, exists=True, path_type=Path))
 @click.option("--as", "as_name", default=None, help="Name of the new account (default: the one in the file).")
+@click.option("--max-entry-bytes", type=click.IntRange(min=1), default=MAX_ENTRY_BYTES, show_default=True,
+              envvar="SOULPASS_PASSPORT_MAX_ENTRY", help="Refuse a file in the passport larger than this.")
+@click.option("--max-total-bytes", type=click.IntRange(min=1), default=MAX_TOTAL_BYTES, show_default=True,
+              envvar="SOULPASS_PASSPORT_MAX_TOTAL", help="Refuse a passport whose files add up to more.")
 @json_option
 @click.pass_obj
-def import_passport_cmd(state: State, file: Path, as_name: str | None, as_json: bool) -> None:
+def import_passport_cmd(state: State, file: Path, as_name: str | None, max_entry_bytes: int, max_total_bytes: int,
+                        as_json: bool) -> None:
     """Create an account from a passport file; every entry is verified before anything is written."""
-    res = import_account(state.engine(), file, as_name=as_name)
+    res = import_account(state.engine(), file, as_name=as_name, max_entry=max_entry_bytes,
+                         max_total=max_total_bytes)
     if as_json:
         emit_json(asdict(res))
         return

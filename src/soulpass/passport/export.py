@@ -20,6 +20,7 @@ from soulpass.passport.format import (
     sha256,
     tree_digest,
 )
+from soulpass.store.keys import HISTORY_FOLDER
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -50,7 +51,7 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, store.exclusive():
             head = store.head()
             for key, data in store.source_files():
-                if not history and key.startswith("history/"):
+                if not history and key.partition("/")[0] == HISTORY_FOLDER:
                     continue
                 zf.writestr(PREFIX + key, data)
                 entries.append({"name": key, "sha256": sha256(data), "size": len(data)})

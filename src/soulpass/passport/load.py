@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,16 +40,12 @@ class ImportResult:
     tree_sha256: str
 
 
-def _limits() -> tuple[int, int]:
-    return (int(os.environ.get("SOULPASS_PASSPORT_MAX_ENTRY", MAX_ENTRY_BYTES)),
-            int(os.environ.get("SOULPASS_PASSPORT_MAX_TOTAL", MAX_TOTAL_BYTES)))
-
-
-def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None) -> ImportResult:
+def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None,
+                   max_entry: int = MAX_ENTRY_BYTES, max_total: int = MAX_TOTAL_BYTES) -> ImportResult:
     """Create an account from the passport at ``path`` (named as in it, or ``as_name``).
 
     Every entry is read and checked against the manifest before anything is written; ``Conflict``
-    if the account exists."""
+    if the account exists. ``max_entry``/``max_total`` bound one file and the whole account in bytes."""
     source = Path(path).expanduser()
     if not source.is_file():
         raise NotFound(f"no passport file at {source}", path=str(source))
@@ -59,21 +54,21 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
     except (zipfile.BadZipFile, OSError) as exc:
         raise Corrupted(f"{source} is not a passport (zip) file: {exc}", path=str(source)) from exc
     with zf:
-        manifest, digest = _manifest(zf)
+        manifest, digest = _manifest(zf, max_entry)
         name = check_name(as_name or str(manifest.get("account", "")), "account name")
         if name in sp.accounts():
             raise Conflict(f"account {name!r} exists: import it under another name with --as", account=name)
-        files = dict(_verified(zf, manifest))
+        files = dict(_verified(zf, manifest, max_entry, max_total))
         sp.backend.restore(name, iter(sorted(files.items())))
     return ImportResult(account=name, head=int(manifest["head"]), files=len(files), history=bool(manifest["history"]),
                         manifest_sha256=digest, tree_sha256=manifest["tree_sha256"])
 
 
-def _manifest(zf: zipfile.ZipFile) -> tuple[dict[str, Any], str]:
+def _manifest(zf: zipfile.ZipFile, max_entry: int) -> tuple[dict[str, Any], str]:
     infos = zf.infolist()
     seen: set[str] = set()
     for info in infos:
-        check_member(info, _limits()[0])
+        check_member(info, max_entry)
         if info.filename in seen:
             raise InvalidInput(f"passport entry {info.filename!r} appears twice", entry=info.filename)
         seen.add(info.filename)
@@ -94,9 +89,9 @@ def _manifest(zf: zipfile.ZipFile) -> tuple[dict[str, Any], str]:
     return manifest, digest
 
 
-def _verified(zf: zipfile.ZipFile, manifest: dict[str, Any]) -> Iterator[tuple[str, bytes]]:
+def _verified(zf: zipfile.ZipFile, manifest: dict[str, Any], entry_limit: int,
+              total_limit: int) -> Iterator[tuple[str, bytes]]:
     """Every listed file, each checked for size and hash; the archive holds nothing else."""
-    entry_limit, total_limit = _limits()
     entries: list[dict[str, Any]] = manifest.get("entries", [])
     want = {PREFIX + str(e["name"]) for e in entries}
     have = {i.filename for i in zf.infolist() if i.filename.startswith(PREFIX)}

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
-from pathlib import Path
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -24,13 +24,13 @@ router = APIRouter(prefix="/v1/accounts/{account}", tags=["passport"], responses
             summary="The account as one verified passport file (zip); the manifest digest is in a header")
 def export(account: AccountName, pool: Pool,
            history: Annotated[bool, Query(description="Include every superseded copy")] = False) -> FileResponse:
-    folder = Path(tempfile.mkdtemp(prefix="soulpass-export-"))
-    res = export_account(pool.engine, account, folder / f"{account}.soulpass", history=history)
-
-    def cleanup() -> None:
-        Path(res.path).unlink(missing_ok=True)
-        folder.rmdir()
-
-    return FileResponse(res.path, media_type="application/zip", filename=f"{account}.soulpass",
+    fd, target = tempfile.mkstemp(prefix="soulpass-export-", suffix=".soulpass")
+    os.close(fd)
+    try:
+        res = export_account(pool.engine, account, target, history=history)
+    except BaseException:
+        os.unlink(target)
+        raise
+    return FileResponse(target, media_type="application/zip", filename=f"{account}.soulpass",
                         headers={"X-Soulpass-Manifest-Sha256": res.manifest_sha256},
-                        background=BackgroundTask(cleanup))
+                        background=BackgroundTask(os.unlink, target))
