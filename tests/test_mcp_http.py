@@ -90,6 +90,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "hidden note"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "hidden note"},
     "create_sandbox": {}, "archive_session": {"dry_run": True}, "discard_session": {}, "memory_log": {},
+    "export_account": {},
 }
 
 

@@ -207,3 +207,12 @@ def test_rest_export_streams_a_passport_that_imports(client: TestClient, world: 
     assert zipfile.ZipFile(path).read(MANIFEST_DIGEST).decode().strip() == got.headers["x-soulpass-manifest-sha256"]
     assert import_account(world.engine, path, as_name="carl").account == "carl"
     assert client.get("/v1/accounts/ann/export", headers=world.bob.auth).status_code in (403, 404)
+
+
+def test_mcp_export_account_writes_a_passport_that_imports(home: soulpass.engine.Soulpass) -> None:
+    from soulpass.mcp.tools import MemoryTools
+    from soulpass.pool import AccountPool
+
+    got = MemoryTools(AccountPool(home)).export_account("ann")
+    assert got["head"] == 2 and Path(got["path"]).name == "ann-v2.soulpass"
+    assert import_account(home, got["path"], as_name="dan").tree_sha256 == got["tree_sha256"]

@@ -150,6 +150,14 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
         return result
 
+    # --- the passport (issue 15, exp) ---
+    @server.tool()
+    def export_account(ctx: Context, history: bool = False) -> dict[str, Any]:
+        """Write this memory as one verified passport file (a zip, docs/passport.md) on the server and
+        return its path, version, file count and the manifest's SHA-256. `history`: keep superseded copies."""
+        result: dict[str, Any] = call(tools.export_account, ctx, history)
+        return result
+
 
 def run_stdio(engine: Soulpass, account: str) -> None:
     engine.account(account)  # NotFound now rather than at the first tool call

@@ -8,6 +8,7 @@ live sandbox named ``mcp`` (opened on first use). Results are JSON-ready dicts.
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
@@ -15,6 +16,7 @@ from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.index.relevance import relevance
+from soulpass.passport import export_account
 from soulpass.pool import AccountPool
 
 __all__ = ["SESSION_NAME", "MemoryTools"]
@@ -146,6 +148,16 @@ class MemoryTools:
             out.append(line | {"added": added_counts(entry), "refused": refused_counts(entry),
                                "counts": entry.get("counts", {})})
         return out
+
+    # --- the passport (issue 15, exp) ---------------------------------------------------------
+
+    def export_account(self, account: str, history: bool = False) -> dict[str, Any]:
+        """Write the account as a passport file under ``<home>/exports/`` and say where, with its digests."""
+        folder = self.pool.engine.home / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        head = self.pool.get(account).head()
+        res = export_account(self.pool.engine, account, folder / f"{account}-v{head}.soulpass", history=history)
+        return asdict(res)
 
 
 def _need(value: str | None, field: str) -> str:
