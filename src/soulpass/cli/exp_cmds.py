@@ -45,7 +45,7 @@ def import_passport_cmd(state: State, file: Path, as_name: str | None, max_entry
                         as_json: bool) -> None:
     """Create an account from a passport file; every entry is verified before anything is written."""
     res = import_account(state.engine(), file, as_name=as_name, max_entry=max_entry_bytes,
-                         max_total=max_total_bytes)
+                         max_total=max_total_bytes, progress=not as_json)
     if as_json:
         emit_json(asdict(res))
         return

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -41,11 +42,13 @@ class ImportResult:
 
 
 def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None,
-                   max_entry: int = MAX_ENTRY_BYTES, max_total: int = MAX_TOTAL_BYTES) -> ImportResult:
+                   max_entry: int = MAX_ENTRY_BYTES, max_total: int = MAX_TOTAL_BYTES,
+                   progress: bool = False) -> ImportResult:
     """Create an account from the passport at ``path`` (named as in it, or ``as_name``).
 
     Every entry is read and checked against the manifest before anything is written; ``Conflict``
-    if the account exists. ``max_entry``/``max_total`` bound one file and the whole account in bytes."""
+    if the account exists. ``max_entry``/``max_total`` bound one file and the whole account in bytes;
+    ``progress`` counts verified files on stderr."""
     source = Path(path).expanduser()
     if not source.is_file():
         raise NotFound(f"no passport file at {source}", path=str(source))
@@ -58,7 +61,11 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
         name = check_name(as_name or str(manifest.get("account", "")), "account name")
         if name in sp.accounts():
             raise Conflict(f"account {name!r} exists: import it under another name with --as", account=name)
-        files = dict(_verified(zf, manifest, max_entry, max_total))
+        files = {}
+        for key, data in _verified(zf, manifest, max_entry, max_total):
+            files[key] = data
+            if progress and len(files) % 500 == 0:
+                print(f"verified {len(files)} files", file=sys.stderr)
         sp.backend.restore(name, iter(sorted(files.items())))
     return ImportResult(account=name, head=int(manifest["head"]), files=len(files), history=bool(manifest["history"]),
                         manifest_sha256=digest, tree_sha256=manifest["tree_sha256"])
