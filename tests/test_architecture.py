@@ -26,7 +26,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("engine", "journal", "pool", "forgetting")),
     # Built on the library API only: integrity and backup tools, importers, the seed facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
-    ("library", ("integrity", "backup", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench")),
+    ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench")),
     ("package", ("",)),  # soulpass/__init__: the public names
     ("entry points", ("cli", "server", "mcp", "worker")),
 )

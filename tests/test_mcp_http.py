@@ -94,6 +94,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "edit_memory": {"record_id": "TU_20200101_001", "fields": {"text_excerpt": "x"}},
     "memory_history": {"record_id": "TU_20200101_001"},
     "forget_memory": {"reason": "asked", "query": "hidden note", "dry_run": True},
+    "export_account": {},
 }
 
 

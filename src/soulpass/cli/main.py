@@ -68,6 +68,10 @@ def _register() -> None:
 
     for command in memory_cmds.COMMANDS:
         cli.add_command(command)
+    from soulpass.cli import exp_cmds  # export (and `import passport` on the import group)
+
+    for command in exp_cmds.COMMANDS:
+        cli.add_command(command)
 
 
 _register()

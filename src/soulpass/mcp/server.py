@@ -29,8 +29,8 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_h
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
-              "discard_session", "memory_log", "import_memories", "edit_memory", "memory_history",
-              "forget_memory")
+              "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
+              "memory_history", "forget_memory")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the account's open MCP session")]
 AgentArg = Annotated[str, Field(description="The agent acting (clipboards and context are per agent)")]
@@ -154,6 +154,14 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         """The newest memory versions, newest first: when, from which session, what that version added
         and refused (`added`, `refused`: counts by kind) and the memory's totals after it (`counts`)."""
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
+        return result
+
+    # --- the passport (issue 15, exp) ---
+    @server.tool()
+    def export_account(ctx: Context, history: bool = False) -> dict[str, Any]:
+        """Write this memory as one verified passport file (a zip, docs/passport.md) on the server and
+        return its path, version, file count and the manifest's SHA-256. `history`: keep superseded copies."""
+        result: dict[str, Any] = call(tools.export_account, ctx, history)
         return result
 
 

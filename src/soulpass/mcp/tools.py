@@ -8,6 +8,7 @@ live sandbox named ``mcp`` (opened on first use). Results are JSON-ready dicts.
 from __future__ import annotations
 
 import threading
+from dataclasses import asdict
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
@@ -16,6 +17,7 @@ from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.importers import import_text
 from soulpass.index.relevance import relevance
+from soulpass.passport import export_account
 from soulpass.pool import AccountPool
 
 __all__ = ["SESSION_NAME", "MemoryTools", "import_memories"]
@@ -165,6 +167,16 @@ class MemoryTools:
         with self.pool.indexed(account) as acct:
             result = acct.forget(ids or (), subject=subject, query=query, reason=reason, by="mcp", dry_run=dry_run)
         return result.to_json()
+
+    # --- the passport (issue 15, exp) ---------------------------------------------------------
+
+    def export_account(self, account: str, history: bool = False) -> dict[str, Any]:
+        """Write the account as a passport file under ``<home>/exports/`` and say where, with its digests."""
+        folder = self.pool.engine.home / "exports"
+        folder.mkdir(parents=True, exist_ok=True)
+        head = self.pool.get(account).head()
+        res = export_account(self.pool.engine, account, folder / f"{account}-v{head}.soulpass", history=history)
+        return asdict(res)
 
 
 def _need(value: str | None, field: str) -> str:

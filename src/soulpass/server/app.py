@@ -68,6 +68,9 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     from soulpass.server import routes_imp  # importers (issue 15)
 
     app.include_router(routes_imp.router)
+    from soulpass.server import routes_exp  # the passport export
+
+    app.include_router(routes_exp.router)
     _add_error_handlers(app)
     app.add_middleware(BodyLimit, max_body=max_body)
     return app

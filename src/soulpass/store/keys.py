@@ -18,6 +18,7 @@ __all__ = [
     "GKS_DATA",
     "GKS_FUNCTIONAL",
     "GKS_SHARDS",
+    "HISTORY_FOLDER",
     "JOURNAL_DIR",
     "KIND_BY_PREFIX",
     "RECORD_DIRS",
@@ -54,7 +55,8 @@ JOURNAL_DIR = "core/04_Journal"
 # The top-level folders of an account's plain-file form, what an export or a backup holds: the
 # master state, the copies later versions replaced, the version log (with id counters). Whatever
 # a backend keeps, its export has these and nothing else (no index, no commit in flight, no sandbox).
-SOURCE_FOLDERS = (CORE, "history", "log")
+HISTORY_FOLDER = "history"  # superseded copies: a passport leaves them out unless asked
+SOURCE_FOLDERS = (CORE, HISTORY_FOLDER, "log")
 
 RECORD_DIRS: dict[str, str] = {
     "episode": "core/01_Episodic_memory/episodes",

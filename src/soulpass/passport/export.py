@@ -1,0 +1,80 @@
+"""Write an account as a passport file (format in ``passport.format``)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from soulpass.ids import check_name, utc_now
+from soulpass.passport.format import (
+    FORMAT,
+    FORMAT_VERSION,
+    MANIFEST,
+    MANIFEST_DIGEST,
+    PREFIX,
+    canonical,
+    sha256,
+    tree_digest,
+)
+from soulpass.store.keys import HISTORY_FOLDER
+
+if TYPE_CHECKING:
+    from soulpass.engine import Soulpass
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    path: str
+    account: str
+    head: int
+    files: int
+    bytes: int
+    history: bool
+    manifest_sha256: str
+    tree_sha256: str
+
+
+def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool = False,
+                   progress: bool = False) -> ExportResult:
+    """Write account ``name`` to ``path``: the files in force at HEAD and the log, and with
+    ``history`` every superseded copy too. Written to a temporary name, renamed when complete."""
+    check_name(name, "account name")
+    store = sp.backend.open(name)
+    target = Path(path).expanduser()
+    tmp = target.with_name(f".{target.name}.partial")
+    entries: list[dict[str, Any]] = []
+    try:
+        with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, store.exclusive():
+            head = store.head()
+            for key, data in store.source_files():
+                if not history and key.partition("/")[0] == HISTORY_FOLDER:
+                    continue
+                zf.writestr(PREFIX + key, data)
+                entries.append({"name": key, "sha256": sha256(data), "size": len(data)})
+                if progress and len(entries) % 500 == 0:
+                    print(f"exported {len(entries)} files", file=sys.stderr)
+            tree = tree_digest(entries)
+            manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "account": name, "head": head,
+                        "history": history, "created_at": utc_now().isoformat(),
+                        "embedder": _embedder_id(sp), "tree_sha256": tree, "entries": entries}
+            body = canonical(manifest)
+            digest = sha256(body)
+            zf.writestr(MANIFEST, body)
+            zf.writestr(MANIFEST_DIGEST, digest + "\n")
+            zf.comment = f"soulpass passport manifest sha256 {digest}".encode()
+        os.replace(tmp, target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return ExportResult(path=str(target), account=name, head=head, files=len(entries),
+                        bytes=sum(e["size"] for e in entries), history=history, manifest_sha256=digest,
+                        tree_sha256=tree)
+
+
+def _embedder_id(sp: Soulpass) -> str | None:
+    """The embedder the account's vectors came from, so an importer knows whether to re-embed."""
+    embedder = sp.embedder()
+    return embedder.model_id if embedder is not None else None

@@ -1,0 +1,218 @@
+"""The passport: export an account as one zip, import it back verified, on both backends."""
+
+from __future__ import annotations
+
+import json
+import re
+import stat
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from fastapi.testclient import TestClient
+
+import soulpass
+from postgres_helpers import postgres_url
+from server_world import World
+from soulpass.cli.main import cli
+from soulpass.errors import Conflict, Corrupted, InvalidInput
+from soulpass.passport import export_account, import_account
+from soulpass.passport.format import MANIFEST, MANIFEST_DIGEST, canonical, sha256, tree_digest
+
+
+def _fill(s: soulpass.engine.Soulpass) -> None:
+    acct = s.create_account("ann")
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "I moved to Lyon last spring")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.9)
+    sb.add_journal("# Moving\n\nBoxes everywhere.", tags=["move"])
+    sb.archive()
+    sb = acct.create_sandbox("t")
+    sb.add_fact("Ann", "lives in", "Paris", confidence=0.95)  # supersedes: history gets a copy
+    sb.archive()
+
+
+@pytest.fixture(params=["files", "postgres"])
+def sp(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[soulpass.engine.Soulpass]:
+    if request.param == "files":
+        s = soulpass.open(tmp_path / "home", embedder="none")
+        _fill(s)
+        yield s
+    else:
+        for url in postgres_url(tmp_path):
+            s = soulpass.open(url, embedder="none")
+            _fill(s)
+            yield s
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_round_trip_gives_the_same_tree(sp: soulpass.engine.Soulpass, tmp_path: Path, history: bool) -> None:
+    first = export_account(sp, "ann", tmp_path / "ann.soulpass", history=history)
+    assert first.head == 2 and zipfile.is_zipfile(first.path)
+    names = zipfile.ZipFile(first.path).namelist()
+    assert any(n.startswith("files/history/") for n in names) is history
+    got = import_account(sp, first.path, as_name="bob")
+    assert got.account == "bob" and got.tree_sha256 == first.tree_sha256
+    again = export_account(sp, "bob", tmp_path / "bob.soulpass", history=history)
+    assert again.tree_sha256 == first.tree_sha256 and again.head == 2
+    assert [f.object for f in sp.account("bob").records("fact")] == ["Lyon", "Paris"]
+
+
+def test_import_into_an_existing_account_needs_as(sp: soulpass.engine.Soulpass, tmp_path: Path) -> None:
+    res = export_account(sp, "ann", tmp_path / "ann.soulpass")
+    with pytest.raises(Conflict, match="--as"):
+        import_account(sp, res.path)
+    assert sp.accounts() == ["ann"]
+
+
+def _rewrite(src: str, dst: Path, *, edit: dict[str, bytes | None] | None = None,
+             add: list[tuple[zipfile.ZipInfo | str, bytes]] | None = None,
+             manifest: dict | None = None) -> Path:  # type: ignore[type-arg]
+    """A copy of the passport with entries replaced, dropped or added, the manifest optionally rewritten
+    (and its digest made to match, as a careful attacker would)."""
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
+        for info in zin.infolist():
+            data = zin.read(info)
+            if manifest is not None and info.filename in (MANIFEST, MANIFEST_DIGEST):
+                continue
+            if edit and info.filename in edit:
+                if edit[info.filename] is None:
+                    continue
+                data = edit[info.filename]  # type: ignore[assignment]
+            zout.writestr(info.filename, data)
+        if manifest is not None:
+            body = canonical(manifest)
+            zout.writestr(MANIFEST, body)
+            zout.writestr(MANIFEST_DIGEST, sha256(body) + "\n")
+        with pytest.warns(UserWarning) if any(isinstance(a, str) and a in zin.namelist()
+                                                for a, _ in add or []) else _nothing():
+            for name, data in add or []:
+                zout.writestr(name, data)
+    return dst
+
+
+class _nothing:
+    def __enter__(self) -> None: ...
+    def __exit__(self, *a: object) -> None: ...
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> soulpass.engine.Soulpass:
+    s = soulpass.open(tmp_path / "home", embedder="none")
+    _fill(s)
+    return s
+
+
+def _hostile(home: soulpass.engine.Soulpass, tmp_path: Path, case: str) -> Path:
+    src = export_account(home, "ann", tmp_path / "ann.soulpass", history=True).path
+    man = json.loads(zipfile.ZipFile(src).read(MANIFEST))
+    first = "files/" + man["entries"][0]["name"]
+    out = tmp_path / f"{case}.soulpass"
+    if case == "tampered":
+        return _rewrite(src, out, edit={first: b"tampered"})
+    if case == "missing":
+        return _rewrite(src, out, edit={first: None})
+    if case == "truncated":
+        data = Path(src).read_bytes()
+        out.write_bytes(data[: len(data) // 2])
+        return out
+    if case in ("slip", "absolute", "extra"):
+        name = {"slip": "files/../../evil", "absolute": "/etc/evil", "extra": "files/core/evil.md"}[case]
+        return _rewrite(src, out, add=[(name, b"x")])
+    if case == "symlink":
+        info = zipfile.ZipInfo("files/core/link")
+        info.external_attr = (stat.S_IFLNK | 0o777) << 16
+        return _rewrite(src, out, add=[(info, b"/etc/passwd")])
+    if case == "duplicate":
+        return _rewrite(src, out, add=[(first, b"again")])
+    if case == "version":
+        return _rewrite(src, out, manifest={**man, "format_version": 99})
+    if case == "lying-manifest":
+        entries = [dict(e) for e in man["entries"]]
+        entries[0]["sha256"] = "0" * 64
+        return _rewrite(src, out, manifest={**man, "entries": entries, "tree_sha256": tree_digest(entries)})
+    if case == "lying-digest":
+        return _rewrite(src, out, edit={MANIFEST: canonical({**man, "head": 9})})
+    if case == "huge":
+        entries = [dict(e) for e in man["entries"]]
+        entries[0]["size"] = 1 << 40
+        return _rewrite(src, out, manifest={**man, "entries": entries, "tree_sha256": tree_digest(entries)})
+    raise AssertionError(case)
+
+
+@pytest.mark.parametrize("case, error, names", [
+    ("tampered", Corrupted, "files/"), ("missing", Corrupted, "files/"), ("truncated", Corrupted, "not a passport"),
+    ("slip", InvalidInput, "../"), ("absolute", InvalidInput, "/etc/evil"), ("extra", Corrupted, "evil.md"),
+    ("symlink", InvalidInput, "files/core/link"), ("duplicate", InvalidInput, "twice"),
+    ("version", InvalidInput, "version 99"), ("lying-manifest", Corrupted, "files/"),
+    ("lying-digest", Corrupted, MANIFEST), ("huge", InvalidInput, "limit"),
+])
+def test_hostile_bundles_are_refused_and_nothing_is_created(home: soulpass.engine.Soulpass, tmp_path: Path,
+                                                            case: str, error: type, names: str) -> None:
+    bad = _hostile(home, tmp_path, case)
+    with pytest.raises(error, match=re.escape(names)):
+        import_account(home, bad, as_name="bob")
+    assert home.accounts() == ["ann"]
+    assert not (tmp_path / "evil").exists()
+
+
+def test_size_limit_is_configurable(home: soulpass.engine.Soulpass, tmp_path: Path,
+                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    src = export_account(home, "ann", tmp_path / "ann.soulpass").path
+    with pytest.raises(InvalidInput, match="limit of 10"):
+        import_account(home, src, as_name="bob", max_entry=10)
+    with pytest.raises(InvalidInput, match="limit of 100"):
+        import_account(home, src, as_name="bob", max_total=100)
+    monkeypatch.setenv("SOULPASS_PASSPORT_MAX_ENTRY", "10")
+    got = CliRunner().invoke(cli, ["--home", str(home.home), "import", "passport", src, "--as", "bob"])
+    assert got.exit_code != 0 and "limit of 10" in got.output
+    assert home.accounts() == ["ann"]
+
+
+def test_export_of_the_wrong_shape(home: soulpass.engine.Soulpass, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInput):
+        export_account(home, "../ann", tmp_path / "x.soulpass")
+    with pytest.raises(Exception, match="nobody"):
+        export_account(home, "nobody", tmp_path / "x.soulpass")
+    assert not (tmp_path / "x.soulpass").exists() and not list(tmp_path.glob(".x.soulpass*"))
+    not_zip = tmp_path / "plain.soulpass"
+    not_zip.write_bytes(b"hello")
+    with pytest.raises(Corrupted, match="not a passport"):
+        import_account(home, not_zip, as_name="bob")
+
+
+def test_cli_export_and_import(home: soulpass.engine.Soulpass, tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "ann.soulpass"
+    got = runner.invoke(cli, ["--home", str(home.home), "export", "ann", "-o", str(out), "--history", "--json"])
+    assert got.exit_code == 0, got.output
+    exported = json.loads(got.output)
+    assert exported["manifest_sha256"] == zipfile.ZipFile(out).read(MANIFEST_DIGEST).decode().strip()
+    got = runner.invoke(cli, ["--home", str(home.home), "import", "passport", str(out)])
+    assert got.exit_code != 0 and "--as" in got.output
+    got = runner.invoke(cli, ["--home", str(home.home), "import", "passport", str(out), "--as", "bob", "--json"])
+    assert got.exit_code == 0, got.output
+    assert json.loads(got.output)["tree_sha256"] == exported["tree_sha256"]
+    got = runner.invoke(cli, ["--home", str(home.home), "export", "ann", "-o", str(tmp_path / "b.soulpass")])
+    assert got.exit_code == 0 and "manifest sha256" in got.output
+
+
+def test_rest_export_streams_a_passport_that_imports(client: TestClient, world: World, tmp_path: Path) -> None:
+    got = client.get("/v1/accounts/ann/export", params={"history": True}, headers=world.ann.auth)
+    assert got.status_code == 200 and got.headers["content-type"] == "application/zip"
+    path = tmp_path / "ann.soulpass"
+    path.write_bytes(got.content)
+    assert zipfile.ZipFile(path).read(MANIFEST_DIGEST).decode().strip() == got.headers["x-soulpass-manifest-sha256"]
+    assert import_account(world.engine, path, as_name="carl").account == "carl"
+    assert client.get("/v1/accounts/ann/export", headers=world.bob.auth).status_code in (403, 404)
+
+
+def test_mcp_export_account_writes_a_passport_that_imports(home: soulpass.engine.Soulpass) -> None:
+    from soulpass.mcp.tools import MemoryTools
+    from soulpass.pool import AccountPool
+
+    got = MemoryTools(AccountPool(home)).export_account("ann")
+    assert got["head"] == 2 and Path(got["path"]).name == "ann-v2.soulpass"
+    assert import_account(home, got["path"], as_name="dan").tree_sha256 == got["tree_sha256"]
