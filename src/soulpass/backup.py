@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.keys import SOURCE_FOLDERS
-from soulpass.store.open import default_backup_dir
+from soulpass.store.open import default_backup_dir, remember_backup
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -109,6 +109,7 @@ def backup(sp: Soulpass, name: str, to: str | Path | None = None) -> BackupResul
     _git(repo, "add", "-A")
     _git(repo, "commit", "-q", "--allow-empty", "-m", message)
     commit = _git(repo, "rev-parse", "HEAD").decode().strip()
+    remember_backup(sp.home, name, repo)
     return BackupResult(repo=str(repo), commit=commit, version=version, files=len(hashes), message=message)
 
 

@@ -333,6 +333,8 @@ class Account:
     def index(self) -> AccountIndex:
         """The account's derived index (catalog + vectors), opened once and caught up to HEAD."""
         with self._lock:
+            if self._index is not None and self._index.dropped():  # by another handle (a forget)
+                self.close()
             if self._index is None:
                 self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
                                            reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline",

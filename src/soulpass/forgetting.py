@@ -23,14 +23,17 @@ from soulpass.consolidation.gks import fact_documents
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import functional_base
 from soulpass.errors import InvalidInput, NotFound
-from soulpass.ids import utc_now
+from soulpass.ids import IMPORT_TAG_PREFIX, utc_now
 from soulpass.index.search import Hit
-from soulpass.records import Record, SemanticFact
+from soulpass.records import Episode, Record, SemanticFact
 from soulpass.store.contract import AccountBackend, Change, Snapshot, VersionEntry
 from soulpass.store.keys import KIND_BY_PREFIX, kind_of_id, record_path
-from soulpass.store.open import default_backup_dir
+from soulpass.store.open import backups_of
+from soulpass.store.redact import Erasure, forgotten_journal_key
 
 __all__ = ["ForgetResult", "forget", "plan_forget"]
+
+JOURNAL_PREFIX = "JE_"  # a prose entry's id: its key is found in the log, its name holds text
 
 
 class _Engine(Protocol):
@@ -76,8 +79,22 @@ class ForgetResult:
         return asdict(self)
 
 
+def _journal_key(acct: Account, entry_id: str) -> tuple[int, str] | None:
+    """The version that wrote prose entry ``entry_id`` and its key, from the log (None: none did)."""
+    for entry in acct.store.log():
+        for item in entry.fields.get("journal", []):
+            if item.get("id") == entry_id:
+                return entry.version, str(item["path"])
+    return None
+
+
 def _first_version(acct: Account, record_id: str) -> int:
     """The version that first wrote ``record_id``; ``NotFound`` naming it when none did."""
+    if record_id.startswith(JOURNAL_PREFIX):
+        found = _journal_key(acct, record_id)
+        if found is not None:
+            return found[0]
+        raise NotFound(f"journal entry {record_id} does not exist in any version", id=record_id)
     kind_of_id(record_id)
     key = record_path(record_id)
     for entry in acct.store.log():
@@ -88,15 +105,56 @@ def _first_version(acct: Account, record_id: str) -> int:
     raise NotFound(f"record {record_id} does not exist in any version", id=record_id)
 
 
-def _keys(acct: Account, ids: list[str]) -> list[str]:
-    """The keys whose copies forgetting ``ids`` rewrites: the records' own, and for a fact the
-    knowledge-graph shards that list it."""
-    keys = [record_path(i) for i in ids]
+def _key(acct: Account, record_id: str) -> str:
+    if record_id.startswith(JOURNAL_PREFIX):
+        found = _journal_key(acct, record_id)
+        assert found is not None  # targets() checked it
+        return found[1]
+    return record_path(record_id)
+
+
+def _first_copy(acct: Account, record_id: str) -> Any:
+    """The record as it was first written (a prose entry: its stored copy's fields)."""
+    snap = acct.store.snapshot(_first_version(acct, record_id))
+    if record_id.startswith(JOURNAL_PREFIX):
+        return snap.document(_key(acct, record_id))
+    return snap.record(record_id)
+
+
+def erasure(acct: Account, ids: list[str], subject: str | None) -> tuple[list[str], Erasure]:
+    """The keys whose copies forgetting ``ids`` rewrites (the records' own; for a fact the
+    knowledge-graph shards that list it) and what the log's details lose."""
+    keys, triples, renames = [_key(acct, i) for i in ids], set(), {}
     for rid in ids:
-        rec = acct.store.snapshot(_first_version(acct, rid)).record(rid)
+        rec = _first_copy(acct, rid)
         if isinstance(rec, SemanticFact):
             keys += fact_documents(rec.subject, rec.object, functional_base(rec.predicate, acct.sp.rules.semantic))
-    return sorted(dict.fromkeys(keys))
+            triples.add((rec.subject.strip().casefold(), rec.predicate, rec.object.casefold()))
+        if rid.startswith(JOURNAL_PREFIX):
+            renames[_key(acct, rid)] = forgotten_journal_key(_key(acct, rid), rid)
+    subjects = frozenset() if subject is None else frozenset({subject.strip().casefold()})
+    return sorted(dict.fromkeys(keys)), Erasure(frozenset(ids), subjects, frozenset(triples), renames)
+
+
+def import_digests(acct: Account, ids: list[str]) -> list[str]:
+    """The ``import:`` content identities of the records ``ids`` (digests, not content): kept in
+    the tombstone, so an importer never brings a forgotten record back."""
+    tags = []
+    for rid in ids:
+        rec = _first_copy(acct, rid)
+        body = rec if isinstance(rec, dict) else rec.model_dump(mode="json") if rec is not None else {}
+        tags += [t for t in body.get("tags", []) if isinstance(t, str) and t.startswith(IMPORT_TAG_PREFIX)]
+    return sorted(set(tags))
+
+
+def cascade(acct: Account, ids: list[str]) -> list[str]:
+    """The episodes at HEAD that summarise a turn among ``ids``: their summary may quote it, so
+    they are forgotten with it."""
+    turns = {i for i in ids if i[:2] in ("TU", "TL")}
+    if not turns:
+        return []
+    return [e.id for e in acct.records("episode")
+            if isinstance(e, Episode) and e.id not in ids and turns & set(e.turn_refs)]
 
 
 def targets(acct: Account, ids: Iterable[str] = (), subject: str | None = None, query: str | None = None,
@@ -111,15 +169,17 @@ def targets(acct: Account, ids: Iterable[str] = (), subject: str | None = None, 
         found += [f.id for f in acct.records("fact")
                   if isinstance(f, SemanticFact) and f.subject.strip().casefold() == want]
     if query is not None:
-        found += [h.id for h in acct.search(query, k) if h.id[:2] in KIND_BY_PREFIX]  # records, not prose
+        found += [h.id for h in acct.search(query, k) if h.id[:2] in KIND_BY_PREFIX or h.id.startswith(JOURNAL_PREFIX)]
     if not found:
         raise InvalidInput("forget needs an id, a subject or a query that matches something", field="ids")
     return sorted(dict.fromkeys(found))
 
 
-def plan_forget(master: Snapshot, ids: list[str], tombstone: dict[str, Any], now: datetime) -> Change:
+def plan_forget(master: Snapshot, ids: list[str], tombstone: dict[str, Any], now: datetime,
+                journal_keys: Sequence[str] = ()) -> Change:
     """Version HEAD+1 on ``master`` that retires ``ids`` from HEAD; its entry is the tombstone."""
-    retired = [record_path(i) for i in ids if master.record(i) is not None]
+    retired = [record_path(i) for i in ids if not i.startswith(JOURNAL_PREFIX) and master.record(i) is not None]
+    retired += [k for k in journal_keys if master.document(k) is not None]
     return Change(VersionEntry({
         "version": master.version + 1, "parent": master.version, "timestamp": now.isoformat(), "kind": "forget",
         "added": {}, "superseded": [], "replaced": [], "retired": retired, "conflicts": [],
@@ -129,18 +189,22 @@ def plan_forget(master: Snapshot, ids: list[str], tombstone: dict[str, Any], now
 
 def _backups(acct: Account) -> list[str]:
     """Backups made before now that still hold the content (the default backup repository)."""
-    repo = default_backup_dir(acct.sp.home, acct.name)
-    return [str(repo)] if (repo / ".git").exists() or (repo / "HEAD").exists() else []
+    return [str(p) for p in backups_of(acct.sp.home, acct.name)]
 
 
 def forget(acct: Account, ids: Iterable[str] = (), *, subject: str | None = None, query: str | None = None,
            k: int = 10, reason: str = "", by: str | None = None, dry_run: bool = False) -> ForgetResult:
     """Erase records everywhere the account keeps them (module docstring); ``dry_run`` only lists them."""
     found, backups = targets(acct, ids, subject, query, k), _backups(acct)
+    found = sorted(found + cascade(acct, found))
     if dry_run:
         return ForgetResult(found, True, backups_holding=backups)
-    rewritten = acct.store.forget(_keys(acct, found), found)
-    tombstone = {"by": by, "reason": reason, "rewritten": rewritten, "backups_holding": backups}
-    version = acct.commit(lambda head: plan_forget(head, found, tombstone, utc_now()))
+    keys, what = erasure(acct, found, subject)
+    digests = import_digests(acct, found)
+    rewritten = acct.store.forget(keys, what)
+    tombstone = {"by": by, "reason": reason, "rewritten": rewritten, "backups_holding": backups,
+                 "import_digests": digests}
+    moved = list(what.renames.values())
+    version = acct.commit(lambda head: plan_forget(head, found, tombstone, utc_now(), moved))
     acct.drop_index()
     return ForgetResult(found, False, version, rewritten, backups)

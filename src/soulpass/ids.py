@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from soulpass.errors import InvalidInput
 
 __all__ = [
+    "IMPORT_TAG_PREFIX",
     "MAX_NAME_LENGTH",
     "PERMANENT_PREFIXES",
     "TEMP_PREFIXES",
@@ -28,6 +29,10 @@ __all__ = [
     "record_date",
     "utc_now",
 ]
+
+# The tag an importer gives each record: ``import:`` and the content identity of the item it came
+# from (soulpass.importers.conversations); a forget keeps the identities (soulpass.forgetting).
+IMPORT_TAG_PREFIX = "import:"
 
 MAX_NAME_LENGTH = 128
 

@@ -7,7 +7,7 @@ from contract_backends import Backend
 from contract_changes import record_key
 from test_master_store import commit_all, history, seen
 
-from soulpass.store.redact import FORGOTTEN
+from soulpass.store.redact import FORGOTTEN, Erasure
 
 OLD = "SF_20260102_001"  # the fact "coffee", written by version 1, superseded (rewritten) by version 2
 
@@ -25,7 +25,7 @@ def test_forget_rewrites_every_copy_and_nothing_else(backend: Backend) -> None:
     store = backend.engine().backend.open("alice")
     before = {v: seen(store.snapshot(v)) for v in range(4)}
     log = [e.fields for e in store.log()]
-    assert store.forget([record_key(old)], [OLD]) == {record_key(old): [1, 2]}
+    assert store.forget([record_key(old)], Erasure(frozenset([OLD]))) == {record_key(old): [1, 2]}
     assert all(b"coffee" not in data for _key, data in _source(backend, "alice"))
     reopened = backend.engine().backend.open("alice")
     for version in range(1, 4):
@@ -36,5 +36,5 @@ def test_forget_rewrites_every_copy_and_nothing_else(backend: Backend) -> None:
         assert now == then
     assert [e.fields for e in reopened.log()] == log and reopened.audit() == []
     first = _source(backend, "alice")
-    assert reopened.forget([record_key(old)], [OLD]) == {record_key(old): [1, 2]}  # idempotent
+    assert reopened.forget([record_key(old)], Erasure(frozenset([OLD]))) == {record_key(old): [1, 2]}  # idempotent
     assert _source(backend, "alice") == first

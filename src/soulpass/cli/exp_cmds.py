@@ -20,16 +20,19 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.option("-o", "--output", "output", type=click.Path(dir_okay=False, path_type=Path), required=True,
               help="The passport file to write (a zip).")
 @click.option("--history", is_flag=True, help="Include every superseded copy, not only what is in force at HEAD.")
+@click.option("--vectors", is_flag=True, help="Include the account's vectors, so an import with the same embedder "
+              "embeds nothing again.")
 @json_option
 @click.pass_obj
-def export_cmd(state: State, account: str, output: Path, history: bool, as_json: bool) -> None:
+def export_cmd(state: State, account: str, output: Path, history: bool, vectors: bool, as_json: bool) -> None:
     """Write ACCOUNT as one verified passport file."""
-    res = export_account(state.engine(), account, output, history=history, progress=not as_json)
+    res = export_account(state.engine(), account, output, history=history, vectors=vectors, progress=not as_json)
     if as_json:
         emit_json(asdict(res))
         return
-    console.print(f"exported {res.account} at version {res.head} ({res.files} files, {res.bytes} bytes) -> "
-                  f"{res.path}\nmanifest sha256 {res.manifest_sha256}")
+    with_vectors = "" if res.vectors is None else f", {res.vectors} vectors"
+    console.print(f"exported {res.account} at version {res.head} ({res.files} files, {res.bytes} bytes{with_vectors})"
+                  f" -> {res.path}\nmanifest sha256 {res.manifest_sha256}")
 
 
 @import_group.command("passport")
@@ -51,6 +54,8 @@ def import_passport_cmd(state: State, file: Path, as_name: str | None, max_entry
         return
     console.print(f"imported {res.account} at version {res.head} ({res.files} files verified)\n"
                   f"manifest sha256 {res.manifest_sha256}")
+    if res.vectors is not None:
+        console.print(f"vectors: {res.vectors}")
 
 
 COMMANDS = [export_cmd]

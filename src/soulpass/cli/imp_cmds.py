@@ -40,13 +40,13 @@ def import_from_cmd(state: State, source: str, path: Path, account: str, create:
     if as_json:
         emit_json(summary.to_json())
         return
-    kinds = sorted({*summary.imported, *summary.duplicates})
+    kinds = sorted({*summary.imported, *summary.duplicates, *summary.forgotten})
     title = f"{'would import (dry run)' if dry_run else 'imported'} from {source} {path}"
     if summary.versions:
         title += f": version{'s' if len(summary.versions) > 1 else ''} {summary.versions[0]}"
         title += f"..{summary.versions[-1]}" if len(summary.versions) > 1 else ""
-    table(title, ["kind", "imported", "skipped as duplicates"],
-          [(k, summary.imported[k], summary.duplicates[k]) for k in kinds] or [("-", 0, 0)])
+    table(title, ["kind", "imported", "skipped as duplicates", "skipped: forgotten"],
+          [(k, summary.imported[k], summary.duplicates[k], summary.forgotten[k]) for k in kinds] or [("-", 0, 0, 0)])
     console.print(f"{len(summary.failures)} failed")
     if summary.failures:
         table("failed", ["item", "reason"], [(f.item, f.reason) for f in summary.failures])

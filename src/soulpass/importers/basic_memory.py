@@ -113,7 +113,7 @@ def ingest_notes(account: Account, items: Iterator[Note | Failure], summary: Imp
     sandbox = account.create_sandbox(f"{SOURCE}: import")
     for done, note in enumerate(notes, 1):
         if note.tags[0] in seen:
-            summary.duplicates["journal"] += 1
+            summary.skip("journal", note.tags[0], seen)
         else:
             seen.add(note.tags[0])
             try:

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import InvalidInput
+from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
 from soulpass.index.catalog import Catalog, Filters
 
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 __all__ = ["ROLES", "TAG_PREFIX", "ChatConversation", "ImportSummary", "Message", "Progress", "each_conversation",
            "identity_tag", "ingest_conversations", "known_tags", "parse_time", "read_json", "with_identities"]
 
-TAG_PREFIX = "import:"
+TAG_PREFIX = IMPORT_TAG_PREFIX
 ROLES = ("user", "assistant")
 MAX_LABEL = 100  # a sandbox's name: the conversation's title, cut
 _CHUNK = 500  # tags asked of the catalog at once (SQLite's bound parameters)
@@ -71,13 +72,27 @@ class ImportSummary:
     dry_run: bool = False
     imported: Counter[str] = field(default_factory=Counter)
     duplicates: Counter[str] = field(default_factory=Counter)
+    forgotten: Counter[str] = field(default_factory=Counter)  # skipped: forgotten since an earlier import
     failures: list[Failure] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "dry_run": self.dry_run, "imported": dict(self.imported),
-                "duplicates": dict(self.duplicates), "failures": [f.to_json() for f in self.failures],
+                "duplicates": dict(self.duplicates), "forgotten": dict(self.forgotten),
+                "failures": [f.to_json() for f in self.failures],
                 "versions": self.versions}
+
+    def skip(self, kind: str, tag: str, seen: KnownTags) -> None:
+        """Count an item skipped because ``seen`` knows its identity ``tag``: a duplicate, or an
+        item forgotten since an earlier import (a forget keeps the identities, never the content)."""
+        (self.forgotten if tag in seen.forgotten else self.duplicates)[kind] += 1
+
+
+class KnownTags(set[str]):
+    """Identity tags an import skips: those records in force carry, and (``forgotten``) those of
+    records forgotten since, from the forget tombstones' ``import_digests``."""
+
+    forgotten: frozenset[str] = frozenset()
 
 
 def identity_tag(source: str, *parts: str) -> str:
@@ -101,10 +116,15 @@ def with_identities(conv: ChatConversation) -> ChatConversation:
     return ChatConversation(conv.source, conv.id, conv.title, tuple(out))
 
 
-def known_tags(account: Account, tags: Iterable[str]) -> set[str]:
-    """Which of ``tags`` records in force in ``account`` already carry (its catalog, caught up)."""
+def known_tags(account: Account, tags: Iterable[str]) -> KnownTags:
+    """Which of ``tags`` records in force in ``account`` already carry (its catalog, caught up),
+    or forgotten records carried."""
     wanted = list(dict.fromkeys(tags))
-    found: set[str] = set()
+    found = KnownTags()
+    gone = {t for e in account.store.log(lists=False) if e.fields.get("kind") == "forget"
+            for t in e.fields.get("import_digests", [])}
+    found.forgotten = frozenset(gone.intersection(wanted))
+    found.update(found.forgotten)
     if not wanted:
         return found
     with Catalog.open(account.store) as catalog:
@@ -131,7 +151,7 @@ def ingest_conversations(account: Account, items: Iterable[ChatConversation | Fa
         fresh = []
         for m in conv.messages:
             if m.tag in seen:
-                summary.duplicates["turn"] += 1
+                summary.skip("turn", m.tag, seen)
             else:
                 seen.add(m.tag)
                 fresh.append(m)

@@ -110,7 +110,7 @@ def ingest_records(account: Account, items: Iterator[Record | Failure], summary:
     fresh = []
     for rec in records:
         if rec.tags[0] in seen:
-            summary.duplicates[rec.kind] += 1
+            summary.skip(rec.kind, rec.tags[0], seen)
         else:
             seen.add(rec.tags[0])
             fresh.append(rec)

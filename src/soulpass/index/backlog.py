@@ -26,13 +26,16 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
+import numpy.typing as npt
 
 from soulpass.embed.base import Embedder, Vectors
 from soulpass.embed.remote import RemoteEmbedder
+from soulpass.errors import Corrupted
 from soulpass.index import passages
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.catalog.rows import COLUMNS
 from soulpass.index.catalog.schema import configure, transaction
+from soulpass.index.seed_file import load_seed
 from soulpass.index.vectors import VectorIndex
 
 __all__ = ["EmbedBacklog", "EmbedFn", "indexing_embed", "text_hash"]
@@ -64,10 +67,13 @@ class EmbedBacklog:
 
     def __init__(self, catalog_file: Path, state_file: Path, key: str, vectors: VectorIndex,
                  embed_text: Callable[[CatalogRow], str], kinds: Sequence[str], *, busy_timeout: float = 30.0,
-                 passages_of: Callable[[CatalogRow], list[str]] | None = None) -> None:
-        """``passages_of``: a row's passage texts, embedded in the same drain (soulpass.index.passages)."""
+                 passages_of: Callable[[CatalogRow], list[str]] | None = None, seed: Path | None = None) -> None:
+        """``passages_of``: a row's passage texts, embedded in the same drain (soulpass.index.passages);
+        ``seed``: vectors an import brought (soulpass.index.seed), used before the embedder."""
         self.key, self.vectors, self.embed_text, self.kinds = key, vectors, embed_text, tuple(kinds)
         self.passages_of = passages_of
+        self._seed_file = seed
+        self._seed: dict[str, npt.NDArray[np.float32]] | None = None
         self._lock = threading.RLock()  # one connection pair, used by the caller's and the indexer's thread
         self._draining = threading.Lock()  # one drain at a time
         self._cat = sqlite3.connect(catalog_file, timeout=busy_timeout, isolation_level=None,
@@ -177,7 +183,7 @@ class EmbedBacklog:
             if work:
                 extra = {rid: self.passages_of(rows[rid]) for rid, _ in work} if self.passages_of else {}
                 texts = [t for _, t in work] + [p for ps in extra.values() for p in ps]
-                vectors = np.asarray(embed(texts), dtype=np.float32)
+                vectors = self._embedded(embed, texts)
                 self.vectors.upsert([rid for rid, _ in work], vectors[:len(work)])
                 if self.passages_of is not None:
                     with self._lock:
@@ -191,6 +197,27 @@ class EmbedBacklog:
                 self._cat.executemany("DELETE FROM embed_backlog WHERE model = ? AND id = ? AND text_hash = ?",
                                       [(self.key, rid, h) for rid, h in todo])
         return len(todo)
+
+    def _embedded(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
+        """``embed(texts)``, taking what the seed holds from it (only the rest is embedded)."""
+        if self._seed is None and self._seed_file is not None and self._seed_file.exists():
+            try:
+                self._seed = load_seed(self._seed_file, self.key) or {}
+            except Corrupted:  # derived data: embed everything instead
+                self._seed = {}
+        if not self._seed:
+            return np.asarray(embed(texts), dtype=np.float32)
+        hashes = [text_hash(t) for t in texts]
+        todo = [n for n, h in enumerate(hashes) if h not in self._seed]
+        fresh = np.asarray(embed([texts[n] for n in todo]), dtype=np.float32) if todo else None
+        dim = fresh.shape[1] if fresh is not None else len(next(iter(self._seed.values())))
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for n, h in enumerate(hashes):
+            if h in self._seed:
+                out[n] = self._seed[h]
+        if fresh is not None:
+            out[todo] = fresh
+        return out
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""

@@ -29,6 +29,7 @@ from soulpass.index.catalog.query import as_utc, fts_query, query_terms
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
+from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
@@ -111,6 +112,7 @@ class AccountIndex:
         self.backlog: EmbedBacklog | None = None
         self.reranker = reranker
         catalog = Catalog.open(store, fulltext=fulltext)
+        self._opened = _file_identity(catalog_path(store))
         if fulltext is not None:
             catalog.record_fulltext(fulltext)
         self.catalog: IndexCatalog[AccountBackend] = catalog
@@ -128,7 +130,13 @@ class AccountIndex:
                                           f"{embedder.model_id}|{EMBED_RECIPE}")
             self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
                                         f"{embedder.model_id}|{EMBED_RECIPE}", self.vectors, embed_text,
-                                        SEARCHABLE_KINDS, passages_of=embed_passages)
+                                        SEARCHABLE_KINDS, passages_of=embed_passages,
+                                        seed=store.index_dir() / seed_name(embedder.model_id))
+
+    def dropped(self) -> bool:
+        """Whether the index this handle opened was deleted since (``drop_index`` by another
+        handle or process, as a forget does): it must be opened again, not written."""
+        return _file_identity(catalog_path(self.store)) != self._opened
 
     def close(self) -> None:
         if self.backlog is not None:
@@ -573,3 +581,10 @@ def _embedded_state(path: Path, model_id: str) -> sqlite3.Connection:
             conn.execute("UPDATE embed_meta SET value = ? WHERE key = 'model_id'", (model_id,))
     return conn
 
+
+def _file_identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = path.stat()
+    except FileNotFoundError:
+        return None
+    return st.st_dev, st.st_ino

@@ -9,13 +9,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, utc_now
+from soulpass.index.seed import collect
+from soulpass.index.seed_file import seed_bytes
 from soulpass.passport.format import (
     FORMAT,
     FORMAT_VERSION,
     MANIFEST,
     MANIFEST_DIGEST,
     PREFIX,
+    VECTORS,
     canonical,
     sha256,
     tree_digest,
@@ -36,14 +40,17 @@ class ExportResult:
     history: bool
     manifest_sha256: str
     tree_sha256: str
+    vectors: int | None = None  # embedded texts whose vectors the passport carries
 
 
-def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool = False,
+def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool = False, vectors: bool = False,
                    progress: bool = False) -> ExportResult:
-    """Write account ``name`` to ``path``: the files in force at HEAD and the log, and with
-    ``history`` every superseded copy too. Written to a temporary name, renamed when complete."""
+    """Write account ``name`` to ``path``: the files in force at HEAD and the log, with ``history``
+    every superseded copy too, and with ``vectors`` the account's vectors (``soulpass.index.seed``)
+    so an import embeds nothing again. Written to a temporary name, renamed when complete."""
     check_name(name, "account name")
     store = sp.backend.open(name)
+    seed = _seed(sp, name) if vectors else None
     target = Path(path).expanduser()
     tmp = target.with_name(f".{target.name}.partial")
     entries: list[dict[str, Any]] = []
@@ -61,6 +68,11 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
             manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "account": name, "head": head,
                         "history": history, "created_at": utc_now().isoformat(),
                         "embedder": _embedder_id(sp), "tree_sha256": tree, "entries": entries}
+            if seed is not None:
+                key, data, count = seed
+                zf.writestr(VECTORS, data)
+                manifest["vectors"] = {"name": VECTORS, "sha256": sha256(data), "size": len(data), "key": key,
+                                       "count": count}
             body = canonical(manifest)
             digest = sha256(body)
             zf.writestr(MANIFEST, body)
@@ -71,7 +83,17 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
         tmp.unlink(missing_ok=True)
     return ExportResult(path=str(target), account=name, head=head, files=len(entries),
                         bytes=sum(e["size"] for e in entries), history=history, manifest_sha256=digest,
-                        tree_sha256=tree)
+                        tree_sha256=tree, vectors=None if seed is None else seed[2])
+
+
+def _seed(sp: Soulpass, name: str) -> tuple[str, bytes, int]:
+    """The account's vectors as a seed file: (embedder and recipe, bytes, how many)."""
+    found = collect(sp.account(name).index())
+    if found is None:
+        raise InvalidInput("--vectors needs an embedder and vectors in soulpass's own index (hnsw or exact, "
+                           "not chroma)", field="vectors")
+    key, seed = found
+    return key, seed_bytes(key, seed), len(seed)
 
 
 def _embedder_id(sp: Soulpass) -> str | None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
+from soulpass.index.seed_file import load_seed, seed_name
 from soulpass.passport.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -21,11 +22,13 @@ from soulpass.passport.format import (
     MAX_MANIFEST_BYTES,
     MAX_TOTAL_BYTES,
     PREFIX,
+    VECTORS,
     check_member,
     read_limited,
     sha256,
     tree_digest,
 )
+from soulpass.store.fsio import atomic_write
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -39,6 +42,7 @@ class ImportResult:
     history: bool
     manifest_sha256: str
     tree_sha256: str
+    vectors: str | None = None  # what became of the vectors the passport carried (None: it had none)
 
 
 def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None,
@@ -66,9 +70,39 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
             files[key] = data
             if progress and len(files) % 500 == 0:
                 print(f"verified {len(files)} files", file=sys.stderr)
+        seed = _vectors(zf, manifest, max_total)
         sp.backend.restore(name, iter(sorted(files.items())))
     return ImportResult(account=name, head=int(manifest["head"]), files=len(files), history=bool(manifest["history"]),
-                        manifest_sha256=digest, tree_sha256=manifest["tree_sha256"])
+                        manifest_sha256=digest, tree_sha256=manifest["tree_sha256"],
+                        vectors=None if seed is None else _place_seed(sp, name, manifest["vectors"], seed))
+
+
+def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes | None:
+    """The verified seed file the manifest lists under ``vectors`` (None: it lists none)."""
+    listed = manifest.get("vectors")
+    if listed is None:
+        return None
+    if not isinstance(listed, dict) or listed.get("name") != VECTORS or VECTORS not in zf.namelist():
+        raise Corrupted(f"passport manifest's vectors entry does not name {VECTORS!r} in the file", entry=VECTORS)
+    data = read_limited(zf, zf.getinfo(VECTORS), limit)
+    if len(data) != int(listed.get("size", -1)) or sha256(data) != listed.get("sha256"):
+        raise Corrupted(f"passport entry {VECTORS!r} does not match its size or SHA-256", entry=VECTORS)
+    load_seed(data, str(listed.get("key")))  # readable, or Corrupted naming it
+    return data
+
+
+def _place_seed(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) -> str:
+    """The seed beside the new account's index when this home embeds as the exporter did."""
+    from soulpass.index.search import EMBED_RECIPE
+
+    embedder = sp.embedder()
+    if embedder is None or listed["key"] != f"{embedder.model_id}|{EMBED_RECIPE}":
+        here = "no embedder" if embedder is None else f"{embedder.model_id}|{EMBED_RECIPE}"
+        return f"ignored: made by {listed['key']}, this home embeds with {here} (records are embedded again)"
+    index_dir = sp.backend.open(name).index_dir()
+    index_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(index_dir / seed_name(embedder.model_id), data)
+    return f"used: {listed.get('count', 0)} vectors"
 
 
 def _manifest(zf: zipfile.ZipFile, max_entry: int) -> tuple[dict[str, Any], str]:

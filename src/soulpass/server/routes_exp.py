@@ -23,11 +23,13 @@ router = APIRouter(prefix="/v1/accounts/{account}", tags=["passport"], responses
             responses={200: {"content": {"application/zip": {}}, "description": "The passport (a zip)"}},
             summary="The account as one verified passport file (zip); the manifest digest is in a header")
 def export(account: AccountName, pool: Pool,
-           history: Annotated[bool, Query(description="Include every superseded copy")] = False) -> FileResponse:
+           history: Annotated[bool, Query(description="Include every superseded copy")] = False,
+           vectors: Annotated[bool, Query(description="Include the vectors (an import then embeds nothing "
+                                                      "again)")] = False) -> FileResponse:
     fd, target = tempfile.mkstemp(prefix="soulpass-export-", suffix=".soulpass")
     os.close(fd)
     try:
-        res = export_account(pool.engine, account, target, history=history)
+        res = export_account(pool.engine, account, target, history=history, vectors=vectors)
     except BaseException:
         os.unlink(target)
         raise

@@ -23,6 +23,7 @@ from typing import Any, Protocol, TypeAlias
 from pydantic import BaseModel
 
 from soulpass.records import BufferEvent, Record
+from soulpass.store.redact import Erasure
 
 __all__ = [
     "AccountBackend",
@@ -486,13 +487,15 @@ class AccountBackend(MasterStore, Protocol):
         :meth:`Backend.restore` makes an account of them again. Read them in :meth:`exclusive`."""
         ...
 
-    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
+    def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         """Erasure, the one exception to immutable versions: rewrite every stored copy of each of
-        ``keys`` (the records ``ids`` and the documents that mention them), the one in force and
-        every history copy, to ``store.redact.redacted_copy`` of itself for ``ids``, under the
-        account's exclusive lock. Each copy is
-        replaced atomically and the rewrite is idempotent, so a forget cut short is finished by
-        running it again. Returns, per key, the versions whose copies were rewritten."""
+        ``keys`` (the records ``erasure.ids`` and the documents that mention them), the one in
+        force and every history copy, to ``store.redact.redacted_copy`` of itself, move the keys
+        ``erasure.renames`` renames (prose entries, whose names hold text), and rewrite every
+        version log entry as ``store.redact.redacted_entry`` makes it, under the account's
+        exclusive lock. Each copy is replaced atomically and every step is idempotent, so a forget
+        cut short is finished by running it again. Returns, per key (by its new name), the
+        versions whose copies were rewritten."""
         ...
 
 

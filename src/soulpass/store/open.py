@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -11,9 +12,10 @@ from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
 from soulpass.store.files.master import FilesMasterStore
 from soulpass.store.files.transfer import restore_account
+from soulpass.store.fsio import atomic_write, dump_json
 from soulpass.store.postgres.url import is_url
 
-__all__ = ["FilesBackend", "default_backup_dir", "open_backend"]
+__all__ = ["FilesBackend", "backups_of", "default_backup_dir", "open_backend", "remember_backup"]
 
 
 class FilesBackend:
@@ -36,6 +38,35 @@ def default_backup_dir(home: Path, account: str) -> Path:
     """Where ``soulpass backup`` keeps an account's backups by default: beside the accounts, never
     in one (a backup is not part of the account), on either backend (``Soulpass.home``)."""
     return home / "backups" / check_name(account, "account name")
+
+
+def _registry(home: Path) -> Path:
+    return home / "backups" / "destinations.json"
+
+
+def backups_of(home: Path, account: str) -> list[Path]:
+    """Every repository ``soulpass backup`` wrote ``account`` to from this home that still exists
+    (the default one and each ``--to``): what a forget names as still holding its content."""
+    try:
+        known = json.loads(_registry(home).read_bytes()).get(account, [])
+    except (OSError, ValueError, AttributeError):
+        known = []
+    found = [default_backup_dir(home, account), *(Path(p) for p in known if isinstance(p, str))]
+    return [p for p in dict.fromkeys(found) if (p / ".git").exists()]
+
+
+def remember_backup(home: Path, account: str, repo: Path) -> None:
+    """Note that ``account`` was backed up to ``repo`` (see :func:`backups_of`)."""
+    try:
+        known = json.loads(_registry(home).read_bytes())
+    except (OSError, ValueError):
+        known = {}
+    if not isinstance(known, dict):
+        known = {}
+    paths = known.setdefault(account, [])
+    if str(repo.resolve()) not in paths:
+        paths.append(str(repo.resolve()))
+        atomic_write(_registry(home), dump_json(known))
 
 
 def open_backend(home: Path | str) -> Backend:

@@ -205,6 +205,8 @@ class Catalog:
                 continue  # applied by another process meanwhile
             if changes.entry.version != version + 1 or version >= head.version:
                 break  # a version without its log line is not committed yet: stop before it
+            if changes.entry.fields.get("kind") == "forget":  # it rewrote older copies: every row may hold them
+                return self._rebuild(store, None)
             with transaction(self._conn):
                 current = int(self._meta()["store_version"])
                 if current == version:  # else another process got here first

@@ -90,6 +90,14 @@ class ExactIndex:
             ids = self._rows.ids
             return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
+    def vectors_of(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
+        """The stored (unit) vector of each of ``ids`` that has one (a passport's ``--vectors``)."""
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            matrix, row_of = self._rows.matrix(), self._rows.row_of
+            return {i: np.array(matrix[row_of[i]], dtype=np.float32) for i in ids if i in row_of}
+
     def count(self) -> int:
         with self._lock:
             if self._rows.refresh():

@@ -46,6 +46,11 @@ class SharedIndex:
     def search(self, vector: npt.ArrayLike, k: int, allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
         return self._index.search(vector, k, allowed)
 
+    @property
+    def inner(self) -> VectorIndex:
+        """The shared open index this handle searches."""
+        return self._index
+
     def count(self) -> int:
         return self._index.count()
 

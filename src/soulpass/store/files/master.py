@@ -30,6 +30,7 @@ from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
 from soulpass.store.keys import CORE, record_path
+from soulpass.store.redact import Erasure
 
 __all__ = ["FilesCopyWalk", "FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes",
            "version_keys", "walk_copies"]
@@ -104,9 +105,9 @@ class FilesMasterStore:
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return source_files(self.store.path)
 
-    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
+    def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         with self.store.locked():
-            return forget_keys(self.store.path, keys, ids)
+            return forget_keys(self.store.path, keys, erasure)
 
 
 class FilesCopyWalk:

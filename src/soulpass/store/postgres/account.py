@@ -30,6 +30,7 @@ from soulpass.store.postgres.connections import Database
 from soulpass.store.postgres.forget import forget_keys
 from soulpass.store.postgres.sandboxes import PostgresSandboxes
 from soulpass.store.postgres.snapshot import PostgresSnapshot
+from soulpass.store.redact import Erasure
 
 __all__ = ["PostgresAccount"]
 
@@ -152,8 +153,8 @@ class PostgresAccount:
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return transfer.source_files(self._db, self._id)
 
-    def forget(self, keys: Sequence[str], ids: Sequence[str]) -> dict[str, list[int]]:
-        return forget_keys(self._db, self._id, keys, ids)
+    def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
+        return forget_keys(self._db, self._id, keys, erasure)
 
 
 class PostgresCopyWalk:
