@@ -26,7 +26,7 @@ demo: $(BIN)/.core
 	$(BIN)/soulpass --home $(DEMO_HOME) demo
 
 lint: $(BIN)/.installed
-	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
 test: $(BIN)/.installed lint

@@ -368,7 +368,8 @@ class AgentMemory:
                             source=doc.source, chars=len(doc.text))
 
     def rag_search(self, agent: str, query: str, k: int | None = None) -> RagResult:
-        """Hybrid search for episodes; their full text as Markdown is delivered to ``agent``'s inbox."""
+        """Hybrid search for episodes; their full text as Markdown is delivered to ``agent``'s inbox
+        (nothing is delivered when no episode matches)."""
         check_name(agent, "agent")
         if not isinstance(query, str) or not query.strip():
             raise InvalidInput("rag_search needs a non-empty query", field="query")
@@ -382,7 +383,8 @@ class AgentMemory:
         markdown = f"## rag_search: {query}\n\n{body}"
         msg = InboxMessage(id=uuid.uuid4().hex, at=self.clock(), to_agent=agent, from_tool="rag_search",
                            subject=query, markdown=markdown, refs=tuple(e.id for e in episodes))
-        self.inbox_backend.push(msg)
+        if episodes:  # nothing found is said in the answer, not left in the inbox as context noise
+            self.inbox_backend.push(msg)
         return RagResult(query=query, episode_ids=msg.refs, markdown=markdown, message=msg)
 
     def inbox(self, agent: str, *, pop: bool = False) -> list[InboxMessage]:

@@ -64,21 +64,30 @@ def serve(state: State, host: str, port: int, max_body: int, embedder: Literal["
               help="stdio (one account, for a local client) or streamable HTTP (API key per request).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
 @click.option("--port", type=int, default=8766, show_default=True, help="HTTP: port to listen on.")
+@click.option("--archive-every", type=click.IntRange(min=0), default=0, show_default=True,
+              envvar="SOULPASS_MCP_ARCHIVE_EVERY", help="Archive a session after this many writes (0: never).")
+@click.option("--archive-idle", type=click.FloatRange(min=0), default=600.0, show_default=True,
+              envvar="SOULPASS_MCP_ARCHIVE_IDLE", help="Archive a session idle this many seconds (0: never).")
+@click.option("--archive-on-close/--no-archive-on-close", default=True, show_default=True,
+              envvar="SOULPASS_MCP_ARCHIVE_ON_CLOSE", help="Archive the sessions written to when the server stops.")
 @embedder_option
 @click.pass_obj
-def mcp(state: State, account: str | None, transport: str, host: str, port: int,
-        embedder: Literal["auto", "none"]) -> None:
-    """Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP."""
+def mcp(state: State, account: str | None, transport: str, host: str, port: int, archive_every: int,
+        archive_idle: float, archive_on_close: bool, embedder: Literal["auto", "none"]) -> None:
+    """Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP. Sessions
+    are archived by themselves (--archive-every, --archive-idle, --archive-on-close)."""
     _need("server", "mcp")
     from soulpass.mcp.server import run_http, run_stdio
+    from soulpass.mcp.sessions import AutoArchive
 
     engine = _engine(state, embedder)
+    policy = AutoArchive(every=archive_every or None, idle=archive_idle or None, on_close=archive_on_close)
     if transport == "stdio":
         if account is None:
             raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
-        run_stdio(engine, account)
+        run_stdio(engine, account, policy)
     else:
-        run_http(engine, FileKeyStore(state.home), host=host, port=port)
+        run_http(engine, FileKeyStore(state.home), host=host, port=port, policy=policy)
 
 
 @click.group()

@@ -20,40 +20,58 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
+from soulpass.mcp.reads import add_reading_tools, add_resources
+from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
 from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
 
-__all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build_server", "http_app", "run_http", "run_stdio"]
+__all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app", "http_server", "run_http",
+           "run_stdio"]
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
               "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
-              "memory_history", "forget_memory")
+              "memory_history", "forget_memory", "get_memory", "list_memories", "search_memory", "memory_diff",
+              "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
 
-SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the account's open MCP session")]
+SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the session the agent works in (the one "
+                                                     "it created or named last, else the open 'mcp' session)")]
 AgentArg = Annotated[str, Field(description="The agent acting (clipboards and context are per agent)")]
+QueryArg = Annotated[str, Field(description="What to look for, in words")]
+RecordArg = Annotated[str, Field(description="A record id (TU_…, TL_…, EP_…, SF_…, SR_…, JE_…)")]
+ReasonArg = Annotated[str, Field(description="Why: kept in the version log")]
+DryRunArg = Annotated[bool, Field(description="Only say what would happen; write nothing")]
 
 INSTRUCTIONS = (
-    "Soulpass long-term memory. Write with `remember` (turns, facts, journal entries) into the open "
-    "session; read with `rag_search` and `get_context`; pin notes with `manage_clipboard`. Nothing "
-    "is permanent until `archive_session` commits the session as a new memory version "
-    "(`discard_session` throws it away)."
+    "Soulpass long-term memory. Write with `remember` (turns, facts, journal entries) into your "
+    "session (the sandbox you created or named last); read with `search_memory`, `get_memory`, "
+    "`list_memories`, `rag_search` and `get_context`; pin notes with `manage_clipboard`. "
+    "`archive_session` commits the session as a new memory version now; the server also archives it "
+    "by itself (after N writes, when idle, when it stops) so nothing is lost."
 )
 
 
-def build_server(engine: Soulpass, account: str | None = None) -> MCPServer:
+def build_server(engine: Soulpass, account: str | None = None, policy: AutoArchive | None = None) -> MCPServer:
     """The MCP server over ``engine``. ``account``: who the tools act for when the request does not
-    say (stdio); over HTTP the key decides."""
-    tools = MemoryTools(AccountPool(engine))
+    say (stdio); over HTTP the key decides. ``policy``: when sessions are archived by themselves."""
+    return build(engine, account, policy)[0]
+
+
+def build(engine: Soulpass, account: str | None = None,
+          policy: AutoArchive | None = None) -> tuple[MCPServer, SessionKeeper]:
+    """The server and its session keeper (start it for the idle timer; close it when the server stops)."""
+    tools = MemoryTools(AccountPool(engine), policy)
     server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
     _add_import_tools(server, tools, call)
     _add_editing_tools(server, tools, call)
-    return server
+    add_reading_tools(server, tools, call)
+    add_resources(server, tools, call)
+    return server, tools.sessions
 
 
 class _Caller:
@@ -85,8 +103,9 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
     """Reading and writing memory: rag_search, remember, manage_clipboard, get_context."""
 
     @server.tool()
-    def rag_search(query: str, ctx: Context, agent: AgentArg = "agent",
-                   k: Annotated[int, Field(ge=1, le=50)] = 5, sandbox_id: SandboxArg = None) -> dict[str, Any]:
+    def rag_search(query: QueryArg, ctx: Context, agent: AgentArg = "agent",
+                   k: Annotated[int, Field(ge=1, le=50, description="How many hits")] = 5,
+                   sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """Search long-term memory and the open session for `query`: `hits` are the best records of every
         kind (turns, facts, journal entries, documents); `markdown` holds the matching episodes in full
         (also delivered to the agent's inbox)."""
@@ -94,20 +113,31 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
         return result
 
     @server.tool()
-    def remember(what: RememberWhat, text: str, ctx: Context, agent: AgentArg = "agent", speaker: str = "user",
-                 subject: str | None = None, predicate: str | None = None, object: str | None = None,
-                 confidence: Annotated[float, Field(ge=0.0, le=1.0)] = 0.9, title: str | None = None,
+    def remember(what: Annotated[RememberWhat, Field(description="turn, fact or journal")],
+                 text: Annotated[str, Field(description="The turn's words, the fact in words, or the entry")],
+                 ctx: Context, agent: AgentArg = "agent",
+                 speaker: Annotated[str, Field(description="Who said a turn: 'user' or the agent's name")] = "user",
+                 subject: Annotated[str | None, Field(description="A fact's subject (with predicate, object)")] = None,
+                 predicate: Annotated[str | None, Field(description="A fact's predicate, e.g. lives_in")] = None,
+                 object: Annotated[str | None, Field(description="A fact's object")] = None,
+                 confidence: Annotated[float, Field(ge=0.0, le=1.0, description="How sure a fact is (kept at "
+                                                                                "archive above 0.7)")] = 0.9,
+                 title: Annotated[str | None, Field(description="A journal entry's title")] = None,
+                 tags: Annotated[list[str] | None, Field(description="A journal entry's tags")] = None,
                  sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """Write to the session: a `turn` (`text` said by `speaker`, 'user' or the agent, in `agent`'s log), a `fact`
         (`text` like 'User likes tea', or subject/predicate/object; kept if confidence > 0.7 at archive) or
-        a `journal` entry (`title`, `text`)."""
+        a `journal` entry (`title`, `text`, `tags`). Searchable at once with search_memory."""
         result: dict[str, Any] = call(tools.remember, ctx, what, text, agent=agent, speaker=speaker, subject=subject,
                                       predicate=predicate, object=object, confidence=confidence, title=title,
-                                      sandbox_id=sandbox_id)
+                                      tags=tags, sandbox_id=sandbox_id)
         return result
 
     @server.tool()
-    def manage_clipboard(action: ClipboardAction, ctx: Context, agent: AgentArg = "agent", item: str | None = None,
+    def manage_clipboard(action: Annotated[ClipboardAction, Field(description="add, remove, clear or show")],
+                         ctx: Context, agent: AgentArg = "agent",
+                         item: Annotated[str | None, Field(description="The note to add, or to remove (its text or "
+                                                                        "1-based number)")] = None,
                          sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """Pin notes the agent always sees: `add` an item, `remove` one (by text or 1-based number),
         `clear` all, or `show` them."""
@@ -116,8 +146,10 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
         return result
 
     @server.tool()
-    def get_context(message: str, ctx: Context, agent: AgentArg = "agent",
-                    budget_tokens: Annotated[int, Field(ge=100, le=100_000)] = 2000,
+    def get_context(message: Annotated[str, Field(description="The user's message the context is for")],
+                    ctx: Context, agent: AgentArg = "agent",
+                    budget_tokens: Annotated[int, Field(ge=100, le=100_000, description="Most tokens the block "
+                                                                                       "may take")] = 2000,
                     sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """The context block for the agent's next turn: clipboard, recent log, retrieved memories, cut to
         `budget_tokens`; `text` is ready to put in a prompt."""
@@ -130,27 +162,29 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
     """Sessions and versions: create_sandbox, archive_session, discard_session, memory_log."""
 
     @server.tool()
-    def create_sandbox(ctx: Context, name: str = "mcp") -> dict[str, Any]:
-        """Open a new sandbox (a session) on the current memory version; returns its id. Sandboxes named
-        'mcp' are the default session of the other tools."""
+    def create_sandbox(ctx: Context, name: Annotated[str, Field(description="A label for the session")] = "mcp"
+                       ) -> dict[str, Any]:
+        """Open a new sandbox (a session) on the current memory version; returns its id. It becomes your
+        session: the other tools write to it until you create or name another."""
         result: dict[str, Any] = call(tools.create_sandbox, ctx, name)
         return result
 
     @server.tool()
-    def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: bool = False) -> dict[str, Any]:
+    def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: DryRunArg = False) -> dict[str, Any]:
         """Consolidate the session into a new memory version (what was added, rejected, conflicts);
         `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'."""
         result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
     def discard_session(ctx: Context, sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """Throw the session and everything written to it away; memory is untouched."""
         result: dict[str, Any] = call(tools.discard_session, ctx, sandbox_id=sandbox_id)
         return result
 
-    @server.tool()
-    def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000)] = 20) -> list[dict[str, Any]]:
+    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000, description="How many versions")] = 20
+                   ) -> list[dict[str, Any]]:
         """The newest memory versions, newest first: when, from which session, what that version added
         and refused (`added`, `refused`: counts by kind) and the memory's totals after it (`counts`)."""
         result: list[dict[str, Any]] = call(tools.memory_log, ctx, limit)
@@ -158,16 +192,25 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
 
     # --- the passport (issue 15, exp) ---
     @server.tool()
-    def export_account(ctx: Context, history: bool = False) -> dict[str, Any]:
+    def export_account(ctx: Context,
+                       history: Annotated[bool, Field(description="Keep every superseded copy too")] = False,
+                       vectors: Annotated[bool, Field(description="Carry the vectors (no re-embedding on "
+                                                                  "import)")] = False) -> dict[str, Any]:
         """Write this memory as one verified passport file (a zip, docs/passport.md) on the server and
-        return its path, version, file count and the manifest's SHA-256. `history`: keep superseded copies."""
-        result: dict[str, Any] = call(tools.export_account, ctx, history)
+        return its path, version, file count and the manifest's SHA-256. `history`: keep superseded copies;
+        `vectors`: carry the vectors, so an import with the same embedder embeds nothing again."""
+        result: dict[str, Any] = call(tools.export_account, ctx, history, vectors)
         return result
 
 
-def run_stdio(engine: Soulpass, account: str) -> None:
+def run_stdio(engine: Soulpass, account: str, policy: AutoArchive | None = None) -> None:
     engine.account(account)  # NotFound now rather than at the first tool call
-    build_server(engine, account).run("stdio")
+    server, sessions = build(engine, account, policy)
+    sessions.start()
+    try:
+        server.run("stdio")
+    finally:  # end of input: the sessions written to are archived (AutoArchive.on_close)
+        sessions.close()
 
 
 # --- HTTP --------------------------------------------------------------------------------------
@@ -207,15 +250,27 @@ async def _deny(send: Send, status: int, message: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
-def http_app(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1") -> ASGIApp:
+def http_app(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1", policy: AutoArchive | None = None,
+             ) -> ASGIApp:
     """The streamable-HTTP MCP app at ``/mcp``, behind key checks."""
-    return KeyAuth(build_server(engine).streamable_http_app(host=host), keys)
+    return http_server(engine, keys, host, policy)[0]
 
 
-def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int) -> None:
+def http_server(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1",
+                policy: AutoArchive | None = None) -> tuple[ASGIApp, SessionKeeper]:
+    server, sessions = build(engine, None, policy)
+    return KeyAuth(server.streamable_http_app(host=host), keys), sessions
+
+
+def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int, policy: AutoArchive | None = None) -> None:
     import uvicorn
 
-    uvicorn.run(http_app(engine, keys, host), host=host, port=port, log_level="info")
+    app, sessions = http_server(engine, keys, host, policy)
+    sessions.start()
+    try:
+        uvicorn.run(app, host=host, port=port, log_level="info")
+    finally:  # shut down: the sessions written to are archived (AutoArchive.on_close)
+        sessions.close()
 
 
 # --- importers (issue 15) ----------------------------------------------------------------------
@@ -227,7 +282,9 @@ def _add_import_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
     """import_memories: another tool's export, sent as its text (the server reads no path)."""
 
     @server.tool()
-    def import_memories(source: ImportSource, content: str, ctx: Context, dry_run: bool = False) -> dict[str, Any]:
+    def import_memories(source: Annotated[ImportSource, Field(description="The tool the export comes from")],
+                        content: Annotated[str, Field(description="The export file's text")], ctx: Context,
+                        dry_run: DryRunArg = False) -> dict[str, Any]:
         """Import another tool's memories from the text of its export file: `chatgpt` or `claude`
         (a data export's conversations.json), `mem0` (a get_all JSON) or `jsonl` (one message per
         line: conversation_id, role, text, timestamp). What memory already holds is skipped as a
@@ -240,7 +297,10 @@ def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
     """One memory at a time (issue 15): edit_memory, memory_history, forget_memory."""
 
     @server.tool()
-    def edit_memory(record_id: str, fields: dict[str, Any], ctx: Context, reason: str = "") -> dict[str, Any]:
+    def edit_memory(record_id: RecordArg,
+                    fields: Annotated[dict[str, Any], Field(description='The fields to set, e.g. {"text_excerpt": '
+                                                                        '"…"} or a fact\'s {"object": "…"}')],
+                    ctx: Context, reason: ReasonArg = "") -> dict[str, Any]:
         """Correct a committed memory: a new version in which the record carries `fields` (e.g.
         {"text_excerpt": "..."} or, for a fact, {"object": "..."}); a fact is superseded by a new one,
         whose id `now` gives. Earlier versions keep the old copy."""
@@ -248,14 +308,17 @@ def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         return result
 
     @server.tool(annotations=ToolAnnotations(read_only_hint=True))
-    def memory_history(record_id: str, ctx: Context) -> list[dict[str, Any]]:
+    def memory_history(record_id: RecordArg, ctx: Context) -> list[dict[str, Any]]:
         """Every version that wrote a memory, oldest first, with the fields each added, changed, removed."""
         result: list[dict[str, Any]] = call(tools.memory_history, ctx, record_id)
         return result
 
     @server.tool(annotations=ToolAnnotations(destructive_hint=True))
-    def forget_memory(reason: str, ctx: Context, ids: list[str] | None = None, subject: str | None = None,
-                      query: str | None = None, dry_run: bool = False) -> dict[str, Any]:
+    def forget_memory(reason: ReasonArg, ctx: Context,
+                      ids: Annotated[list[str] | None, Field(description="Record ids to forget")] = None,
+                      subject: Annotated[str | None, Field(description="Forget every fact about this subject")] = None,
+                      query: Annotated[str | None, Field(description="Forget what this search finds")] = None,
+                      dry_run: DryRunArg = False) -> dict[str, Any]:
         """Erase memories for good (by id, every fact about `subject`, or what `query` finds): they leave
         the current memory, every earlier version and the search index. Irreversible; `dry_run` lists
         what would be forgotten. Only when the user asks to forget something."""

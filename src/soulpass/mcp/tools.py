@@ -1,22 +1,30 @@
 """What the MCP tools do, as plain functions over the library (no MCP types here).
 
 Each tool acts for one account (the stdio server's, or the HTTP request's key's) and, for the
-session tools, on one sandbox: the one named, or else the account's *MCP session*, the newest
-live sandbox named ``mcp`` (opened on first use). Results are JSON-ready dicts.
+session tools, on one sandbox: the one named, else the one the agent created or named last
+(``soulpass.mcp.sessions``), else the newest live sandbox named ``mcp`` (opened on first use).
+Results are JSON-ready dicts.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections import deque
 from dataclasses import asdict
+from datetime import datetime
 from typing import Any, Literal
 
 from soulpass.agent import AgentMemory
+from soulpass.agent.types import ClipboardView
+from soulpass.consolidation.clipboard import read_clipboard_items
 from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.ids import check_name
 from soulpass.importers import import_text
 from soulpass.index.relevance import relevance
+from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.passport import export_account
 from soulpass.pool import AccountPool
 
@@ -25,38 +33,57 @@ __all__ = ["SESSION_NAME", "MemoryTools", "import_memories"]
 SESSION_NAME = "mcp"
 RememberWhat = Literal["turn", "fact", "journal"]
 ClipboardAction = Literal["add", "remove", "clear", "show"]
+LISTED_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
 
 
 class MemoryTools:
-    def __init__(self, pool: AccountPool) -> None:
+    def __init__(self, pool: AccountPool, policy: AutoArchive | None = None) -> None:
         self.pool = pool
+        self.sessions = SessionKeeper(pool, policy)
         self._opening = threading.Lock()
 
     # --- sessions ----------------------------------------------------------------------------
 
     def _session(self, account: str, sandbox_id: str | None, *, create: bool = True) -> Sandbox:
         acct = self.pool.get(account)
+        self.sessions.archive_idle()  # also without the timer thread (a server in a test, a client)
         if sandbox_id:
-            return acct.sandbox(sandbox_id)
+            sb = acct.sandbox(sandbox_id)
+            self.sessions.use(account, sb.id)  # writes go where the agent said, from now on too
+            return sb
         with self._opening:  # two first calls at once open one session, not two
+            current = self.sessions.current(account)
+            if current is not None and any(i.sandbox_id == current for i in acct.sandboxes()):
+                return acct.sandbox(current)
             live = sorted((i for i in acct.sandboxes() if i.name == SESSION_NAME), key=lambda i: i.created_at)
             if live:
-                return acct.sandbox(live[-1].sandbox_id)
-            if not create:
+                sb = acct.sandbox(live[-1].sandbox_id)
+            elif not create:
                 raise NotFound(f"account {acct.name!r} has no open MCP session; name a sandbox_id", account=acct.name)
-            return acct.create_sandbox(SESSION_NAME)
+            else:
+                sb = acct.create_sandbox(SESSION_NAME)
+            self.sessions.use(account, sb.id)
+            return sb
+
+    def _wrote(self, account: str, sb: Sandbox, out: dict[str, Any]) -> dict[str, Any]:
+        """``out``, with the archive's summary when this write made the session due (every N writes)."""
+        archived = self.sessions.wrote(account, sb.id)
+        return out if archived is None else {**out, "auto_archived": archived}
 
     def _agent_memory(self, sandbox: Sandbox) -> AgentMemory:
         return AgentMemory(sandbox)
 
     def create_sandbox(self, account: str, name: str = SESSION_NAME) -> dict[str, Any]:
         sb = self.pool.get(account).create_sandbox(name)
+        self.sessions.use(account, sb.id)
         return {"sandbox_id": sb.id, "name": sb.info.name, "parent_version": sb.info.parent_version}
 
     def archive_session(self, account: str, sandbox_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         acct = self.pool.get(account)
         sid = self._session(account, sandbox_id, create=False).id
         result = acct.archive(sid, dry_run=dry_run)
+        if not dry_run:
+            self.sessions.done(account, sid)
         if isinstance(result, AlreadyArchived):
             return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
         summary = result.plan.summary()
@@ -70,14 +97,17 @@ class MemoryTools:
     def discard_session(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
         sid = self._session(account, sandbox_id, create=False).id
         self.pool.get(account).discard(sid)
+        self.sessions.done(account, sid)
         return {"sandbox_id": sid, "status": "discarded"}
 
     # --- writing -----------------------------------------------------------------------------
 
     def remember(self, account: str, what: RememberWhat, text: str, *, agent: str = "agent", speaker: str = "user",
                  subject: str | None = None, predicate: str | None = None, object: str | None = None,
-                 confidence: float = 0.9, title: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+                 confidence: float = 0.9, title: str | None = None, tags: list[str] | None = None,
+                 sandbox_id: str | None = None) -> dict[str, Any]:
         sb = self._session(account, sandbox_id)
+        tags = list(tags or ())
         if what == "turn":  # a working-log entry of ``agent``: get_context shows it in the hot log
             with self.pool.indexed(account):
                 rid = self._agent_memory(sb).log(agent, text, speaker=None if speaker == agent else speaker).id
@@ -88,12 +118,12 @@ class MemoryTools:
                                    field="subject")
             rid = sb.add_fact(*spo, confidence=confidence, content=None if all(spo) else text)
             if (warning := sb.fact_warning(confidence)) is not None:
-                return {"id": rid, "what": what, "sandbox_id": sb.id, "warning": warning}
+                return self._wrote(account, sb, {"id": rid, "what": what, "sandbox_id": sb.id, "warning": warning})
         elif what == "journal":
-            rid = sb.add_journal(text, title=title or "", agent=agent)
+            rid = sb.add_journal(text, title=title or "", tags=tags, agent=agent)
         else:
             raise InvalidInput(f"what must be turn, fact or journal, not {what!r}", field="what")
-        return {"id": rid, "what": what, "sandbox_id": sb.id}
+        return self._wrote(account, sb, {"id": rid, "what": what, "sandbox_id": sb.id})
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -112,8 +142,17 @@ class MemoryTools:
 
     def manage_clipboard(self, account: str, action: ClipboardAction, agent: str = "agent",
                          item: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+        if action == "show" and sandbox_id is None:  # reading opens no session: committed items when none is open
+            try:
+                self._session(account, None, create=False)
+            except NotFound:
+                view = ClipboardView(agent=check_name(agent, "agent"),
+                                     items=tuple(read_clipboard_items(self.pool.get(account).store, agent)))
+                return {**view.to_dict(), "markdown": view.markdown(), "sandbox_id": None}
         with self.pool.indexed(account):
-            return self._clipboard(self._agent_memory(self._session(account, sandbox_id)), action, agent, item)
+            sb = self._session(account, sandbox_id)
+            out = self._clipboard(self._agent_memory(sb), action, agent, item)
+        return out if action == "show" else self._wrote(account, sb, out)
 
     def _clipboard(self, mem: AgentMemory, action: ClipboardAction, agent: str, item: str | None) -> dict[str, Any]:
         if action == "add":
@@ -150,6 +189,78 @@ class MemoryTools:
                                "counts": entry.get("counts", {})})
         return out
 
+    # --- one memory, lists, versions (issue 16) ---------------------------------------------
+
+    def get_memory(self, account: str, ref: str, at: int | None = None) -> dict[str, Any]:
+        """A record by id, or a document (``core``, ``profile``, ``gks``, ``state:<name>``), as of ``at``."""
+        return self.pool.get(account).show(ref, at)
+
+    def list_memories(self, account: str, kind: str, limit: int = 20, offset: int = 0,
+                      at: int | None = None) -> dict[str, Any]:
+        """Records of one kind, newest first, a page at a time (``next_offset``: None on the last)."""
+        if kind not in LISTED_KINDS:
+            raise InvalidInput(f"kind must be one of {', '.join(LISTED_KINDS)}, not {kind!r}", field="kind")
+        if limit < 1 or offset < 0:
+            raise InvalidInput("limit must be at least 1 and offset at least 0", field="limit")
+        acct = self.pool.get(account)
+        version = acct.check_version(at)
+        newest: deque[Any] = deque(maxlen=offset + limit)
+        total = 0
+        for rec in acct.records(kind, version):  # in id order: oldest first
+            newest.append(rec)
+            total += 1
+        page = list(reversed(newest))[offset:offset + limit]
+        return {"kind": kind, "version": version, "offset": offset, "limit": limit, "total": total,
+                "items": [r.model_dump(mode="json") for r in page],
+                "next_offset": offset + limit if total > offset + limit else None}
+
+    def search_memory(self, account: str, query: str, k: int = 10, *, kinds: list[str] | None = None,
+                      agent: str | None = None, tags: list[str] | None = None, since: datetime | None = None,
+                      until: datetime | None = None, session_id: str | None = None, at: int | None = None,
+                      min_score: float | None = None) -> dict[str, Any]:
+        """Search with filters: committed memory as of ``at``; without ``at``, also the agent's
+        open session when there is one (what it remembered is found at once). Writes nothing."""
+        filters: dict[str, Any] = {"kinds": kinds or (), "agent": agent, "tags": tags or (), "since": since,
+                                   "until": until, "session_id": session_id, "min_score": min_score}
+        with self.pool.indexed(account) as acct:
+            sb = None
+            if at is None:
+                with contextlib.suppress(NotFound):
+                    sb = self._session(account, None, create=False)
+            found = sb.search(query, k, **filters) if sb is not None else acct.search(query, k, at=at, **filters)
+        return {"query": query, "at": at, "sandbox_id": sb.id if sb is not None else None,
+                "hits": [{"id": h.id, "kind": h.kind, "version": h.version, "text": h.text,
+                          "relevance": relevance(query, h), "score": round(h.score, 4)} for h in found],
+                "incomplete": bool(getattr(found, "incomplete", False))}
+
+    def memory_diff(self, account: str, a: int, b: int) -> dict[str, Any]:
+        return self.pool.get(account).diff(a, b)
+
+    def rollback(self, account: str, version: int) -> dict[str, Any]:
+        """A new version whose content equals ``version``'s (nothing in between is lost: it stays in history)."""
+        acct = self.pool.get(account)
+        return {"version": acct.rollback(version), "rolled_back_to": version}
+
+    def add_journal_entry(self, account: str, text: str, *, title: str = "", tags: list[str] | None = None,
+                          type: str = "journal", agent: str | None = None) -> dict[str, Any]:
+        """A journal entry committed at once, as its own version (``remember`` journal waits for the session)."""
+        return self.pool.get(account).journal().add(text, type=type, title=title, tags=tags or (), agent=agent)
+
+    def read_identity(self, account: str, at: int | None = None) -> dict[str, Any]:
+        acct = self.pool.get(account)
+        return {"version": acct.check_version(at), "core": acct.show("core", at), "profile": acct.show("profile", at)}
+
+    def propose_core(self, account: str, section: str, value: Any, *, confidence: float, reason: str,
+                     key: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+        sb = self._session(account, sandbox_id)
+        sb.propose_core(section, value, confidence=confidence, reason=reason, key=key)
+        return self._wrote(account, sb, {"sandbox_id": sb.id, "proposed": {"section": section, "key": key}})
+
+    def update_profile(self, account: str, data: dict[str, Any], sandbox_id: str | None = None) -> dict[str, Any]:
+        sb = self._session(account, sandbox_id)
+        sb.update_profile(data)
+        return self._wrote(account, sb, {"sandbox_id": sb.id, "updated": sorted(data)})
+
     # --- editing and forgetting (issue 15) ---------------------------------------------------
 
     def edit_memory(self, account: str, record_id: str, fields: dict[str, Any], reason: str = "") -> dict[str, Any]:
@@ -170,12 +281,13 @@ class MemoryTools:
 
     # --- the passport (issue 15, exp) ---------------------------------------------------------
 
-    def export_account(self, account: str, history: bool = False) -> dict[str, Any]:
+    def export_account(self, account: str, history: bool = False, vectors: bool = False) -> dict[str, Any]:
         """Write the account as a passport file under ``<home>/exports/`` and say where, with its digests."""
         folder = self.pool.engine.home / "exports"
         folder.mkdir(parents=True, exist_ok=True)
         head = self.pool.get(account).head()
-        res = export_account(self.pool.engine, account, folder / f"{account}-v{head}.soulpass", history=history)
+        res = export_account(self.pool.engine, account, folder / f"{account}-v{head}.soulpass", history=history,
+                             vectors=vectors)
         return asdict(res)
 
 
