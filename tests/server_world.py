@@ -12,7 +12,9 @@ from fastapi import FastAPI
 import soulpass
 from soulpass.server.app import create_app
 from soulpass.server.keys import FileKeyStore
+from soulpass.server.limits import ServerLimits
 
+UNLIMITED = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
 
 @dataclass
 class Tenant:
@@ -42,6 +44,9 @@ class World:
         return {"Authorization": f"Bearer {self.admin_key}"}
 
     def app(self, **kwargs: Any) -> FastAPI:
+        """The API over the world; no rate limits or quota unless asked (the isolation checks send
+        hundreds of bad keys from one address on purpose; tests/test_server_limits.py checks them)."""
+        kwargs.setdefault("limits", UNLIMITED)
         return create_app(self.engine, **kwargs)
 
 

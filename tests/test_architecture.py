@@ -18,7 +18,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 # Named layers, bottom to top: a module may import its own layer and the layers below it. Each
 # top-level module or package of src/soulpass is listed by name ("" is the package root itself).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("errors", "ids", "records", "prose")),
+    ("foundation", ("errors", "ids", "sentences", "records", "prose")),
     ("store", ("store",)),
     ("index", ("index", "embed")),
     ("sessions", ("sessions", "consolidation", "editing")),
@@ -26,7 +26,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("engine", ("engine", "journal", "pool", "forgetting")),
     # Built on the library API only: integrity and backup tools, importers, the seed facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
-    ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench")),
+    ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench",
+                 "listing")),
     ("package", ("",)),  # soulpass/__init__: the public names
     ("entry points", ("cli", "server", "mcp", "worker")),
 )

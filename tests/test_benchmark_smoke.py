@@ -104,3 +104,19 @@ def test_search_scale_hybrid_smoke(tmp_path: Path, capsys: pytest.CaptureFixture
         assert variant["mean_hits"] == 10
     assert {"fts_search", "neighbours", "vectors"} <= set(hybrid["variants"]["all"]["breakdown_ms"])
     assert hybrid["pass"] == (hybrid["variants"]["all"]["p95_ms"] <= hybrid["target_p95_ms"])
+
+
+def test_fault_soak_smoke(tmp_path: Path) -> None:
+    """``benchmarks/fault_soak.py`` in short: injected faults, power losses and kills, none lost."""
+    import os
+    import subprocess
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "fault_soak.py"
+    out = tmp_path / "soak.json"
+    done = subprocess.run([sys.executable, str(script), "--faults", "40", "--kills", "5", "--out", str(out)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(script.parents[1] / "src")})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "faults / lost / torn / stuck = 45 / 0 / 0 / 0" in done.stdout
+    result = json.loads(out.read_text(encoding="utf-8"))
+    assert result["outcomes"] == {"ok": 45} and result["call_sites"]["archive"] >= 10

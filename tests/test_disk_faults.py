@@ -108,3 +108,86 @@ def test_a_damaged_version_file_is_rebuilt_from_the_log(tmp_path: Path, garbage:
     again = soulpass.open(tmp_path, embedder="none").account("ann")  # the open rewrites it, under the lock
     assert header.read_bytes() == good and again.head() == 2
     assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed) and again.head() == 3
+
+
+def test_a_damaged_middle_line_of_a_buffer_is_an_error_naming_it(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    sb = _sandbox_with_turns(acct, 3)
+    path = tmp_path / f"accounts/ann/sandboxes/{sb.id}/session_buffer.jsonl"
+    lines = path.read_bytes().split(b"\n")
+    assert all(b'"crc":"' in line for line in lines if line)  # every line carries its checksum
+    flipped = lines[1].replace(b"message 1", b"message X")  # still valid JSON: only the checksum can tell
+    assert flipped != lines[1]
+    path.write_bytes(b"\n".join([lines[0], flipped, *lines[2:]]))
+    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:2 is damaged"):
+        acct.archive(sb.id)
+    assert acct.head() == 0  # nothing committed, nothing silently dropped
+    path.write_bytes(b"\n".join([lines[0], b'{"not an event"', *lines[2:]]))
+    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:2 is not a buffer event"):
+        sb.buffer()
+    path.write_bytes(b"\n".join(lines))
+    assert isinstance(acct.archive(sb.id), soulpass.Committed)
+
+
+def test_a_torn_buffer_tail_is_cut_by_the_next_append_and_old_lines_still_read(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    sb = _sandbox_with_turns(acct, 1)
+    path = tmp_path / f"accounts/ann/sandboxes/{sb.id}/session_buffer.jsonl"
+    first = path.read_bytes()
+    legacy = first.split(b',"crc":')[0] + b"}\n"  # a line written before the checksums
+    path.write_bytes(legacy + b'{"event_id": "torn')  # and an append cut short by a crash
+    sb.add_turn("user", "after the crash")
+    assert path.read_bytes().startswith(legacy) and b"torn" not in path.read_bytes()
+    assert [t["text_excerpt"] for t in sb.buffer().new_turns] == ["message 0 about the harbour and the boats",
+                                                                  "after the crash"]
+
+
+def test_one_unreadable_record_file_does_not_hide_its_kind(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from soulpass.integrity import audit
+
+    sp = soulpass.open(tmp_path, embedder="none")
+    acct = sp.create_account("ann")
+    _sandbox_with_turns(acct, 3).archive()
+    ids = sorted(r.id for r in acct.records("turn_user"))
+    bad = next((tmp_path / "accounts/ann/core").rglob(f"{ids[1]}.json"))
+    bad.write_bytes(b"\x00garbage")
+    with caplog.at_level("WARNING"):
+        listed = sorted(r.id for r in acct.records("turn_user"))
+    assert listed == [ids[0], ids[2]] and ids[1] in caplog.text
+    report = audit(sp, "ann")
+    assert not report.ok and any(ids[1] in f"{f.subject} {f.detail}" for f in report.findings), report.findings
+
+
+def test_a_damaged_catalog_is_rebuilt_and_search_answers(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from soulpass.index.catalog import catalog_path
+
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    _sandbox_with_turns(acct, 3).archive()
+    assert acct.search("message 2")
+    acct.close()
+    catalog_path(acct.store).write_bytes(b"this is not a database" * 100)
+    again = soulpass.open(tmp_path, embedder="none").account("ann")
+    with caplog.at_level("WARNING"):
+        hits = again.search("message 2")
+    assert "message 2" in hits[0].text and "rebuilt" in caplog.text
+
+
+def test_a_log_line_damaged_but_still_json_is_an_error_naming_it(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("ann")
+    for n in range(3):
+        _sandbox_with_turns(acct, n + 1).archive()
+    log = tmp_path / "accounts/ann/log/versions.jsonl"
+    sums = tmp_path / "accounts/ann/log.sums"
+    assert len(sums.read_bytes().splitlines()) == 3  # one checksum per version, outside the log itself
+    lines = log.read_bytes().split(b"\n")
+    damaged = lines[1].replace(b'"timestamp": "2', b'"timestamp": "1')  # still valid JSON
+    assert damaged != lines[1]
+    log.write_bytes(b"\n".join([lines[0], damaged, *lines[2:]]))
+    with pytest.raises(soulpass.Corrupted, match=r"versions\.jsonl:2 is damaged"):
+        soulpass.open(tmp_path, embedder="none").account("ann").log()
+    log.write_bytes(b"\n".join(lines))
+    sums.unlink()  # a log restored without its checksums (a passport, a backup) reads as before
+    again = soulpass.open(tmp_path, embedder="none").account("ann")
+    assert [e["version"] for e in again.log()] == [1, 2, 3]
+    _sandbox_with_turns(again, 1).archive()  # the next commit covers every version again
+    assert len(sums.read_bytes().splitlines()) == 4

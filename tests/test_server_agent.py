@@ -32,8 +32,13 @@ def test_log_clipboard_context_and_inbox(client: TestClient, world: World) -> No
     assert client.post(f"{s}/clipboard/pro", headers=h, json={"action": "add"}).status_code == 422
     assert client.post(f"{s}/clipboard/pro", headers=h, json={"action": "clear"}).json()["items"] == []
 
+    none = client.post(f"{s}/rag_search", headers=h, json={"agent": "pro", "query": "submarine periscope"})
+    assert none.status_code == 200 and none.json()["episode_ids"] == []
+    assert client.get(f"{s}/inbox/pro", headers=h).json() == []  # nothing found: nothing delivered
+    client.post(f"{s}/episodes", headers=h, json={"summary": {"action_taken": "moved the backups",
+                                                              "key_outcome": "backups on the NAS"}})
     rag = client.post(f"{s}/rag_search", headers=h, json={"agent": "pro", "query": "backups NAS"})
-    assert rag.status_code == 200
+    assert rag.status_code == 200 and rag.json()["episode_ids"]
     inbox = client.get(f"{s}/inbox/pro", headers=h, params={"pop": True}).json()
     assert [m["id"] for m in inbox] == [rag.json()["message_id"]]
     assert client.get(f"{s}/inbox/pro", headers=h).json() == []

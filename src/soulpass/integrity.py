@@ -90,7 +90,7 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     files = _master_files(store)
     report.files = len(files)
     try:
-        catalog = Catalog.open(acct.store)
+        catalog = Catalog.open(acct.store, heal=False)  # a damaged catalog is reported, not replaced
     except BackendUnavailable as exc:
         report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
         return report
@@ -239,7 +239,7 @@ def reset_index(acct: Account) -> bool:
     """Delete the account's catalog files when they cannot be opened (the index is derived: a
     rebuild makes it again from the files). Returns whether anything was deleted."""
     try:
-        with Catalog.open(acct.store, fulltext="fts5") as catalog:  # only opens it: no sidecar
+        with Catalog.open(acct.store, fulltext="fts5", heal=False) as catalog:  # only opens it: no sidecar
             catalog.version()
         return False
     except (BackendUnavailable, sqlite3.DatabaseError, KeyError):

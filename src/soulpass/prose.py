@@ -20,6 +20,7 @@ from pydantic import field_validator, model_validator
 
 from soulpass.errors import Corrupted, InvalidInput
 from soulpass.records import Record, semantic_hash
+from soulpass.sentences import sentences
 
 __all__ = [
     "ENTRY_TYPES",
@@ -47,8 +48,6 @@ _FENCE = "---"
 _DUMPER: Any = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 _LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
-# Where a sentence ends: ., ! or ? before whitespace or the end (linear in the text).
-_SENTENCE_END = re.compile(r"[.!?]+(?=\s|$)")
 _SLUG_DROP = re.compile(r"[^A-Za-z0-9]+")
 # The front matter keys in the order they are written: the seed's first, then the envelope.
 _ORDER = ("id", "timestamp", "type", "title", "tags", "brief_summary", "core_insight", "semantic_hash",
@@ -61,16 +60,7 @@ def _opening(text: str, chars: int = 4000) -> str:
 
 
 def _sentences(text: str, n: int) -> list[str]:
-    out: list[str] = []
-    start = 0
-    for m in _SENTENCE_END.finditer(text):
-        piece = text[start:m.end()].strip()
-        start = m.end()
-        if piece:
-            out.append(piece)
-            if len(out) == n:
-                break
-    return out
+    return sentences(text)[:n]
 
 
 def first_insight(text: str) -> str:

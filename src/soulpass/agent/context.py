@@ -8,22 +8,50 @@ the orientation's temporal grounding and the clipboard.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from pathlib import Path
 
 from soulpass.agent.types import ClipboardView, ContextBlock, ContextSection, LogEntry, Orientation
 from soulpass.records import SituationContext
 
-__all__ = ["Memory", "assemble", "count_tokens", "render_memories", "situation_guidance"]
+__all__ = ["Memory", "assemble", "count_tokens", "estimate_tokens", "render_memories", "situation_guidance",
+           "token_counter"]
 
 TokenCounter = Callable[[str], int]
+# The tokenizer Soulpass ships beside its embedder (all-MiniLM-L6-v2's WordPiece, a file in the package).
+TOKENIZER_FILE = Path(__file__).resolve().parents[1] / "embed" / "minilm_tokenizer.json"
+
+
+def estimate_tokens(text: str) -> int:
+    """⌈characters / 4⌉: about one token per four characters of English (no tokenizer installed)."""
+    return math.ceil(len(text) / 4)
+
+
+@functools.cache
+def token_counter() -> tuple[str, TokenCounter]:
+    """The name of the counter and the counter: MiniLM's WordPiece tokens when ``tokenizers`` is
+    installed (extra ``embed``; no special tokens, no truncation), else :func:`estimate_tokens`."""
+    try:
+        from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return "chars/4", estimate_tokens
+    tokenizer = Tokenizer.from_file(str(TOKENIZER_FILE))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+
+    def count(text: str) -> int:
+        return len(tokenizer.encode(text, add_special_tokens=False).ids)
+
+    return "all-MiniLM-L6-v2 WordPiece", count
 
 
 def count_tokens(text: str) -> int:
-    """The budget's unit: ⌈characters / 4⌉ (about one token per four characters of English)."""
-    return math.ceil(len(text) / 4)
+    """The budget's unit: tokens as :func:`token_counter` counts them."""
+    return token_counter()[1](text)
 
 
 def situation_guidance(situation: SituationContext | None) -> list[str]:

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from soulpass.agent.types import LogEntry
 from soulpass.records import SituationContext, StructuredSummary
+from soulpass.sentences import sentences
 
 __all__ = [
     "EpisodeDraft",
@@ -33,7 +34,6 @@ log = logging.getLogger("soulpass.scribe")
 
 MAX_LINE = 300  # characters of one log entry quoted in a narrative
 MAX_LINES = 200  # log entries quoted in one narrative
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_'-]{2,}")
 _STOP = frozenset("""the and for that this with from have has had was were are you your our not but all any can
 will would should could into about there their them they then than what when where which who why how its
@@ -83,9 +83,8 @@ def _clip(text: str, limit: int = MAX_LINE) -> str:
 
 
 def _first_sentence(text: str, limit: int = 200) -> str:
-    for part in _SENTENCE.split(text.strip()):
-        if part.strip():
-            return _clip(part, limit)
+    for part in sentences(text.strip(), lines=True):
+        return _clip(part, limit)
     return ""
 
 
@@ -144,12 +143,12 @@ class ExtractiveSummariser:
         source = request.source or "text"
         heading = next((ln.strip("# ").strip() for ln in doc.splitlines() if ln.strip()), source)
         title = _clip(heading, 120)
-        sentences = [s.strip() for s in _SENTENCE.split(doc) if len(s.strip()) > 20]
+        found = [s for s in sentences(doc, lines=True) if len(s) > 20]
         top = set(keywords(doc, 12))
-        scored = sorted(range(len(sentences)),
-                        key=lambda i: (-sum(1 for w in _WORD.findall(sentences[i].lower()) if w in top), i))
-        picked = [sentences[i] for i in sorted(scored[:5])]
-        lead = _first_sentence(" ".join(sentences[:2]) or doc, 300)
+        scored = sorted(range(len(found)),
+                        key=lambda i: (-sum(1 for w in _WORD.findall(found[i].lower()) if w in top), i))
+        picked = [found[i] for i in sorted(scored[:5])]
+        lead = _first_sentence(" ".join(found[:2]) or doc, 300)
         situation = request.situation or SituationContext(interaction_mode="ingest")
         narrative = "\n".join([f"## {title}", "", f"*Ingested from {_clip(source, 200)} · {len(doc)} characters*",
                                "", *(f"- {_clip(s)}" for s in picked),

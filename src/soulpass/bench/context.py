@@ -9,35 +9,15 @@ the embedder when ``tokenizers`` is installed (no special tokens, no truncation)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from soulpass.agent.context import Memory, count_tokens, render_memories
-from soulpass.embed.minilm import TOKENIZER_PATH
+from soulpass.agent.context import Memory, TokenCounter, render_memories, token_counter
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
 
 __all__ = ["ContextMeter", "token_counter"]
-
-TokenCounter = Callable[[str], int]
-
-
-def token_counter() -> tuple[str, TokenCounter]:
-    """The name of the counter and the counter: MiniLM's WordPiece tokens, else characters / 4."""
-    try:
-        from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
-    except ImportError:
-        return "chars/4", count_tokens
-    tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-    tokenizer.no_truncation()
-    tokenizer.no_padding()
-
-    def count(text: str) -> int:
-        return len(tokenizer.encode(text, add_special_tokens=False).ids)
-
-    return "all-MiniLM-L6-v2 WordPiece", count
-
 
 class ContextMeter:
     """Tokens of the memories block carrying the first ``k`` hits of a ranking."""

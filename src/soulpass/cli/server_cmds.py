@@ -11,7 +11,8 @@ from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State
 from soulpass.engine import Soulpass
 from soulpass.errors import BackendUnavailable
-from soulpass.server.keys import FileKeyStore
+from soulpass.server.keyring import key_store
+from soulpass.server.keys import KeyStore
 
 __all__ = ["COMMANDS"]
 
@@ -27,6 +28,11 @@ def _need(extra: str, module: str) -> None:
         raise BackendUnavailable(f"{module} is not installed: pip install 'soulpass[{extra}]'", extra=extra)
 
 
+def _keys(state: State) -> KeyStore:
+    """The home's API keys: keys.json in a folder, the api_keys table in a database."""
+    return key_store(state.engine(embedder="none"))
+
+
 embedder_option = click.option("--embedder", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
                                help="'auto': MiniLM vectors if the 'embed' extra is installed; 'none': full text only.")
 
@@ -36,20 +42,31 @@ embedder_option = click.option("--embedder", type=click.Choice(["auto", "none"])
 @click.option("--port", type=int, default=8765, show_default=True, help="Port to listen on.")
 @click.option("--max-body", type=int, default=4 * 1024 * 1024, show_default=True,
               help="Largest request body in bytes (larger: 413).")
+@click.option("--rate-limit", type=click.FloatRange(min=0), default=50.0, show_default=True,
+              envvar="SOULPASS_RATE_LIMIT", help="Requests per second per API key (0: no limit).")
+@click.option("--burst", type=click.IntRange(min=0), default=200, show_default=True, envvar="SOULPASS_RATE_BURST",
+              help="Requests one key may send at once before the rate applies.")
+@click.option("--failed-keys", type=click.IntRange(min=0), default=20, show_default=True,
+              envvar="SOULPASS_FAILED_KEYS", help="Failed API key attempts per minute per client address "
+                                                  "before it gets 429 (0: no limit).")
+@click.option("--quota-bytes", type=click.IntRange(min=0), default=1 << 30, show_default=True,
+              envvar="SOULPASS_QUOTA_BYTES", help="Bytes one account may store; writes beyond get 507 (0: none).")
 @embedder_option
 @click.option("--openapi", "print_openapi", is_flag=True, help="Print the OpenAPI schema (JSON) and exit.")
 @click.pass_obj
-def serve(state: State, host: str, port: int, max_body: int, embedder: Literal["auto", "none"],
-          print_openapi: bool) -> None:
+def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, burst: int, failed_keys: int,
+          quota_bytes: int, embedder: Literal["auto", "none"], print_openapi: bool) -> None:
     """Run the REST API (extra 'server'); every request needs an API key (see 'soulpass key')."""
     _need("server", "fastapi")
     from soulpass.server.app import create_app
+    from soulpass.server.limits import ServerLimits
 
-    app = create_app(_engine(state, embedder), max_body=max_body)
+    limits = ServerLimits(rate=rate_limit, burst=burst, failed_keys=failed_keys, quota_bytes=quota_bytes)
+    app = create_app(_engine(state, embedder), max_body=max_body, limits=limits)
     if print_openapi:
         click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
         return
-    if not FileKeyStore(state.home).list():
+    if not key_store(app.state.engine).list():
         console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
                       "'soulpass key create --admin'", soft_wrap=True)
     import uvicorn
@@ -87,7 +104,7 @@ def mcp(state: State, account: str | None, transport: str, host: str, port: int,
             raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
         run_stdio(engine, account, policy)
     else:
-        run_http(engine, FileKeyStore(state.home), host=host, port=port, policy=policy)
+        run_http(engine, key_store(engine), host=host, port=port, policy=policy)
 
 
 @click.group()
@@ -106,7 +123,7 @@ def key_create(state: State, account: str | None, admin: bool, label: str) -> No
         raise click.UsageError("give either ACCOUNT or --admin")
     if account is not None:
         state.engine().account(account)  # NotFound when it does not exist
-    new = FileKeyStore(state.home).create(account, label)
+    new = _keys(state).create(account, label)
     click.echo(new.secret)
     click.echo(f"key {new.key.key_id} for {account or 'admin'}: store it now, it cannot be shown again", err=True)
 
@@ -116,7 +133,7 @@ def key_create(state: State, account: str | None, admin: bool, label: str) -> No
 @click.pass_obj
 def key_list(state: State, as_json: bool) -> None:
     """List keys (ids, accounts, labels; never the keys themselves)."""
-    keys = FileKeyStore(state.home).list()
+    keys = _keys(state).list()
     if as_json:
         emit_json([k.public() for k in keys])
     else:
@@ -130,7 +147,7 @@ def key_list(state: State, as_json: bool) -> None:
 @click.pass_obj
 def key_revoke(state: State, key_id: str, as_json: bool) -> None:
     """Revoke the key KEY_ID; it stops working at the next request."""
-    gone = FileKeyStore(state.home).revoke(key_id)
+    gone = _keys(state).revoke(key_id)
     if as_json:
         emit_json({"key_id": gone.key_id, "account": gone.account, "status": "revoked"})
     else:

@@ -27,12 +27,12 @@ embedding state (table ``passages``), so a search can ask for exactly those ids.
 from __future__ import annotations
 
 import json
-import re
 import sqlite3
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
 from soulpass.index.vectors.base import Matrix, VectorIndex
+from soulpass.sentences import sentences as split_sentences
 
 __all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "best_per_record",
            "create_table", "of", "passage_counts", "passage_id", "record_of", "record_passages", "replace",
@@ -44,13 +44,12 @@ LONG_TEXT = 8_000  # beyond here a record also gets MAX_PASSAGES windows spread 
 EMBED_CHARS = 500  # what of a record's text its own vector reads (about 128 tokens)
 WINDOW_CHARS = EMBED_CHARS
 SEP = "#"  # record ids never contain it (soulpass.ids)
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 
 
 def sentences(text: str) -> list[str]:
     """The sentences of ``text`` as passages: none for one sentence (the record's vector covers
     it), at most ``MAX_PASSAGES`` (neighbouring sentences grouped when there are more)."""
-    parts = [p.strip() for p in _SENTENCE_END.split(text) if p.strip()]
+    parts = split_sentences(text)
     if len(parts) < 2:
         return []
     if len(parts) > MAX_PASSAGES:  # MAX_PASSAGES groups of neighbouring sentences, sizes differing by one at most

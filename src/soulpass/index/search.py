@@ -70,7 +70,7 @@ NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candi
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
 # What ``embed_text`` / ``embed_passages`` make of a row: another recipe re-embeds everything.
-EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows"
+EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows+sentencex"
 
 
 @dataclass(frozen=True)

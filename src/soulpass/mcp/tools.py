@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections import deque
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any, Literal
@@ -24,6 +23,7 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.importers import import_text
 from soulpass.index.relevance import relevance
+from soulpass.listing import record_page
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.passport import export_account
 from soulpass.pool import AccountPool
@@ -33,7 +33,6 @@ __all__ = ["SESSION_NAME", "MemoryTools", "import_memories"]
 SESSION_NAME = "mcp"
 RememberWhat = Literal["turn", "fact", "journal"]
 ClipboardAction = Literal["add", "remove", "clear", "show"]
-LISTED_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
 
 
 class MemoryTools:
@@ -198,21 +197,7 @@ class MemoryTools:
     def list_memories(self, account: str, kind: str, limit: int = 20, offset: int = 0,
                       at: int | None = None) -> dict[str, Any]:
         """Records of one kind, newest first, a page at a time (``next_offset``: None on the last)."""
-        if kind not in LISTED_KINDS:
-            raise InvalidInput(f"kind must be one of {', '.join(LISTED_KINDS)}, not {kind!r}", field="kind")
-        if limit < 1 or offset < 0:
-            raise InvalidInput("limit must be at least 1 and offset at least 0", field="limit")
-        acct = self.pool.get(account)
-        version = acct.check_version(at)
-        newest: deque[Any] = deque(maxlen=offset + limit)
-        total = 0
-        for rec in acct.records(kind, version):  # in id order: oldest first
-            newest.append(rec)
-            total += 1
-        page = list(reversed(newest))[offset:offset + limit]
-        return {"kind": kind, "version": version, "offset": offset, "limit": limit, "total": total,
-                "items": [r.model_dump(mode="json") for r in page],
-                "next_offset": offset + limit if total > offset + limit else None}
+        return record_page(self.pool.get(account), kind, limit, offset, at)
 
     def search_memory(self, account: str, query: str, k: int = 10, *, kinds: list[str] | None = None,
                       agent: str | None = None, tags: list[str] | None = None, since: datetime | None = None,

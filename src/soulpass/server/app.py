@@ -8,6 +8,7 @@ before they become path components), and request bodies are capped (``max_body``
 
 from __future__ import annotations
 
+import errno
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -24,7 +25,10 @@ from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
 from soulpass.pool import AccountPool
 from soulpass.server.deps import Forbidden, Unauthorized
-from soulpass.server.keys import FileKeyStore, KeyStore
+from soulpass.server.docs import add_docs
+from soulpass.server.keyring import key_store
+from soulpass.server.keys import KeyStore
+from soulpass.server.limits import Guards, RateLimited, ServerLimits
 from soulpass.server.models import ErrorOut
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
@@ -32,8 +36,10 @@ __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 
-def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY) -> FastAPI:
-    """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given."""
+def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY,
+               limits: ServerLimits | None = None) -> FastAPI:
+    """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given;
+    ``limits``: request rates, failed key attempts and the storage quota (``server.limits``)."""
     from soulpass.server import (
         routes_accounts,
         routes_agent,
@@ -57,12 +63,13 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
         description="Versioned long-term memory for AI agents. Every endpoint but the schema needs "
                     "`Authorization: Bearer <key>`; an account key reaches its own account only, an admin "
                     "key every account.",
-        docs_url=None, redoc_url=None,  # the UIs load scripts from a CDN; the schema is at /openapi.json
+        docs_url=None, redoc_url=None,  # FastAPI's pages load scripts from a CDN: /docs is served below
     )
     app.state.engine = engine
     app.state.pool = pool
-    app.state.keys = keys or FileKeyStore(engine.home)
+    app.state.keys = keys or key_store(engine)
     app.state.home = str(engine.home)
+    app.state.guards = Guards(limits or ServerLimits(), lambda account: pool.get(account).store.stored_bytes())
     for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent, routes_records):
         app.include_router(module.router)
     from soulpass.server import routes_imp  # importers (issue 15)
@@ -72,6 +79,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
 
     app.include_router(routes_exp.router)
     _add_error_handlers(app)
+    add_docs(app)
     app.add_middleware(BodyLimit, max_body=max_body)
     return app
 
@@ -101,7 +109,18 @@ def error_response(request: Request, status: int, error: str, message: str, deta
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SoulpassError)
     async def soulpass_error(request: Request, exc: SoulpassError) -> JSONResponse:
-        return error_response(request, exc.http_status, type(exc).__name__, exc.message, exc.details)
+        headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
+        return error_response(request, exc.http_status, type(exc).__name__, exc.message, exc.details, headers)
+
+    @app.exception_handler(OSError)
+    async def io_error(request: Request, exc: OSError) -> JSONResponse:
+        """A disk or file system fault (full disk, I/O error, read-only): JSON like every error, never
+        a plain-text 500; nothing half-written stays (the store's writes are whole or not at all)."""
+        full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+        status, error = (507, "InsufficientStorage") if full else (503, "StorageUnavailable")
+        what = "the server's disk is full" if full else "the server could not read or write its storage"
+        return error_response(request, status, error, f"{what}: {exc.strerror or exc}; nothing was half-written, "
+                              "try again later", {"errno": errno.errorcode.get(exc.errno or 0, str(exc.errno))})
 
     @app.exception_handler(Unauthorized)
     async def unauthorized(request: Request, exc: Unauthorized) -> JSONResponse:

@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.pool import AccountPool
 from soulpass.server.keys import ApiKey, KeyStore
+from soulpass.server.limits import Guards
 from soulpass.server.models import NAME_PATTERN
 
 __all__ = ["AccountName", "Admin", "Caller", "Forbidden", "Keys", "Pool", "Unauthorized", "SandboxId"]
@@ -42,12 +43,17 @@ def _keys(request: Request) -> KeyStore:
 
 def _caller(request: Request,
             creds: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)]) -> ApiKey:
+    guards: Guards = request.app.state.guards
+    client = request.client.host if request.client is not None else "unknown"
+    guards.before_key_check(client)  # an address that failed too many key checks: 429 before any check
     if creds is None:
         raise Unauthorized("an API key is required: send 'Authorization: Bearer <key>'")
     keys: KeyStore = request.app.state.keys
     key = keys.verify(creds.credentials)
     if key is None:
+        guards.key_failed(client)
         raise Unauthorized("the API key is not valid (unknown, revoked or malformed)")
+    guards.request(key.key_id)
     return key
 
 
@@ -57,11 +63,21 @@ def _admin(key: Annotated[ApiKey, Depends(_caller)]) -> ApiKey:
     return key
 
 
-def _account(key: Annotated[ApiKey, Depends(_caller)],
+# Account-scoped requests that may grow what an account stores; reads sent as POST (search, context)
+# and what shrinks or only reorders it (archive, discard, rollback, forget) pass a full quota.
+_GROWS = frozenset({"POST", "PUT", "PATCH"})
+_NOT_GROWING = ("/search", "/context", "/rag_search", "/archive", "/rollback", "/forget")
+
+
+def _account(request: Request, key: Annotated[ApiKey, Depends(_caller)],
              account: Annotated[str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH,
                                           description="Account name")]) -> str:
     if not key.admin and key.account != account:
         raise Forbidden("this key does not reach the account in the path")
+    if request.method in _GROWS and not request.url.path.endswith(_NOT_GROWING):
+        guards: Guards = request.app.state.guards
+        length = request.headers.get("content-length", "0")
+        guards.write(account, int(length) if length.isdigit() else 0)
     return account
 
 

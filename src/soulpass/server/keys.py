@@ -27,10 +27,10 @@ from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
 
-__all__ = ["KEYS_FILE", "ApiKey", "FileKeyStore", "KeyStore", "NewKey"]
+__all__ = ["KEYS_FILE", "KEY_PATTERN", "ApiKey", "FileKeyStore", "KeyStore", "NewKey", "key_hash"]
 
 KEYS_FILE = "keys.json"
-_KEY_RE = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
+KEY_PATTERN = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ class NewKey:
     secret: str
 
 
-def _hash(secret: str) -> str:
+def key_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
@@ -125,11 +125,11 @@ class FileKeyStore:
 
     def verify(self, secret: str) -> ApiKey | None:
         """The key ``secret`` is, or None when it is malformed, unknown or revoked."""
-        m = _KEY_RE.match(secret) if isinstance(secret, str) else None
+        m = KEY_PATTERN.match(secret) if isinstance(secret, str) else None
         if m is None:
             return None
         key = self._load().get(m.group(1))
-        if key is None or not hmac.compare_digest(key.sha256, _hash(secret)):
+        if key is None or not hmac.compare_digest(key.sha256, key_hash(secret)):
             return None
         return key
 
@@ -154,7 +154,7 @@ class FileKeyStore:
                 key_id = secrets.token_hex(4)
             secret = f"sp_{key_id}_{secrets.token_urlsafe(32)}"
             key = ApiKey(key_id=key_id, account=account, created_at=utc_now().isoformat(timespec="seconds"),
-                         label=label, sha256=_hash(secret))
+                         label=label, sha256=key_hash(secret))
             keys[key_id] = key
             self._save(keys)
         return NewKey(key, secret)
@@ -167,3 +167,4 @@ class FileKeyStore:
                 raise NotFound(f"no key with id {key_id!r}", key_id=key_id)
             self._save(keys)
         return key
+

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from soulpass.listing import MAX_LIMIT, record_page
 from soulpass.server.deps import AccountName, Caller, Pool
 from soulpass.server.responses import ERRORS
 
@@ -45,6 +46,26 @@ class ForgetOut(BaseModel):
     version: int | None
     rewritten: dict[str, list[int]]
     backups_holding: list[str]
+
+
+Kind = Literal["episode", "turn_user", "turn_llm", "fact", "sensory"]
+At = Annotated[int | None, Query(ge=0, description="Version (default HEAD)")]
+
+
+@router.get("/records", response_model=dict[str, Any],
+            summary="The records of one kind, newest first, a page at a time")
+def records(account: AccountName, pool: Pool, kind: Annotated[Kind, Query(description="Which kind")],
+            limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Most records in the page")] = 20,
+            offset: Annotated[int, Query(ge=0, description="How many of the newest to skip")] = 0,
+            at: At = None) -> dict[str, Any]:
+    """``{"kind", "version", "offset", "limit", "total", "items", "next_offset"}``; ``next_offset``
+    is None on the last page."""
+    return record_page(pool.get(account), kind, limit, offset, at)
+
+
+@router.get("/records/{record_id}", response_model=dict[str, Any], summary="One record, as of a version")
+def record(account: AccountName, record_id: RecordId, pool: Pool, at: At = None) -> dict[str, Any]:
+    return pool.get(account).show(record_id, at)
 
 
 @router.get("/records/{record_id}/history", response_model=list[dict[str, Any]],

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Path, Query
+from fastapi import APIRouter, Path, Query, Response
 
+from soulpass.listing import MAX_LIMIT, log_page
 from soulpass.server.deps import AccountName, Pool
 from soulpass.server.models import RollbackIn, SearchIn, SearchOut, VersionOut
 from soulpass.server.responses import ERRORS
@@ -19,9 +20,18 @@ REF_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
 
 
 @router.get("/versions", response_model=list[dict[str, Any]],
-            summary="The version log: one entry per version (what it added, replaced, retired)")
-def log(account: AccountName, pool: Pool) -> list[dict[str, Any]]:
-    return pool.get(account).log()
+            summary="The version log, a page at a time: the entries after `since`, oldest first")
+def log(account: AccountName, pool: Pool, response: Response,
+        since: Annotated[int, Query(ge=0, description="Entries of the versions after this one")] = 0,
+        limit: Annotated[int, Query(ge=1, le=MAX_LIMIT, description="Most entries in the page")] = 100,
+        ) -> list[dict[str, Any]]:
+    """One entry per version (what it added, replaced, retired). When more follow, the response
+    carries ``X-Next-Since`` (pass it as ``since``) and a ``Link: <…>; rel="next"`` header."""
+    entries, next_since = log_page(pool.get(account), since, limit)
+    if next_since is not None:
+        response.headers["X-Next-Since"] = str(next_since)
+        response.headers["Link"] = f'</v1/accounts/{account}/versions?since={next_since}&limit={limit}>; rel="next"'
+    return entries
 
 
 @router.get("/diff", response_model=dict[str, Any], summary="What changed between versions a and b")

@@ -487,6 +487,11 @@ class AccountBackend(MasterStore, Protocol):
         :meth:`Backend.restore` makes an account of them again. Read them in :meth:`exclusive`."""
         ...
 
+    def stored_bytes(self) -> int:
+        """About how many bytes the account takes where it is kept (its versions, history, open
+        sandboxes and derived index): what a storage quota counts."""
+        ...
+
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         """Erasure, the one exception to immutable versions: rewrite every stored copy of each of
         ``keys`` (the records ``erasure.ids`` and the documents that mention them), the one in

@@ -18,6 +18,7 @@ from typing import Any
 from soulpass.errors import Corrupted, InvalidInput
 
 __all__ = [
+    "folder_bytes",
     "atomic_write",
     "dump_json",
     "file_lock",
@@ -155,3 +156,24 @@ def file_lock(path: Path, shared: bool = False, *, create_parent: bool = True,
         yield fd
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def folder_bytes(path: Path) -> int:
+    """The bytes of every file under ``path`` (0 when it does not exist); files that vanish
+    meanwhile are skipped."""
+    total = 0
+    stack = [path]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(Path(entry.path))
+                elif entry.is_file(follow_symlinks=False):
+                    total += entry.stat(follow_symlinks=False).st_size
+            except FileNotFoundError:
+                continue
+    return total

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import shutil
 import sqlite3
 import threading
@@ -19,6 +20,8 @@ from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import Progress, SyncCounts, apply_changes, rebuild_rows
+
+log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_file", "catalog_path",
            "catch_up", "remove_catalog"]
@@ -91,10 +94,12 @@ def catch_up(store: AccountBackend) -> CatchUpReport:
 class Catalog:
     """SQLite catalog in the account's index folder (``catalog_path``); safe to share between threads."""
 
-    def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> None:
+    def __init__(self, path: Path, *, busy_timeout: float = 30.0, fulltext: FullText | None = None,
+                 heal: bool = True) -> None:
         """``fulltext``: what ranks full text for this handle: "fts5" (SQLite's, always there) or
         "tantivy" (the sidecar, extra ``search``); None: the engine the catalog records
-        (``record_fulltext``), else ``DEFAULT_FULLTEXT``."""
+        (``record_fulltext``), else ``DEFAULT_FULLTEXT``. ``heal``: a damaged catalog file is deleted
+        and started again (the next catch-up rebuilds it); False (an audit): it is reported."""
         if fulltext is not None and fulltext not in FULLTEXT_ENGINES:
             raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
                                field="fulltext")
@@ -104,13 +109,20 @@ class Catalog:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
-        self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
-        try:
-            configure(self._conn, int(busy_timeout * 1000))
-            self.migrations_applied = migrate(self._conn)
-        except sqlite3.Error as exc:
-            self._conn.close()
-            raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+        for attempt in (1, 2):
+            self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
+            try:
+                configure(self._conn, int(busy_timeout * 1000))
+                self.migrations_applied = migrate(self._conn)
+                break
+            except sqlite3.Error as exc:
+                self._conn.close()
+                if attempt == 1 and heal and _damaged(exc):  # derived data: start again, a catch-up rebuilds it
+                    log.warning("the catalog %s is damaged (%s): it is deleted and rebuilt from the store", path, exc)
+                    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
+                        path.with_name(name).unlink(missing_ok=True)
+                    continue
+                raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
         self.fulltext: FullText = fulltext or self.recorded_fulltext() or DEFAULT_FULLTEXT
         if self.fulltext == "tantivy":
             self._tantivy = tantivy_module()
@@ -121,8 +133,9 @@ class Catalog:
                                          path=str(path))
 
     @classmethod
-    def open(cls, store: AccountBackend, *, busy_timeout: float = 30.0, fulltext: FullText | None = None) -> Catalog:
-        return cls(catalog_path(store), busy_timeout=busy_timeout, fulltext=fulltext)
+    def open(cls, store: AccountBackend, *, busy_timeout: float = 30.0, fulltext: FullText | None = None,
+             heal: bool = True) -> Catalog:
+        return cls(catalog_path(store), busy_timeout=busy_timeout, fulltext=fulltext, heal=heal)
 
     def recorded_fulltext(self) -> FullText | None:
         """The full-text engine recorded in the catalog, if one was."""
@@ -521,3 +534,9 @@ def _logged(store: AccountBackend, version: int) -> VersionEntry | None:
     """The log's entry of ``version``, its id lists left out; None when the log has no line for it."""
     found = next(iter(store.log(version - 1, lists=False)), None)
     return found if found is not None and found.version == version else None
+
+
+def _damaged(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file itself is damaged (not busy, locked or unwritable)."""
+    text = str(exc).lower()
+    return isinstance(exc, sqlite3.DatabaseError) and ("not a database" in text or "malformed" in text)

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import shutil
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
 
 from pydantic import ValidationError
@@ -33,9 +34,12 @@ from soulpass.store.files.commit import (
 )
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
+from soulpass.store.files.log_sums import check_line, read_sums
 from soulpass.store.files.session_log import sweep_finished
 from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
+
+log = logging.getLogger(__name__)
 
 __all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]
 
@@ -170,12 +174,16 @@ class AccountStore:
         if not path.exists():
             return []
         entries = []
+        sums = read_sums(self.path)
         for n, line in enumerate(path.read_bytes().splitlines(), 1):
             if line.strip():
                 try:
-                    entries.append(json.loads(line))
+                    entry = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise Corrupted(f"{path}:{n} is not JSON", path=str(path)) from exc
+                if isinstance(entry, dict) and isinstance(entry.get("version"), int):
+                    check_line(path, n, entry["version"], line, sums)
+                entries.append(entry)
         return entries
 
     # --- snapshot reads ------------------------------------------------------------------
@@ -234,17 +242,27 @@ class AccountStore:
                         if any((self.path / HISTORY / hist).glob(f"*{suffix}")):
                             seen.add(f"core/{hist}{suffix}")
         for rel in sorted(seen):
-            if self.read_at(rel, version) is not None:
+            try:
+                present = self.read_at(rel, version) is not None
+            except Corrupted:  # listed: whoever reads it says what is wrong with it
+                present = True
+            if present:
                 yield rel
 
     def iter_records(self, kind: str, at: int | None = None) -> Iterator[Record]:
-        """Every record of ``kind`` visible at version ``at`` (default HEAD), by id."""
+        """Every record of ``kind`` visible at version ``at`` (default HEAD), by id. A record whose
+        file cannot be read is left out with a warning naming it (``audit`` reports it too): one
+        damaged file does not hide the rest of its kind."""
         version = self.check_version(at)
         model = RECORD_MODELS[kind]
         for rel in self.iter_paths(RECORD_DIRS[kind], version):
-            raw = self.read_at(rel, version)
-            if raw is not None:
-                yield parse_model(model, raw, rel)
+            try:
+                raw = self.read_at(rel, version)
+                if raw is not None:
+                    yield parse_model(model, raw, rel)
+            except Corrupted as exc:
+                log.warning("account %s: record %s left out, its file cannot be read: %s", self.name,
+                            PurePosixPath(rel).stem, exc)
 
     def history_versions(self, relpath: str) -> list[int]:
         hist = self.path / history_dir(relpath)

@@ -29,6 +29,7 @@ from typing import Any
 from soulpass.errors import Corrupted
 from soulpass.store.contract import Hook
 from soulpass.store.files.layout import LOG_FILE, history_path
+from soulpass.store.files.log_sums import cover
 from soulpass.store.fsio import (
     atomic_write,
     dump_json,
@@ -167,7 +168,8 @@ def apply_txn(account: Path, txn: Path, hook: Hook | None = None) -> None:
         fsync_dir(d)
     atomic_write(account / VERSION_FILE, dump_json(manifest["version_doc"]))
     hook("version_written")
-    _append_log(account / LOG_FILE, manifest["log_entry"], version)
+    line = _append_log(account / LOG_FILE, manifest["log_entry"], version)
+    cover(account, version, line)
     hook("log_appended")
     _remove_finished(txn)
     hook("done")
@@ -212,7 +214,7 @@ def _last_logged_version(log: Path) -> int:
         raise Corrupted(f"last line of {log} is not a version entry", path=str(log)) from exc
 
 
-def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> None:
+def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> bytes | None:
     """Append ``version``'s line to the log, whole or not at all; the caller holds the account lock.
 
     A torn tail (an append cut short: the disk filled, the process died) is cut first, so the log
@@ -226,7 +228,7 @@ def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> None:
     try:
         size = _cut_torn_tail(fd)
         if _last_logged_version(log) >= version:
-            return
+            return None
         try:
             written = 0
             while written < len(line):
@@ -240,6 +242,7 @@ def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> None:
     finally:
         os.close(fd)
     fsync_dir(log.parent)
+    return line
 
 
 def log_tail_torn(account: Path) -> bool:
@@ -278,6 +281,7 @@ def repair_log_tail(account: Path) -> list[str]:
         entry = {**doc, "rederived": f"its log line was torn; rebuilt from {VERSION_FILE} (id lists lost)"}
         _append_log(log, entry, int(doc["version"]))
         done.append(f"re-derived version {doc['version']} from {VERSION_FILE}")
+    cover(account, _last_logged_version(log))  # the cut or re-derived lines' checksums, from the log as it is
     return done
 
 

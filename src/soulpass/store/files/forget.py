@@ -17,6 +17,7 @@ from pathlib import Path
 from soulpass.errors import InvalidInput
 from soulpass.store.files.copies import encode_copy, parse_copy
 from soulpass.store.files.layout import LOG_FILE, history_dir
+from soulpass.store.files.log_sums import rewrite_sums
 from soulpass.store.fsio import atomic_write, fsync_dir, makedirs_durable
 from soulpass.store.redact import Erasure, redacted_copy, redacted_entry
 
@@ -54,6 +55,7 @@ def _rewrite_log(account: Path, erasure: Erasure) -> None:
     new = b"".join(lines)
     if new != old:
         atomic_write(path, new)
+    rewrite_sums(account)
 
 
 def forget_keys(account: Path, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:

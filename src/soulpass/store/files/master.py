@@ -29,6 +29,7 @@ from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
+from soulpass.store.fsio import folder_bytes
 from soulpass.store.keys import CORE, record_path
 from soulpass.store.redact import Erasure
 
@@ -58,6 +59,9 @@ class FilesMasterStore:
 
     def index_dir(self) -> Path:
         return self.store.index_dir()
+
+    def stored_bytes(self) -> int:
+        return folder_bytes(self.store.path)
 
     def drop_index(self) -> None:
         self.store.drop_index()

@@ -1,8 +1,11 @@
 """A sandbox's session buffer on disk: ``sandboxes/<id>/session_buffer.jsonl``, one event a line.
 
 Writers in several processes append under an ``flock`` with a single ``write`` per batch, so lines
-are always whole. A torn last line (a crash mid-write) is skipped when reading and never glued to
-the next event. This is the one JSONL reader of session buffers.
+are always whole. A torn last line (a crash mid-write: no newline at its end) is skipped when
+reading and cut by the next append, never glued to the next event. Each line ends with a CRC-32 of
+its bytes (``,"crc":"…"}``), so a line damaged on disk is an error naming the file and line
+(``Corrupted``), never a turn silently lost at archive; lines written before the checksums still
+read. This is the one JSONL reader of session buffers.
 """
 
 from __future__ import annotations
@@ -10,15 +13,17 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import uuid
+import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
-from soulpass.errors import BackendUnavailable, Conflict, InvalidInput
+from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
@@ -90,7 +95,7 @@ class FileSessionLog:
                 raise InvalidInput(f"invalid buffer event: {exc}") from exc
             try:
                 line = json.dumps(event.model_dump(mode="json"), ensure_ascii=False, allow_nan=False)
-                raw = (line + "\n").encode("utf-8")
+                raw = with_crc(line.encode("utf-8")) + b"\n"
             except (ValueError, UnicodeError) as exc:
                 raise InvalidInput(f"{pending.type} event cannot be stored as JSON: {exc}") from exc
             if len(raw) > self.max_event_bytes:
@@ -115,8 +120,9 @@ class FileSessionLog:
                                sandbox_id=self.folder.name) from None
             try:
                 size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":
-                    payload = b"\n" + payload  # never glue an event to a torn line
+                if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line: an append that never returned
+                    size = _whole(fd, size)
+                    os.ftruncate(fd, size)
                 try:
                     view = memoryview(payload)
                     while view:
@@ -133,32 +139,63 @@ class FileSessionLog:
                 os.close(fd)
 
     def events(self, after: int = 0) -> list[BufferEvent]:
-        """Whole events in append order, past the first ``after``; torn or unparsable lines are skipped."""
-        return [e for e, _ in self._parse() if e is not None][after:]
+        """Whole events in append order, past the first ``after``; a torn last line is skipped, a
+        damaged whole line is ``Corrupted`` naming it."""
+        return self._parse()[0][after:]
 
     def torn_lines(self) -> int:
-        return sum(1 for e, _ in self._parse(keep_bad=True) if e is None)
+        return self._parse()[1]
 
-    def _parse(self, keep_bad: bool = False) -> list[tuple[BufferEvent | None, int]]:
-        if not self.path.exists():
-            return []
-        out: list[tuple[BufferEvent | None, int]] = []
-        for n, raw in enumerate(self.path.read_bytes().split(b"\n"), 1):
-            if raw.strip() and ((event := _parse_line(raw)) is not None or keep_bad):
-                out.append((event, n))
-        return out
+    def _parse(self) -> tuple[list[BufferEvent], int]:
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return [], 0
+        lines = data.split(b"\n")
+        torn = 1 if lines[-1].strip() else 0  # no newline after it: an append cut short
+        return [event_of(raw, self.path, n) for n, raw in enumerate(lines[:-1], 1) if raw.strip()], torn
 
     def close(self, archived_as: int | None = None) -> None:
         """Remove the sandbox folder (buffer included); the caller holds :meth:`exclusive`."""
         remove_folder(self.folder)
 
 
-def _parse_line(raw: bytes) -> BufferEvent | None:
-    """One buffer line as an event; None for a torn or unparsable line."""
+_CRC = re.compile(rb',"crc":"([0-9a-f]{8})"\}\s*$')
+
+
+def with_crc(line: bytes) -> bytes:
+    """A JSON object's line with its checksum as the last member: CRC-32 of the line without it."""
+    return line[:-1] + b',"crc":"%08x"}' % zlib.crc32(line)
+
+
+def event_of(raw: bytes, path: Path, n: int) -> BufferEvent:
+    """Line ``n`` of a buffer as an event; ``Corrupted`` naming ``path:n`` when it is damaged."""
+    body, found = raw, _CRC.search(raw)
+    if found is not None:
+        body = raw[:found.start()] + b"}"
+        if b"%08x" % zlib.crc32(body) != found.group(1):
+            raise Corrupted(f"{path}:{n} is damaged (its checksum does not match): the session buffer cannot "
+                            "be read whole; copy the sandbox aside and discard it, or repair that line",
+                            path=str(path), line=n)
     try:
-        return BufferEvent.model_validate(json.loads(raw))
-    except (ValueError, ValidationError):
-        return None
+        return BufferEvent.model_validate(json.loads(body))
+    except (ValueError, ValidationError) as exc:
+        raise Corrupted(f"{path}:{n} is not a buffer event ({exc.__class__.__name__}): the session buffer cannot "
+                        "be read whole; copy the sandbox aside and discard it, or repair that line",
+                        path=str(path), line=n) from exc
+
+
+def _whole(fd: int, size: int) -> int:
+    """The size of the file ``fd`` without its torn last line (up to and with its last newline)."""
+    chunk = 1 << 16
+    end = size
+    while end > 0:
+        start = max(0, end - chunk)
+        at = os.pread(fd, end - start, start).rfind(b"\n")
+        if at != -1:
+            return start + at + 1
+        end = start
+    return 0
 
 
 class SessionLogTail:
@@ -169,6 +206,7 @@ class SessionLogTail:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.offset = 0
+        self.lines = 0  # whole lines read so far (to name a damaged one)
         self.inode: int | None = None
         self.parsed: list[BufferEvent] = []
 
@@ -180,16 +218,18 @@ class SessionLogTail:
         try:
             st = os.fstat(fd)
             if st.st_ino != self.inode or st.st_size < self.offset:  # another file: start over
-                self.inode, self.offset, self.parsed = st.st_ino, 0, []
+                self.inode, self.offset, self.lines, self.parsed = st.st_ino, 0, 0, []
             data = os.pread(fd, st.st_size - self.offset, self.offset) if st.st_size > self.offset else b""
         finally:
             os.close(fd)
         end = data.rfind(b"\n")
         if end == -1:
             return list(self.parsed)
-        for raw in data[:end].split(b"\n"):
-            if raw.strip() and (event := _parse_line(raw)) is not None:
-                self.parsed.append(event)
+        first = self.lines
+        for n, raw in enumerate(data[:end].split(b"\n"), first + 1):
+            if raw.strip():
+                self.parsed.append(event_of(raw, self.path, n))
+        self.lines += data.count(b"\n", 0, end + 1)
         self.offset += end + 1
         return list(self.parsed)
 

@@ -22,7 +22,7 @@ from soulpass.store.contract import (
 )
 from soulpass.store.files.bulk_lists import set_apart
 from soulpass.store.files.commit import version_doc
-from soulpass.store.fsio import dump_json
+from soulpass.store.fsio import dump_json, folder_bytes
 from soulpass.store.keys import VERSION_FILE
 from soulpass.store.postgres import commit as commits
 from soulpass.store.postgres import transfer
@@ -104,6 +104,16 @@ class PostgresAccount:
 
     def index_dir(self) -> Path:
         return self._index
+
+    def stored_bytes(self) -> int:
+        with self._db.connection() as conn:
+            row = conn.execute(
+                "SELECT (SELECT coalesce(sum(octet_length(data)), 0) FROM records WHERE account_id = %(a)s)"
+                " + (SELECT coalesce(sum(octet_length(data)), 0) FROM documents WHERE account_id = %(a)s)"
+                " + (SELECT coalesce(sum(octet_length(entry::text)), 0) FROM versions WHERE account_id = %(a)s)"
+                " + (SELECT coalesce(sum(octet_length(event::text)), 0) FROM session_events WHERE account_id = %(a)s)",
+                {"a": self._id}).fetchone()
+        return int(row[0] if row else 0) + folder_bytes(self._index)
 
     def drop_index(self) -> None:
         shutil.rmtree(self._index, ignore_errors=True)

@@ -76,8 +76,19 @@ CREATE TABLE session_events (
 """
 
 # (name, SQL), applied in order; a migration once released is never edited, only followed.
+_API_KEYS = """
+CREATE TABLE api_keys (
+    key_id text PRIMARY KEY,
+    account text,
+    created_at text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    sha256 text NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_store", _STORE),
+    ("0002_api_keys", _API_KEYS),  # soulpass.server.pg_keys: the REST/MCP keys of a database home
 )
 
 

@@ -1,0 +1,180 @@
+"""Fault soak (issue 18): thousands of injected disk faults, power losses and kills, and what they did.
+
+    python benchmarks/fault_soak.py --faults 3000 --kills 200 --out benchmarks/results/fault_soak.json
+
+Each round copies a home at version 1 whose open sandbox holds three turns and a fact, then archives
+it (or appends to it) while one of these happens:
+- a fault: the k-th write, fsync or rename of Soulpass's own code fails (ENOSPC, EIO, or a short
+  write after which the disk is full), k drawn over every call site of the operation;
+- a power loss: only what was fsynced before the k-th call survives (``durable_copy``);
+- a kill: SIGKILL of a forked child at a random instant of the archive.
+Then a fresh process opens the account and checks it (``tests/test_fault_injection.py`` does the
+same for every k): ``lost`` when something acknowledged is missing, ``torn`` when the audit finds
+damage, ``stuck`` when the account cannot be opened or the next archive fails. Prints
+``faults / lost / torn / stuck = N / 0 / 0 / 0`` and writes JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+
+import soulpass
+from fault_helpers import AFTER, BEFORE, MODES, TURNS, Faults, content, durable_copy, snapshot_files, template
+from soulpass.errors import SoulpassError
+
+
+def open_home(home: Path) -> soulpass.Soulpass:
+    return soulpass.open(home, embedder="none")
+
+
+def verdict(home: Path, sid: str, extra: list[str]) -> str:
+    """ok, lost, torn or stuck: the account after a fault, opened afresh."""
+    try:
+        acct = open_home(home).account("ann")
+        head = acct.head()
+        if [f for f in acct.store.audit() if f.check != "leftover_txn"] or head not in (1, 2):
+            return "torn"
+        if head == 1:
+            buffered = [str(t.get("text_excerpt")) for t in acct.sandbox(sid).buffer().new_turns]
+            if buffered[:3] != TURNS or content(acct) != BEFORE:
+                return "lost"
+            acct.archive(sid)
+        if content(acct) != AFTER | {("turn", t) for t in extra}:
+            return "lost"
+        sb = acct.create_sandbox("after")
+        sb.add_turn("user", "life goes on")
+        acct.archive(sb.id)
+        acct.close()
+    except (OSError, SoulpassError) as exc:
+        print(f"stuck: {exc}", file=sys.stderr)
+        return "stuck"
+    return "ok"
+
+
+def archive(home: Path, sid: str) -> None:
+    open_home(home).account("ann").archive(sid)
+
+
+def append(home: Path, sid: str) -> None:
+    open_home(home).account("ann").sandbox(sid).add_turn("user", "appended during a fault")
+
+
+def calls_of(tpl: Path, root: Path, op: Any, sid: str) -> int:
+    home = root / "count"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(tpl, home)
+    with Faults().installed() as faults:
+        op(home, sid)
+    shutil.rmtree(home)
+    return faults.calls
+
+
+def fault_round(tpl: Path, root: Path, sid: str, rng: random.Random, calls: dict[str, int],
+                power: bool) -> tuple[str, str]:
+    name = rng.choice(sorted(calls))
+    op = archive if name == "archive" else append
+    k = rng.randint(1, calls[name] + (1 if power else 0))
+    home = root / "run"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(tpl, home)
+    before = snapshot_files(tpl) if power else {}
+    mode = "eio" if power else rng.choice(MODES)
+    with Faults(fail_at=k, mode=mode).installed() as faults:
+        try:
+            op(home, sid)
+            acked = True
+        except (OSError, SoulpassError):
+            acked = False
+    if power:
+        lost_home = root / "lost"
+        durable_copy(home, lost_home, faults.synced, before)
+        home = lost_home
+        acked = acked and faults.failed is None  # the call that never ran: nothing after it was promised
+    extra = ["appended during a fault"] if name == "append" and acked else []
+    return f"{'power' if power else mode}:{name}", verdict(home, sid, extra)
+
+
+def kill_round(tpl: Path, root: Path, sid: str, rng: random.Random) -> tuple[str, str]:
+    home = root / "run"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(tpl, home)
+    pid = os.fork()
+    if pid == 0:  # the child archives until it is killed
+        try:
+            archive(home, sid)
+        finally:
+            os._exit(0)
+    time.sleep(rng.uniform(0.0, 0.06))
+    os.kill(pid, signal.SIGKILL)
+    os.waitpid(pid, 0)
+    return "kill:archive", verdict(home, sid, [])
+
+
+def run_model(examples: int, steps: int = 100) -> dict[str, Any]:
+    """The engine's state machine, ``examples`` runs of up to ``steps`` steps; raises on a mismatch."""
+    from hypothesis import HealthCheck, settings
+    from hypothesis.stateful import run_state_machine_as_test
+
+    from test_engine_model import EngineModel
+
+    began = time.perf_counter()
+    run_state_machine_as_test(EngineModel, settings=settings(
+        max_examples=examples, stateful_step_count=steps, deadline=None, database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much]))
+    print(f"engine model: {examples} runs of up to {steps} steps, every read as the model says", flush=True)
+    return {"examples": examples, "max_steps": steps, "seconds": round(time.perf_counter() - began, 1)}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--faults", type=int, default=2000, help="injected faults (a fifth of them power losses)")
+    parser.add_argument("--kills", type=int, default=100, help="SIGKILLs at random instants of an archive")
+    parser.add_argument("--model-examples", type=int, default=0,
+                        help="also run the engine's state machine (tests/test_engine_model.py) this many times")
+    parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+    rng = random.Random(args.seed)
+    outcomes: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="soulpass-soak-") as tmp:
+        root = Path(tmp)
+        tpl, sid = template(root)
+        calls = {"archive": calls_of(tpl, root, archive, sid), "append": calls_of(tpl, root, append, sid)}
+        for n in range(args.faults + args.kills):
+            kind, verdict_ = (kill_round(tpl, root, sid, rng) if n >= args.faults
+                              else fault_round(tpl, root, sid, rng, calls, power=n % 5 == 4))
+            outcomes[verdict_] += 1
+            by_kind.setdefault(kind, Counter())[verdict_] += 1
+            if (n + 1) % 250 == 0:
+                print(f"{n + 1} rounds: {dict(outcomes)}", file=sys.stderr, flush=True)
+    model = run_model(args.model_examples) if args.model_examples else None
+    total = args.faults + args.kills
+    line = (f"faults / lost / torn / stuck = {total} / {outcomes['lost']} / {outcomes['torn']} / "
+            f"{outcomes['stuck']}")
+    print(line)
+    result = {"benchmark": "fault_soak", "rounds": total, "faults": args.faults, "kills": args.kills,
+              "seed": args.seed, "call_sites": calls, "outcomes": dict(outcomes),
+              "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
+              "model": model, "seconds": round(time.perf_counter() - started, 1), "summary": line}
+    if args.out is not None:
+        args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    return 0 if outcomes["ok"] == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
