@@ -19,12 +19,15 @@ session costs, not what the history costs (target <= 1.2).
 
     .venv/bin/python benchmarks/commit_scaling.py                      # 1k, 100k, 1M
     .venv/bin/python benchmarks/commit_scaling.py --sizes 1000,20000 --repeats 3 --profile
+    .venv/bin/python benchmarks/commit_scaling.py --postgres postgresql://127.0.0.1:5432/test
+
+With ``--postgres SERVER`` the masters live in a fresh schema of that database (dropped after)
+instead of a home folder: a commit is one transaction there (issue 14).
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import cProfile
 import io
 import json
@@ -46,6 +49,10 @@ from typing import Any
 
 import soulpass
 from soulpass.ids import new_temp_id
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules, also when loaded by path
+from pg_common import postgres_schema
+
 from soulpass.records import (
     Episode,
     Record,
@@ -178,21 +185,6 @@ def peak_rss_mb() -> float:
     return peak / (1024 * 1024) if sys.platform == "darwin" else peak / 1024
 
 
-def disk_usage_bytes(path: Path) -> int:
-    """``du -sk`` of ``path`` in bytes (blocks actually used), or the sum of file sizes without du."""
-    du = shutil.which("du")
-    if du:
-        proc = subprocess.run([du, "-sk", str(path)], capture_output=True, text=True, check=False)
-        if proc.returncode == 0 and proc.stdout.split():
-            return int(proc.stdout.split()[0]) * 1024
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, f)).st_size
-    return total
-
-
 def source_revision() -> str | None:
     """``git describe``-style revision of the checkout the benchmark runs from (``+dirty`` if modified)."""
     git = shutil.which("git")
@@ -209,9 +201,9 @@ def source_revision() -> str | None:
     return f"{head}+dirty" if dirty else head or None
 
 
-def version_counts(account_path: Path) -> dict[str, int]:
-    doc = json.loads((account_path / "core" / "VERSION.json").read_text("utf-8"))
-    return {k: int(v) for k, v in doc.get("counts", {}).items()}
+def version_counts(acct: soulpass.Account) -> dict[str, int]:
+    """The record counts of HEAD, from its log entry (either backend)."""
+    return {k: int(v) for k, v in acct.store.snapshot().entry().counts.items()}
 
 
 def record_total(counts: dict[str, int]) -> int:
@@ -347,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--sizes", type=parse_sizes, default=parse_sizes(DEFAULT_SIZES),
                    help=f"master sizes in records, comma-separated (default {DEFAULT_SIZES})")
+    p.add_argument("--postgres", default=None, metavar="SERVER",
+                   help="build the masters in a fresh schema of this PostgreSQL database instead of a home folder")
     p.add_argument("--workdir", type=Path, default=None,
                    help="folder for the Soulpass home (default: a new temp dir under $TMPDIR or /tmp); "
                         "a 1M-record master needs ~5-8 GB")
@@ -385,25 +379,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     revision = source_revision()  # before the run: the code that was imported
     _out(f"Soulpass commit scaling: sizes {', '.join(f'{s:,}' for s in args.sizes)}, {args.repeats} repeats, "
          f"home {home}")
-    sp = soulpass.open(home)
+    drop_schema = None
+    if args.postgres:
+        url, drop_schema = postgres_schema(args.postgres, workdir)
+        _out(f"  in PostgreSQL: a fresh schema of {args.postgres}")
+    sp = soulpass.open(url if args.postgres else home)
     results: list[dict[str, Any]] = []
+    accounts: list[soulpass.Account] = []
     try:
         # 1. Build every master first, so the timed archives below run under the same conditions.
-        accounts: list[soulpass.Account] = []
         for size in args.sizes:
             _out(f"  building a master of {size:,} records (chunks of {args.chunk:,})")
             acct = sp.account(f"m{size}", create=True)
             gen = HistoryGenerator(args.seed + size, args.years, args.fact_share, args.user_fact_share)
             rss_before = peak_rss_mb()
             build = build_master(acct, size, args.chunk, gen)
-            counts = version_counts(acct.store.path)
-            disk = disk_usage_bytes(acct.store.path)
+            counts = version_counts(acct)
+            disk = acct.store.stored_bytes()
             _out(f"    {record_total(counts):,} records, {disk / 1e6:,.1f} MB on disk")
             accounts.append(acct)
             results.append({
                 "size": size,
                 "account": acct.name,
-                "account_path": str(acct.store.path),
+                "account_path": str(getattr(acct.store, "path", acct.store.index_dir())),
                 "master_records": record_total(counts),
                 "counts": counts,
                 **build,
@@ -443,6 +441,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 entry["profile_archive_ms"] = profile_archive(acct, rng, n, prof_path) * 1000
                 entry["profile_file"] = str(prof_path)
     finally:
+        for acct in accounts:
+            acct.close()
+        if drop_schema is not None:
+            drop_schema()
         if not args.keep:
             shutil.rmtree(workdir if own_workdir else home, ignore_errors=True)
 
@@ -454,6 +456,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print_table(results, ratio, passed)
     report = {
         "benchmark": "commit_scaling",
+        "backend": "postgres" if args.postgres else "files",
         "date": started.isoformat(timespec="seconds"),
         "duration_s": (datetime.now(UTC) - started).total_seconds(),
         "machine": {

@@ -14,8 +14,14 @@ Prints requests/s and p50/p95/p99 latency overall and per kind of request, and w
 ``benchmarks/results/server_load.json`` (or ``--json``). The loop is bounded by time and count
 (``--max-requests``) and only ever talks to 127.0.0.1.
 
+With ``--postgres-processes 1,2,4`` the same load then runs, in the same invocation, against 1, 2 and
+4 ``soulpass serve`` processes over one PostgreSQL database (a fresh schema of ``--postgres``, dropped
+after; clients spread round robin over the processes, keys in the database), each checked the same
+way, and the throughput ratios to one process are reported (issue 14).
+
     .venv/bin/python benchmarks/server_load.py                       # 8 clients, 20 s
     .venv/bin/python benchmarks/server_load.py --clients 16 --seconds 30 --embedder auto
+    .venv/bin/python benchmarks/server_load.py --postgres-processes 1,2,4
 """
 
 from __future__ import annotations
@@ -39,7 +45,10 @@ from typing import Any
 import httpx
 
 import soulpass
-from soulpass.server.keys import FileKeyStore
+from soulpass.server.keyring import key_store
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules, also when loaded by path
+from pg_common import postgres_schema
 
 RESULTS = Path(__file__).resolve().parent / "results" / "server_load.json"
 
@@ -66,10 +75,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _start_server(home: Path, port: int, embedder: str, log: Path) -> subprocess.Popen[bytes]:
+def _start_server(home: str, port: int, embedder: str, log: Path) -> subprocess.Popen[bytes]:
     code = "from soulpass.cli.main import main; main()"
-    cmd = [sys.executable, "-c", code, "--home", str(home), "serve", "--host", "127.0.0.1", "--port", str(port),
-           "--embedder", embedder]
+    cmd = [sys.executable, "-c", code, "--home", home, "serve", "--host", "127.0.0.1", "--port", str(port),
+           "--embedder", embedder, "--rate-limit", "0", "--quota-bytes", "0"]
     env = {**os.environ, "SOULPASS_HOME": "", "SOULPASS_ACCOUNT": ""}
     with log.open("wb") as out:  # a file, not a pipe: nobody reads it while the load runs
         proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT)
@@ -143,7 +152,7 @@ def _spot_search(base: str, keys: dict[str, str], logs: list[ClientLog], sample:
     return {"tried": tried, "found": found}
 
 
-def _check_nothing_lost(home: Path, logs: list[ClientLog]) -> dict[str, Any]:
+def _check_nothing_lost(home: str, logs: list[ClientLog]) -> dict[str, Any]:
     sp = soulpass.open(home, embedder="none")
     committed: dict[str, dict[str, str]] = {}
     for log in logs:
@@ -171,6 +180,63 @@ def _summary(latencies: list[float], seconds: float, errors: int) -> dict[str, f
             "mean_ms": round(statistics.fmean(latencies) * 1000, 2) if latencies else 0.0}
 
 
+def _run(store: str, work: Path, processes: int, args: argparse.Namespace, mix: list[str]) -> dict[str, Any]:
+    """One load against ``processes`` servers over ``store`` (a home folder or a database URL)."""
+    sp = soulpass.open(store, embedder="none")
+    names = [f"load{i}" for i in range(max(1, args.accounts))]
+    for name in names:
+        sp.create_account(name)
+    keys = {name: key_store(sp).create(name).secret for name in names}
+    ports = [_free_port() for _ in range(processes)]
+    servers = [_start_server(store, port, args.embedder, work / f"server-{port}.log") for port in ports]
+    bases = [f"http://127.0.0.1:{port}" for port in ports]
+    try:
+        logs = [ClientLog() for _ in range(args.clients)]
+        budget = [args.max_requests]
+        start = time.monotonic()
+        stop_at = start + args.seconds
+        threads = [threading.Thread(target=_client, args=(n, bases[n % len(bases)], names[n % len(names)],
+                                                          keys[names[n % len(names)]], stop_at, budget, mix,
+                                                          logs[n])) for n in range(args.clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - start
+        _archive_all(bases[-1], keys, logs)
+        spot = _spot_search(bases[0], keys, logs, args.spot_check)
+    finally:
+        for server in servers:
+            server.terminate()
+            server.wait(timeout=30)
+    check = _check_nothing_lost(store, logs)
+    every = [x for log in logs for v in log.latencies.values() for x in v]
+    errors = sum(sum(log.errors.values()) for log in logs)
+    kinds = sorted({k for log in logs for k in log.latencies})
+    return {
+        "processes": processes, "accounts": len(names), "elapsed_s": round(elapsed, 2),
+        "overall": _summary(every, elapsed, errors),
+        "by_kind": {k: _summary([x for log in logs for x in log.latencies.get(k, [])], elapsed,
+                                sum(log.errors.get(k, 0) for log in logs)) for k in kinds},
+        "archive_s": {"max": round(max(log.archive_s for log in logs), 3),
+                      "median": round(statistics.median(log.archive_s for log in logs), 3)},
+        "nothing_lost": check, "spot_search": spot,
+    }
+
+
+def _print(title: str, run: dict[str, Any]) -> None:
+    print(title)
+    print(f"{'kind':<16}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
+    for name, s in [("all", run["overall"]), *run["by_kind"].items()]:
+        print(f"{name:<16}{s['requests']:>10}{s['errors']:>8}{s['req_per_s']:>9}{s['p50_ms']:>9}{s['p95_ms']:>9}"
+              f"{s['p99_ms']:>9}")
+    check, spot = run["nothing_lost"], run["spot_search"]
+    print(f"archive per sandbox: median {run['archive_s']['median']} s, max {run['archive_s']['max']} s")
+    print(f"nothing lost: {check['ok']} ({check['acknowledged']} acknowledged, {check['committed']} committed, "
+          f"{check['missing']} missing, {check['duplicates']} duplicates); "
+          f"spot search found {spot['found']}/{spot['tried']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--clients", type=int, default=8)
@@ -181,73 +247,52 @@ def main(argv: list[str] | None = None) -> int:
                         help="Request kinds in order, 'kind*n' repeats (write, search_sandbox, search_account).")
     parser.add_argument("--embedder", choices=["auto", "none"], default="none")
     parser.add_argument("--spot-check", type=int, default=5, help="Markers per client searched after archive.")
+    parser.add_argument("--postgres-processes", default="",
+                        help="Also run against this many serve processes over PostgreSQL, e.g. 1,2,4.")
+    parser.add_argument("--postgres", default="postgresql://127.0.0.1:5432/test",
+                        help="The PostgreSQL server and database (a fresh schema is made in it and dropped).")
     parser.add_argument("--workdir", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     mix = [kind for part in args.mix.split(",") for kind, _, n in [part.partition("*")] for _ in range(int(n or 1))]
+    counts = [int(n) for n in args.postgres_processes.split(",") if n.strip()]
     work = Path(tempfile.mkdtemp(prefix="soulpass-load-", dir=args.workdir))
-    home = work / "home"
+    postgres: dict[str, Any] = {}
     try:
-        sp = soulpass.open(home, embedder="none")
-        names = [f"load{i}" for i in range(max(1, args.accounts))]
-        for name in names:
-            sp.create_account(name)
-        keys = {name: FileKeyStore(home).create(name).secret for name in names}
-        port = _free_port()
-        server = _start_server(home, port, args.embedder, work / "server.log")
-        base = f"http://127.0.0.1:{port}"
-        try:
-            logs = [ClientLog() for _ in range(args.clients)]
-            budget = [args.max_requests]
-            start = time.monotonic()
-            stop_at = start + args.seconds
-            threads = [threading.Thread(target=_client, args=(n, base, names[n % len(names)],
-                                                              keys[names[n % len(names)]], stop_at, budget, mix,
-                                                              logs[n])) for n in range(args.clients)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            elapsed = time.monotonic() - start
-            _archive_all(base, keys, logs)
-            spot = _spot_search(base, keys, logs, args.spot_check)
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
-        check = _check_nothing_lost(home, logs)
+        files = _run(str(work / "home"), work, 1, args, mix)
+        for n in counts:
+            url, drop = postgres_schema(args.postgres, work)
+            try:
+                postgres[str(n)] = _run(url, work, n, args, mix)
+            finally:
+                drop()
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
-    every = [x for log in logs for v in log.latencies.values() for x in v]
-    errors = sum(sum(log.errors.values()) for log in logs)
-    kinds = sorted({k for log in logs for k in log.latencies})
     result: dict[str, Any] = {
         "benchmark": "server_load", "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "machine": {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform()},
-        "params": {"clients": args.clients, "accounts": len(names), "seconds": args.seconds, "mix": args.mix,
+        "params": {"clients": args.clients, "accounts": files["accounts"], "seconds": args.seconds, "mix": args.mix,
                    "embedder": args.embedder},
-        "elapsed_s": round(elapsed, 2),
-        "overall": _summary(every, elapsed, errors),
-        "by_kind": {k: _summary([x for log in logs for x in log.latencies.get(k, [])], elapsed,
-                                sum(log.errors.get(k, 0) for log in logs)) for k in kinds},
-        "archive_s": {"max": round(max(log.archive_s for log in logs), 3),
-                      "median": round(statistics.median(log.archive_s for log in logs), 3)},
-        "nothing_lost": check, "spot_search": spot,
+        **{k: v for k, v in files.items() if k not in ("processes", "accounts")},
     }
-    print(f"server load: {args.clients} clients on {len(names)} account(s), {elapsed:.1f} s, "
-          f"embedder {args.embedder}, mix {args.mix}")
-    print(f"{'kind':<16}{'requests':>10}{'errors':>8}{'req/s':>9}{'p50 ms':>9}{'p95 ms':>9}{'p99 ms':>9}")
-    for name, s in [("all", result["overall"]), *result["by_kind"].items()]:
-        print(f"{name:<16}{s['requests']:>10}{s['errors']:>8}{s['req_per_s']:>9}{s['p50_ms']:>9}{s['p95_ms']:>9}"
-              f"{s['p99_ms']:>9}")
-    print(f"archive per sandbox: median {result['archive_s']['median']} s, max {result['archive_s']['max']} s")
-    print(f"nothing lost: {check['ok']} ({check['acknowledged']} acknowledged, {check['committed']} committed, "
-          f"{check['missing']} missing, {check['duplicates']} duplicates); "
-          f"spot search found {spot['found']}/{spot['tried']}")
+    _print(f"server load: {args.clients} clients on {files['accounts']} account(s), {files['elapsed_s']:.1f} s, "
+           f"embedder {args.embedder}, mix {args.mix} (home folder, 1 process)", files)
+    if postgres:
+        one = postgres.get("1", next(iter(postgres.values())))["overall"]["req_per_s"] or 1.0
+        result["postgres"] = postgres
+        ratios = {n: round(r["overall"]["req_per_s"] / one, 2) for n, r in postgres.items()}
+        result["postgres_throughput_ratio"] = ratios
+        for n, run in postgres.items():
+            _print(f"PostgreSQL, {n} serve process(es):", run)
+        by = ", ".join(f"{n}: {r['overall']['req_per_s']} ({ratios[n]}x)" for n, r in postgres.items())
+        print(f"requests/s, PostgreSQL, by processes: {by}; home folder, 1 process: {files['overall']['req_per_s']}")
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"wrote {args.json}")
-    return 0 if check["ok"] and errors == 0 else 1
+    runs = [files, *postgres.values()]
+    ok = all(r["nothing_lost"]["ok"] and r["overall"]["errors"] == 0 for r in runs)
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

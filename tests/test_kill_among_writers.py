@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import queue as queue_module
 import random
 import signal
+from multiprocessing.connection import wait
 from pathlib import Path
 from typing import Any
 
@@ -28,37 +28,42 @@ def _writer(home: Path, idx: int, rounds: int, out: Any, start: Any) -> None:
         for text in texts:
             sb.add_turn("user", text)
         result = acct.archive(sb.id)
-        out.put((idx, n, getattr(result, "version", None), texts))
-    out.put((idx, None, None, []))
+        out.send((idx, n, getattr(result, "version", None), texts))
+    out.send((idx, None, None, []))
 
 
 @pytest.mark.parametrize("rounds", [pytest.param(6, id="short"), pytest.param(40, id="long", marks=pytest.mark.slow)])
 def test_a_writer_killed_mid_archive_loses_nobody_elses_work(tmp_path: Path, rounds: int) -> None:
     home = tmp_path / "home"
     soulpass.open(home, embedder="none").create_account("ann")
-    out, start = CTX.Queue(), CTX.Event()
-    procs = [CTX.Process(target=_writer, args=(home, i, rounds, out, start)) for i in range(WRITERS)]
+    start = CTX.Event()
+    pipes = [CTX.Pipe(duplex=False) for _ in range(WRITERS)]  # one each: a kill can only break its own
+    procs = [CTX.Process(target=_writer, args=(home, i, rounds, pipes[i][1], start)) for i in range(WRITERS)]
     for p in procs:
         p.start()
+    for _reader, writer in pipes:
+        writer.close()
     start.set()
     victim = random.Random(rounds).randrange(WRITERS)
     committed: list[tuple[int, int, list[str]]] = []
-    finished: set[int] = set()
+    open_readers = {reader: i for i, (reader, _w) in enumerate(pipes)}
     killed = False
-    while len(finished) < WRITERS - 1 or (not killed):
-        try:
-            idx, n, version, texts = out.get(timeout=120)
-        except queue_module.Empty:
+    while open_readers:
+        ready = wait(list(open_readers), timeout=120)
+        if not ready:
             pytest.fail("the writers stopped answering")
-        if n is None:
-            finished.add(idx)
-            if idx == victim and not killed:  # it finished before its kill: kill nothing, check all the same
+        for reader in ready:
+            try:
+                idx, n, version, texts = reader.recv()  # type: ignore[union-attr]
+            except EOFError:  # that writer is gone (finished, or killed)
+                del open_readers[reader]
+                continue
+            if n is None:
+                continue
+            committed.append((idx, version, texts))
+            if not killed and idx == victim and sum(1 for c in committed if c[0] == victim) >= rounds // 3:
+                os.kill(procs[victim].pid, signal.SIGKILL)  # type: ignore[arg-type]
                 killed = True
-            continue
-        committed.append((idx, version, texts))
-        if not killed and sum(1 for c in committed if c[0] == victim) >= rounds // 3:
-            os.kill(procs[victim].pid, signal.SIGKILL)  # type: ignore[arg-type]
-            killed = True
     for p in procs:
         p.join(timeout=60)
     assert all(p.exitcode == 0 for i, p in enumerate(procs) if i != victim)
