@@ -440,13 +440,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                 prof_path = json_path.with_name(f"{json_path.stem}_profile_{entry['size']}.txt")
                 entry["profile_archive_ms"] = profile_archive(acct, rng, n, prof_path) * 1000
                 entry["profile_file"] = str(prof_path)
+    except BaseException:
+        _out(f"failed: the work folder {workdir if own_workdir else home} is kept")
+        raise
     finally:
         for acct in accounts:
             acct.close()
         if drop_schema is not None:
             drop_schema()
-        if not args.keep:
-            shutil.rmtree(workdir if own_workdir else home, ignore_errors=True)
 
     ratio: float | None = None
     passed: bool | None = None
@@ -488,6 +489,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", "utf-8")
     os.replace(tmp, json_path)
     _out(f"results written to {json_path}")
+    if not args.keep:  # after the results: deleting a 1M-record home takes minutes
+        shutil.rmtree(workdir if own_workdir else home, ignore_errors=True)
     return 1 if args.strict and passed is False else 0
 
 

@@ -29,6 +29,7 @@ from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
 from soulpass.index.catalog import Catalog, CatalogRow, catalog_file, remove_catalog
 from soulpass.index.catalog.rows import is_catalogued, make_row
+from soulpass.index.opening import open_catalog
 from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
 from soulpass.store.contract import AccountBackend, UnreadableCopy
 
@@ -90,7 +91,7 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     files = _master_files(store)
     report.files = len(files)
     try:
-        catalog = Catalog.open(acct.store, heal=False)  # a damaged catalog is reported, not replaced
+        catalog = open_catalog(acct.store, heal=False)  # a damaged catalog is reported, not replaced
     except BackendUnavailable as exc:
         report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
         return report
@@ -227,7 +228,7 @@ def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
     report = PruneReport(dry_run=dry_run)
     acct.index()  # caught up
     present = {copy.key for copy in acct.store.current_copies()}
-    with Catalog.open(acct.store) as catalog:  # rows by file: the SQLite catalog's own audit
+    with open_catalog(acct.store) as catalog:  # rows by file: the catalog's own audit
         gone = [row for row in catalog.rows() if row.replaced_at is None and row.path not in present]
         report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
         if not dry_run and gone:

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import InvalidInput
 from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
-from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.catalog import Filters
+from soulpass.index.opening import open_catalog
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
@@ -127,7 +128,7 @@ def known_tags(account: Account, tags: Iterable[str]) -> KnownTags:
     found.update(found.forgotten)
     if not wanted:
         return found
-    with Catalog.open(account.store) as catalog:
+    with open_catalog(account.store) as catalog:
         catalog.catch_up(account.store)
         for start in range(0, len(wanted), _CHUNK):
             chunk = set(wanted[start:start + _CHUNK])

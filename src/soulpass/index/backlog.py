@@ -24,6 +24,7 @@ import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -38,7 +39,7 @@ from soulpass.index.catalog.schema import configure, transaction
 from soulpass.index.seed_file import load_seed
 from soulpass.index.vectors import VectorIndex
 
-__all__ = ["EmbedBacklog", "EmbedFn", "indexing_embed", "text_hash"]
+__all__ = ["EmbedBacklog", "EmbedFn", "SeededEmbedding", "drain_until_empty", "indexing_embed", "text_hash"]
 
 EmbedFn = Callable[[list[str]], Vectors]
 Progress = Callable[[int, int], None]
@@ -58,6 +59,51 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+class Drainable(Protocol):
+    def pending(self) -> int: ...
+
+    def drain(self, embed: EmbedFn, limit: int = 256) -> int: ...
+
+
+def drain_until_empty(backlog: Drainable, embed: EmbedFn, batch: int, progress: Progress | None) -> int:
+    """``backlog.drain`` until it has nothing left; returns the entries handled (``progress(done, total)``)."""
+    total, done = (backlog.pending() if progress is not None else 0), 0
+    while n := backlog.drain(embed, batch):
+        done += n
+        if progress is not None:
+            progress(done, max(total, done))
+    return done
+
+
+class SeededEmbedding:
+    """Embedding that takes what an import's seed holds (``soulpass.index.seed``) before the embedder."""
+
+    def __init__(self, seed: Path | None, key: str) -> None:
+        self._seed_file, self.key = seed, key
+        self._seed: dict[str, npt.NDArray[np.float32]] | None = None
+
+    def embed(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
+        """``embed(texts)``, taking what the seed holds from it (only the rest is embedded)."""
+        if self._seed is None and self._seed_file is not None and self._seed_file.exists():
+            try:
+                self._seed = load_seed(self._seed_file, self.key) or {}
+            except Corrupted:  # derived data: embed everything instead
+                self._seed = {}
+        if not self._seed:
+            return np.asarray(embed(texts), dtype=np.float32)
+        hashes = [text_hash(t) for t in texts]
+        todo = [n for n, h in enumerate(hashes) if h not in self._seed]
+        fresh = np.asarray(embed([texts[n] for n in todo]), dtype=np.float32) if todo else None
+        dim = fresh.shape[1] if fresh is not None else len(next(iter(self._seed.values())))
+        out = np.empty((len(texts), dim), dtype=np.float32)
+        for n, h in enumerate(hashes):
+            if h in self._seed:
+                out[n] = self._seed[h]
+        if fresh is not None:
+            out[todo] = fresh
+        return out
+
+
 class EmbedBacklog:
     """The backlog of one embedder over one account's catalog; safe to share between threads.
 
@@ -72,8 +118,7 @@ class EmbedBacklog:
         ``seed``: vectors an import brought (soulpass.index.seed), used before the embedder."""
         self.key, self.vectors, self.embed_text, self.kinds = key, vectors, embed_text, tuple(kinds)
         self.passages_of = passages_of
-        self._seed_file = seed
-        self._seed: dict[str, npt.NDArray[np.float32]] | None = None
+        self._seeded = SeededEmbedding(seed, key)
         self._lock = threading.RLock()  # one connection pair, used by the caller's and the indexer's thread
         self._draining = threading.Lock()  # one drain at a time
         self._cat = sqlite3.connect(catalog_file, timeout=busy_timeout, isolation_level=None,
@@ -199,34 +244,11 @@ class EmbedBacklog:
         return len(todo)
 
     def _embedded(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
-        """``embed(texts)``, taking what the seed holds from it (only the rest is embedded)."""
-        if self._seed is None and self._seed_file is not None and self._seed_file.exists():
-            try:
-                self._seed = load_seed(self._seed_file, self.key) or {}
-            except Corrupted:  # derived data: embed everything instead
-                self._seed = {}
-        if not self._seed:
-            return np.asarray(embed(texts), dtype=np.float32)
-        hashes = [text_hash(t) for t in texts]
-        todo = [n for n, h in enumerate(hashes) if h not in self._seed]
-        fresh = np.asarray(embed([texts[n] for n in todo]), dtype=np.float32) if todo else None
-        dim = fresh.shape[1] if fresh is not None else len(next(iter(self._seed.values())))
-        out = np.empty((len(texts), dim), dtype=np.float32)
-        for n, h in enumerate(hashes):
-            if h in self._seed:
-                out[n] = self._seed[h]
-        if fresh is not None:
-            out[todo] = fresh
-        return out
+        return self._seeded.embed(embed, texts)
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""
-        total, done = (self.pending() if progress is not None else 0), 0
-        while n := self.drain(embed, batch):
-            done += n
-            if progress is not None:
-                progress(done, max(total, done))
-        return done
+        return drain_until_empty(self, embed, batch, progress)
 
     def _latest(self, ids: list[str]) -> dict[str, CatalogRow]:
         if not ids:

@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +31,9 @@ from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
 from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
+
+if TYPE_CHECKING:
+    from soulpass.index.pg import PgBacklog, PgVectors
 from soulpass.index.vectors.base import unit_query
 from soulpass.records import EPOCH
 from soulpass.store.contract import AccountBackend
@@ -109,18 +112,24 @@ class AccountIndex:
         the full-text engine, recorded in the catalog for every later handle (None: the recorded one)."""
         self.store = store
         self.embed_inline = embed_inline
-        self.backlog: EmbedBacklog | None = None
+        self.backlog: EmbedBacklog | PgBacklog | None = None
         self.reranker = reranker
-        catalog = Catalog.open(store, fulltext=fulltext)
-        self._opened = _file_identity(catalog_path(store))
-        if fulltext is not None:
-            catalog.record_fulltext(fulltext)
-        self.catalog: IndexCatalog[AccountBackend] = catalog
         self.embedder = embedder
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
         self._state: sqlite3.Connection | None = None
+        self._in_database: PgVectors | None = None
+        in_database = getattr(store, "index_database", None)
+        found = in_database() if callable(in_database) else None
+        if found is not None:  # the store keeps the index beside it (PostgreSQL): every process shares it
+            self._open_in_database(*found)
+            return
+        catalog = Catalog.open(store, fulltext=fulltext)
+        self._opened: object = _file_identity(catalog_path(store))
+        if fulltext is not None:
+            catalog.record_fulltext(fulltext)
+        self.catalog: IndexCatalog[AccountBackend] = catalog
         if embedder is not None:
             # One folder per backend and embedder: another model means other vectors, never mixed.
             folder = account_vectors_folder(store.index_dir(), backend, embedder.model_id)
@@ -133,9 +142,28 @@ class AccountIndex:
                                         SEARCHABLE_KINDS, passages_of=embed_passages,
                                         seed=store.index_dir() / seed_name(embedder.model_id))
 
+    def _open_in_database(self, db: Any, account_id: int) -> None:
+        """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""
+        from soulpass.index.pg import PgBacklog, PgCatalog, PgVectors
+
+        catalog = PgCatalog(db, account_id, self.store.name)
+        self.catalog = catalog
+        self._opened = catalog.born()
+        if self.embedder is None:
+            return
+        model = self.embedder.model_id
+        vectors = PgVectors(db, account_id, model_id=model, dim=self.embedder.dim,
+                            local_folder=account_vectors_folder(self.store.index_dir(), "hnsw", model))
+        self.vectors = self._in_database = vectors
+        self.backlog = PgBacklog(catalog, vectors, f"{model}|{EMBED_RECIPE}", embed_text, SEARCHABLE_KINDS,
+                                 passages_of=embed_passages, seed=self.store.index_dir() / seed_name(model))
+
     def dropped(self) -> bool:
         """Whether the index this handle opened was deleted since (``drop_index`` by another
         handle or process, as a forget does): it must be opened again, not written."""
+        born = getattr(self.catalog, "born", None)
+        if born is not None:  # kept in the database (PgCatalog): its state row was made again
+            return bool(born() != self._opened)
         return _file_identity(catalog_path(self.store)) != self._opened
 
     def close(self) -> None:
@@ -191,6 +219,8 @@ class AccountIndex:
 
     def _record_vectors(self) -> int:
         """Vectors of records (their passages' not counted)."""
+        if self._in_database is not None:
+            return max(0, self._in_database.count() - self._in_database.passages_total())
         if self.vectors is None or self._state is None:
             return 0
         return max(0, self.vectors.count() - passages.total(self._state))
@@ -318,8 +348,12 @@ class AccountIndex:
 
     def _cosines(self, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
         """Exact dense scores of records: the best of their own vector's and their passages'."""
-        assert self.vectors is not None and self._state is not None
-        counts = passages.passage_counts(self._state, ids)
+        assert self.vectors is not None
+        if self._in_database is not None:
+            counts = self._in_database.passage_counts(ids)
+        else:
+            assert self._state is not None
+            counts = passages.passage_counts(self._state, ids)
         wanted = [*ids, *(passages.passage_id(rid, n) for rid, k in counts.items() for n in range(k))]
         return passages.best_per_record(self.vectors.search(qvec, len(wanted), allowed=wanted))
 

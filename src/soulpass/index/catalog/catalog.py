@@ -13,18 +13,29 @@ from pathlib import Path
 from typing import Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.store.contract import AccountBackend, VersionEntry
+from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
 
-from .query import Filters, filter_sql, query_terms
+from .query import Filters, filter_sql, neighbour_sql, query_terms
 from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
-from .sync import Progress, SyncCounts, apply_changes, rebuild_rows
+from .sync import (
+    CatchUpReport,
+    Progress,
+    SqliteRows,
+    SyncCounts,
+    apply_changes,
+    catch_up_from,
+    last_logged,
+    logged_entry,
+    rebuild_rows,
+    version_stamp,
+)
 
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_file", "catalog_path",
-           "catch_up", "remove_catalog"]
+           "catch_up", "logged_entry", "remove_catalog", "version_stamp"]
 
 CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountBackend.index_dir())
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
@@ -39,19 +50,6 @@ DEFAULT_FULLTEXT: FullText = "fts5"
 # Lookups of given ids go through the (id, version) key: left to itself the planner may walk a
 # whole kind through its index instead and test each row against the id list.
 _BY_ID = "catalog AS c INDEXED BY sqlite_autoindex_catalog_1"
-
-
-@dataclass(frozen=True)
-class CatchUpReport:
-    """From which store version to which the catalog moved, and what that took."""
-
-    from_version: int
-    to_version: int
-    versions: int
-    rows_added: int
-    rows_closed: int
-    rebuilt: bool = False
-    skipped: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -203,39 +201,23 @@ class Catalog:
 
     def _catch_up(self, store: AccountBackend) -> CatchUpReport:
         meta = self._meta()
-        start = int(meta["store_version"])
-        head = store.snapshot()
-        if start == head.version and start > 0 and _stamp(head.entry()) == meta["store_timestamp"]:
-            # Up to date (the same version of the same account): HEAD's own entry says so without
-            # the version log, which grows with the history; every search starts with this check.
-            return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
-        if start > head.version or (start > 0 and _stamp(_logged(store, start)) != meta["store_timestamp"]):
-            return self._rebuild(store, None)
         counts = SyncCounts()
-        version, applied = start, 0
-        for changes in store.changes(start):
-            if changes.entry.version <= version:
-                continue  # applied by another process meanwhile
-            if changes.entry.version != version + 1 or version >= head.version:
-                break  # a version without its log line is not committed yet: stop before it
-            if changes.entry.fields.get("kind") == "forget":  # it rewrote older copies: every row may hold them
-                return self._rebuild(store, None)
+
+        def step(version: int, changes: VersionChanges) -> tuple[int, bool]:
             with transaction(self._conn):
                 current = int(self._meta()["store_version"])
-                if current == version:  # else another process got here first
-                    apply_changes(self._conn, changes, counts)
-                    self._set_version(version + 1, changes.entry)
-                    applied += 1
-                    current = version + 1
-            if current < start:  # rebuilt by another process to an older snapshot meanwhile
-                return self._catch_up(store)
-            version = current
-        return CatchUpReport(from_version=start, to_version=version, versions=applied, rows_added=counts.added,
-                             rows_closed=counts.closed, skipped=tuple(counts.skipped))
+                if current != version:  # another process got here first
+                    return current, False
+                apply_changes(SqliteRows(self._conn), changes, counts)
+                self._set_version(version + 1, changes.entry)
+            return version + 1, True
+
+        return catch_up_from(store, int(meta["store_version"]), meta["store_timestamp"], counts, step,
+                             rebuild=lambda: self._rebuild(store, None), again=lambda: self._catch_up(store))
 
     def _set_version(self, version: int, entry: VersionEntry | None) -> None:
         self._conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                               [(str(version), "store_version"), (_stamp(entry), "store_timestamp")])
+                               [(str(version), "store_version"), (version_stamp(entry), "store_timestamp")])
 
     def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
         """Recreate every row from the store's copies (``store.copies``), in one transaction:
@@ -252,18 +234,14 @@ class Catalog:
 
     def _rebuild(self, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
         start = int(self._meta()["store_version"])
-        head = store.head()
-        log = {e.version: e for e in store.log(lists=False)}
-        version = 0
-        while version < head and version + 1 in log:
-            version += 1
+        version, entry = last_logged(store)
         counts = SyncCounts()
         with transaction(self._conn):
             self._conn.execute("DELETE FROM catalog_tags")
             self._conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
             self._conn.execute("DELETE FROM catalog")
-            rebuild_rows(self._conn, store.copies(is_catalogued), version, progress, counts)
-            self._set_version(version, log.get(version))
+            rebuild_rows(SqliteRows(self._conn), store.copies(is_catalogued), version, progress, counts)
+            self._set_version(version, entry)
             self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
         return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
                              rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
@@ -331,20 +309,10 @@ class Catalog:
         wanted = list(dict.fromkeys(ids))
         if not wanted or not kinds:
             return {}
-        filters = Filters(**{**filters.__dict__, "kinds": tuple(kinds)}) if filters else Filters(kinds=tuple(kinds))
-        where, params = filter_sql(filters, alias="n")
-        own, own_params = filter_sql(filters, alias="c")
-
-        def side(cmp: str, order: str) -> str:
-            # A row-value comparison walks the (session_id, event_us, id) index from the row outwards.
-            return (f"(SELECT n.id FROM catalog AS n WHERE n.session_id = c.session_id"
-                    f" AND (n.event_us, n.id) {cmp} (c.event_us, c.id) AND {where}"
-                    f" ORDER BY n.event_us {order}, n.id {order} LIMIT 1)")
-
-        sql = (f"SELECT c.id, {side('<', 'DESC')}, {side('>', 'ASC')} FROM json_each(?) AS w CROSS JOIN {_BY_ID}"
-               f" ON c.id = w.value WHERE c.session_id IS NOT NULL AND c.event_us IS NOT NULL AND {own}")
+        select, own, params, own_params = neighbour_sql(filters, kinds, "catalog")
+        sql = f"SELECT {select} FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {own}"
         with self._lock:
-            found = self._conn.execute(sql, (*params, *params, json.dumps(wanted), *own_params)).fetchall()
+            found = self._conn.execute(sql, (*params, json.dumps(wanted), *own_params)).fetchall()
         return {rid: (before, after) for rid, before, after in found}
 
     def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
@@ -522,18 +490,6 @@ class Catalog:
                 self._conn.execute("DELETE FROM catalog WHERE row = ?", (row,))
                 n += 1
         return n
-
-
-def _stamp(entry: VersionEntry | None) -> str:
-    """A version's timestamp as the catalog records it: with the version, it tells the account the
-    catalog follows from another one of the same name (a restored or replaced account)."""
-    return "" if entry is None else str(entry.fields.get("timestamp", ""))
-
-
-def _logged(store: AccountBackend, version: int) -> VersionEntry | None:
-    """The log's entry of ``version``, its id lists left out; None when the log has no line for it."""
-    found = next(iter(store.log(version - 1, lists=False)), None)
-    return found if found is not None and found.version == version else None
 
 
 def _damaged(exc: sqlite3.Error) -> bool:

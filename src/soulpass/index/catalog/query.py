@@ -17,7 +17,7 @@ from soulpass.errors import InvalidInput
 
 from .rows import to_us
 
-__all__ = ["MAX_TERMS", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "query_terms"]
+__all__ = ["MAX_TERMS", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "neighbour_sql", "query_terms"]
 
 # English function words. Dropping them raised LoCoMo R@10 from 0.555 to 0.610 and cut OR-query
 # time at 1M rows by ~8x (their doclists cover most rows).
@@ -93,35 +93,63 @@ def as_utc(when: datetime) -> datetime:
     return when.replace(tzinfo=UTC) if when.tzinfo is None else when
 
 
-def filter_sql(filters: Filters, alias: str = "c") -> tuple[str, list[Any]]:
-    """A WHERE condition over ``catalog AS alias`` and its parameters."""
+def filter_sql(filters: Filters, alias: str = "c", *, postgres: bool = False) -> tuple[str, list[Any]]:
+    """A WHERE condition over ``catalog AS alias`` and its parameters; ``postgres``: over the
+    PostgreSQL catalog's ``index_rows AS alias`` (``%s`` parameters, tags as an array)."""
     c = alias
+    mark = "%s" if postgres else "?"
     where: list[str] = []
     params: list[Any] = []
     if filters.as_of_version is None:
         where.append(f"{c}.valid_to IS NULL")
     else:
-        where.append(f"{c}.version <= ? AND ({c}.valid_to IS NULL OR {c}.valid_to > ?)")
+        where.append(f"{c}.version <= {mark} AND ({c}.valid_to IS NULL OR {c}.valid_to > {mark})")
         params += [filters.as_of_version, filters.as_of_version]
 
-    def one_of(column: str, values: Sequence[str]) -> None:
-        where.append(f"{column} IN ({', '.join('?' * len(values))})")
+    def one_of(column: str, values: Sequence[str]) -> str:
+        if postgres:
+            params.append(list(values))
+            return f"{column} = ANY(%s)"
         params.extend(values)
+        return f"{column} IN ({', '.join('?' * len(values))})"
 
     if filters.kinds:
-        one_of(f"{c}.kind", filters.kinds)
+        where.append(one_of(f"{c}.kind", filters.kinds))
     if filters.tags:
-        where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE tag IN ({', '.join('?' * len(filters.tags))}))")
-        params.extend(filters.tags)
+        if postgres:
+            where.append(f"{c}.tags && %s::text[]")
+            params.append(list(filters.tags))
+        else:
+            where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE {one_of('tag', filters.tags)})")
     for column in ("agent", "session_id", "persona_id", "event_id"):
         value = getattr(filters, column)
         if value is not None:
-            where.append(f"{c}.{column} = ?")
+            where.append(f"{c}.{column} = {mark}")
             params.append(value)
     if filters.since is not None:
-        where.append(f"{c}.event_us >= ?")
+        where.append(f"{c}.event_us >= {mark}")
         params.append(to_us(as_utc(filters.since)))
     if filters.until is not None:
-        where.append(f"{c}.event_us < ?")
+        where.append(f"{c}.event_us < {mark}")
         params.append(to_us(as_utc(filters.until)))
     return " AND ".join(where), params
+
+
+def neighbour_sql(filters: Filters | None, kinds: Sequence[str], table: str, *, postgres: bool = False,
+                  ) -> tuple[str, str, list[Any], list[Any]]:
+    """For ``neighbours``: the select list giving, for a row ``c``, the id of the row just before and
+    just after it in its session (by event time, then id) among the rows of ``kinds`` passing the
+    filters (two correlated subqueries over ``table AS n``), the condition on ``c`` itself, and the
+    parameters of each. A row-value comparison walks the (session, event time, id) index outwards."""
+    filters = Filters(**{**filters.__dict__, "kinds": tuple(kinds)}) if filters else Filters(kinds=tuple(kinds))
+    where, params = filter_sql(filters, alias="n", postgres=postgres)
+    own, own_params = filter_sql(filters, alias="c", postgres=postgres)
+    scope = " AND n.account_id = c.account_id" if postgres else ""
+
+    def side(cmp: str, order: str) -> str:
+        return (f"(SELECT n.id FROM {table} AS n WHERE n.session_id = c.session_id{scope}"
+                f" AND (n.event_us, n.id) {cmp} (c.event_us, c.id) AND {where}"
+                f" ORDER BY n.event_us {order}, n.id {order} LIMIT 1)")
+
+    own = f"c.session_id IS NOT NULL AND c.event_us IS NOT NULL AND {own}"
+    return f"c.id, {side('<', 'DESC')}, {side('>', 'ASC')}", own, [*params, *params], own_params

@@ -11,15 +11,23 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, NamedTuple, Protocol
 
 from soulpass.errors import Corrupted
-from soulpass.store.contract import CopyWalk, StoredVersionCopy, UnreadableCopy, VersionChanges
+from soulpass.store.contract import (
+    AccountBackend,
+    CopyWalk,
+    StoredVersionCopy,
+    UnreadableCopy,
+    VersionChanges,
+    VersionEntry,
+)
 from soulpass.store.keys import is_journal_path
 
 from .rows import COLUMNS, CatalogRow, is_catalogued, make_row, row_id
 
-__all__ = ["Progress", "SyncCounts", "apply_changes", "rebuild_rows"]
+__all__ = ["CatchUpReport", "Followed", "Progress", "RowWriter", "SqliteRows", "SyncCounts", "apply_changes",
+           "catch_up_from", "follow_versions", "last_logged", "logged_entry", "rebuild_rows", "version_stamp"]
 
 Progress = Callable[[int, int], None]
 _INSERT = f"INSERT OR IGNORE INTO catalog ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -27,6 +35,19 @@ _CLOSE = """
     UPDATE catalog SET replaced_at = :v,
                        valid_to = CASE WHEN valid_to IS NULL OR valid_to > :v THEN :v ELSE valid_to END
      WHERE id = :id AND replaced_at IS NULL AND version < :v"""
+
+
+@dataclass(frozen=True)
+class CatchUpReport:
+    """From which store version to which the catalog moved, and what that took."""
+
+    from_version: int
+    to_version: int
+    versions: int
+    rows_added: int
+    rows_closed: int
+    rebuilt: bool = False
+    skipped: tuple[str, ...] = ()
 
 
 @dataclass
@@ -38,24 +59,49 @@ class SyncCounts:
     skipped: list[str] = field(default_factory=list)
 
 
-def insert_row(conn: sqlite3.Connection, row: CatalogRow) -> bool:
-    cur = conn.execute(_INSERT, row.to_sql())
-    if cur.rowcount == 0:
-        return False  # this copy is already catalogued
-    rowid = cur.lastrowid
-    if row.text:
-        conn.execute("INSERT INTO catalog_fts (rowid, text, agent) VALUES (?, ?, ?)", (rowid, row.text, row.agent))
-    conn.executemany("INSERT OR IGNORE INTO catalog_tags (tag, row) VALUES (?, ?)",
-                     [(t, rowid) for t in sorted(set(row.tags))])
-    return True
+class RowWriter(Protocol):
+    """Where catch-up and rebuild put rows: the SQLite catalog here, PostgreSQL's in
+    ``soulpass.index.pg``; every call runs inside the caller's transaction."""
+
+    def insert(self, row: CatalogRow) -> bool:
+        """Add the row; False when this copy (id, version) is already catalogued."""
+        ...
+
+    def close(self, rid: str, version: int) -> int:
+        """Version ``version`` replaced or retired the file of ``rid``: its current copy ends there."""
+        ...
+
+    def close_path(self, path: str, version: int) -> int:
+        """As ``close``, for the copy at ``path`` (a prose record: its id is in its file)."""
+        ...
 
 
-def close_rows(conn: sqlite3.Connection, rid: str, version: int) -> int:
-    """Version ``version`` replaced or retired the file of ``rid``: its current copy ends there."""
-    return conn.execute(_CLOSE, {"v": version, "id": rid}).rowcount
+class SqliteRows:
+    """:class:`RowWriter` over the SQLite catalog's connection."""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def insert(self, row: CatalogRow) -> bool:
+        cur = self.conn.execute(_INSERT, row.to_sql())
+        if cur.rowcount == 0:
+            return False  # this copy is already catalogued
+        rowid = cur.lastrowid
+        if row.text:
+            self.conn.execute("INSERT INTO catalog_fts (rowid, text, agent) VALUES (?, ?, ?)",
+                              (rowid, row.text, row.agent))
+        self.conn.executemany("INSERT OR IGNORE INTO catalog_tags (tag, row) VALUES (?, ?)",
+                              [(t, rowid) for t in sorted(set(row.tags))])
+        return True
+
+    def close(self, rid: str, version: int) -> int:
+        return self.conn.execute(_CLOSE, {"v": version, "id": rid}).rowcount
+
+    def close_path(self, path: str, version: int) -> int:
+        return self.conn.execute(_CLOSE.replace("id = :id", "path = :id"), {"v": version, "id": path}).rowcount
 
 
-def apply_changes(conn: sqlite3.Connection, changes: VersionChanges, counts: SyncCounts) -> None:
+def apply_changes(rows: RowWriter, changes: VersionChanges, counts: SyncCounts) -> None:
     """Rows for what one version put and retired (``MasterStore.changes``), inside the caller's transaction."""
     version = changes.entry.version
     counts.skipped.extend(f"{key}@{version}: {why}" for key, why in changes.unreadable if is_catalogued(key))
@@ -67,16 +113,95 @@ def apply_changes(conn: sqlite3.Connection, changes: VersionChanges, counts: Syn
         except Corrupted as exc:
             counts.skipped.append(f"{put.key}@{version}: {exc}")
             continue
-        counts.closed += close_rows(conn, row.id, version)
-        counts.added += insert_row(conn, row)
+        counts.closed += rows.close(row.id, version)
+        counts.added += rows.insert(row)
     for rel in (r for r in changes.retired if is_catalogued(r)):
         if is_journal_path(rel):  # a prose record's id is in its file, not its path
-            counts.closed += conn.execute(_CLOSE.replace("id = :id", "path = :id"), {"v": version, "id": rel}).rowcount
+            counts.closed += rows.close_path(rel, version)
         else:
-            counts.closed += close_rows(conn, row_id(rel), version)
+            counts.closed += rows.close(row_id(rel), version)
 
 
-def rebuild_rows(conn: sqlite3.Connection, copies: CopyWalk, version: int, progress: Progress | None,
+class Followed(NamedTuple):
+    """Where :func:`follow_versions` left the catalog: its version, how many versions this call
+    applied, and what the caller must do next ("" nothing, "rebuild", or "again" from the start)."""
+
+    version: int
+    applied: int
+    redo: Literal["", "rebuild", "again"]
+
+
+def follow_versions(store: AccountBackend, start: int, head: int,
+                    step: Callable[[int, VersionChanges], tuple[int, bool]]) -> Followed:
+    """Apply the store's versions after ``start`` up to ``head``, one at a time, in order.
+
+    ``step(version, changes)`` applies ``changes`` in one transaction if the catalog is still at
+    ``version`` (another process may have moved it meanwhile) and returns the catalog's version after
+    it, and whether this call applied it. A version without its log line is not committed yet: the
+    walk stops before it. A "forget" rewrote older copies, so any row may hold them: rebuild. A
+    catalog found older than ``start`` was rebuilt by another process to an older snapshot: again."""
+    version, applied = start, 0
+    for changes in store.changes(start):
+        if changes.entry.version <= version:
+            continue  # applied by another process meanwhile
+        if changes.entry.version != version + 1 or version >= head:
+            break
+        if changes.entry.fields.get("kind") == "forget":
+            return Followed(version, applied, "rebuild")
+        current, did = step(version, changes)
+        applied += did
+        if current < start:
+            return Followed(current, applied, "again")
+        version = current
+    return Followed(version, applied, "")
+
+
+def catch_up_from(store: AccountBackend, start: int, stamp: str, counts: SyncCounts,
+                  step: Callable[[int, VersionChanges], tuple[int, bool]], *,
+                  rebuild: Callable[[], CatchUpReport], again: Callable[[], CatchUpReport]) -> CatchUpReport:
+    """A catalog's catch-up from ``start`` (stamped ``stamp``), whichever database holds it: nothing
+    when it is at HEAD of the same account, ``rebuild()`` when it is ahead of the store or follows
+    another account of the same name (the stamps differ), else the versions after it one by one
+    through ``step`` (see :func:`follow_versions`), ``counts`` filled by ``step``."""
+    head = store.snapshot()
+    if start == head.version and start > 0 and version_stamp(head.entry()) == stamp:
+        # Up to date (the same version of the same account): HEAD's own entry says so without the
+        # version log, which grows with the history; every search starts with this check.
+        return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
+    if start > head.version or (start > 0 and version_stamp(logged_entry(store, start)) != stamp):
+        return rebuild()
+    followed = follow_versions(store, start, head.version, step)
+    if followed.redo == "rebuild":
+        return rebuild()
+    if followed.redo == "again":
+        return again()
+    return CatchUpReport(from_version=start, to_version=followed.version, versions=followed.applied,
+                         rows_added=counts.added, rows_closed=counts.closed, skipped=tuple(counts.skipped))
+
+
+def last_logged(store: AccountBackend) -> tuple[int, VersionEntry | None]:
+    """The newest version a rebuild can reflect (every log line up to it present) and its entry."""
+    head = store.head()
+    entries = {e.version: e for e in store.log(lists=False)}
+    version = 0
+    while version < head and version + 1 in entries:
+        version += 1
+    return version, entries.get(version)
+
+
+def version_stamp(entry: VersionEntry | None) -> str:
+    """A version's timestamp as the catalog records it: with the version, it tells the account the
+    catalog follows from another one of the same name (a restored or replaced account)."""
+    return "" if entry is None else str(entry.fields.get("timestamp", ""))
+
+
+def logged_entry(store: AccountBackend, version: int) -> VersionEntry | None:
+    """The log's entry of ``version``, its id lists left out; None when the log has no line for it."""
+    found = next(iter(store.log(version - 1, lists=False)), None)
+    return found if found is not None and found.version == version else None
+
+
+def rebuild_rows(rows: RowWriter, copies: CopyWalk, version: int, progress: Progress | None,
                  counts: SyncCounts) -> None:
     """Rows for every copy as of ``version``, inside the caller's transaction (tables emptied).
 
@@ -97,7 +222,7 @@ def rebuild_rows(conn: sqlite3.Connection, copies: CopyWalk, version: int, progr
             except Corrupted as exc:
                 counts.skipped.append(_skipped(found, str(exc)))
             else:
-                counts.added += insert_row(conn, row)
+                counts.added += rows.insert(row)
         if progress is not None and n % 1000 == 0 and n != total:
             progress(n, total)
     if progress is not None:  # the last call says done, also when a listed copy vanished mid-walk

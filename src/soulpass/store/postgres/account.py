@@ -44,8 +44,10 @@ _COPIES = ("SELECT key, data, body, from_version, to_version FROM records WHERE 
 class PostgresAccount:
     """Account ``name`` (row ``account_id``); its derived index lives under ``local_root``."""
 
-    def __init__(self, db: Database, account_id: int, name: str, uid: str, local_root: Path) -> None:
+    def __init__(self, db: Database, account_id: int, name: str, uid: str, local_root: Path, *,
+                 index_in_database: bool = True) -> None:
         self._db, self._id, self._name = db, account_id, name
+        self._index_in_database = index_in_database
         self._index = local_root / "accounts" / f"{name}.{uid}" / "index"  # a replaced account: a new uid
         self._sandboxes = PostgresSandboxes(db, account_id, name)
 
@@ -115,8 +117,19 @@ class PostgresAccount:
                 {"a": self._id}).fetchone()
         return int(row[0] if row else 0) + folder_bytes(self._index)
 
+    def index_database(self) -> tuple[Database, int] | None:
+        """Where the account's index lives when it is kept in the database (``soulpass.index.pg``):
+        the database and the account's row id; None when it is kept in ``index_dir()``."""
+        return (self._db, self._id) if self._index_in_database else None
+
     def drop_index(self) -> None:
+        """The local folder, and the catalog, vectors and backlog kept in the database."""
         shutil.rmtree(self._index, ignore_errors=True)
+        with self._db.connection() as conn:
+            for (table,) in conn.execute("SELECT name FROM index_vector_tables").fetchall():
+                conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (self._id,))
+            for table in ("index_rows", "index_embedded", "index_state"):
+                conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (self._id,))
 
     def recover(self) -> list[str]:
         """Remove the sandboxes an archive committed but whose removal never ran (a process died)."""

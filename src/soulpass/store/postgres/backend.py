@@ -10,7 +10,7 @@ from soulpass.ids import check_name
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.account import PostgresAccount
 from soulpass.store.postgres.connections import database
-from soulpass.store.postgres.url import local_root, masked
+from soulpass.store.postgres.url import index_in_database, local_root, masked
 
 __all__ = ["PostgresBackend"]
 
@@ -22,6 +22,7 @@ class PostgresBackend:
     def __init__(self, url: str, *, local: Path | None = None) -> None:
         self.url = url
         self.local = local or local_root(url)
+        self.index_in_database = index_in_database(url)
         self.db = database(url)
 
     def __repr__(self) -> str:
@@ -39,7 +40,8 @@ class PostgresBackend:
             row = conn.execute("SELECT id, uid FROM accounts WHERE name = %s", (name,)).fetchone()
         if row is None:
             raise NotFound(f"account {name!r} does not exist in {masked(self.url)}", account=name)
-        return PostgresAccount(self.db, int(row[0]), name, str(row[1]), self.local)
+        return PostgresAccount(self.db, int(row[0]), name, str(row[1]), self.local,
+                               index_in_database=self.index_in_database)
 
     def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
         return transfer.restore(self.db, name, files, replace=replace)

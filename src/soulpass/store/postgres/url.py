@@ -1,7 +1,9 @@
 """What a ``postgresql://`` location names, without connecting (no psycopg import here).
 
 A location may carry ``soulpass_cache=<folder>``: where this process keeps what it derives from
-the database (each account's index). It is ours, not libpq's, so it is taken off before connecting.
+the database locally, and ``soulpass_index=local``: keep each account's index in that folder instead
+of in the database (the default, ``database``, shares one index between every process and host).
+Both are ours, not libpq's, so they are taken off before connecting.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import re
 from pathlib import Path
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
-__all__ = ["CACHE_PARAM", "is_url", "local_root", "masked", "server_url"]
+__all__ = ["CACHE_PARAM", "INDEX_PARAM", "index_in_database", "is_url", "local_root", "masked", "server_url"]
 
 CACHE_PARAM = "soulpass_cache"
+INDEX_PARAM = "soulpass_index"
+_INDEX_PLACES = ("database", "local")
 _SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -24,8 +28,18 @@ def is_url(location: object) -> bool:
 def server_url(url: str) -> str:
     """``url`` as libpq takes it: without our own parameters."""
     parts = urlsplit(url)
-    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != CACHE_PARAM]
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k not in (CACHE_PARAM, INDEX_PARAM)]
     return urlunsplit(parts._replace(query=urlencode(query)))
+
+
+def index_in_database(url: str) -> bool:
+    """Whether the accounts' indexes live in the database (``soulpass_index``, default ``database``)."""
+    place = dict(parse_qsl(urlsplit(url).query)).get(INDEX_PARAM, "database")
+    if place not in _INDEX_PLACES:
+        from soulpass.errors import InvalidInput
+
+        raise InvalidInput(f"{INDEX_PARAM} must be one of {', '.join(_INDEX_PLACES)}, not {place!r}", field=INDEX_PARAM)
+    return place == "database"
 
 
 def masked(url: str) -> str:

