@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN = $(VENV)/bin
 DEMO_HOME ?= .soulpass-demo
 
-.PHONY: demo test test-fast lint bench clean
+.PHONY: demo test test-fast lint bench clean browser
 
 # The demo needs only the core (no embedder, no server): a small install.
 $(BIN)/.core: pyproject.toml
@@ -29,7 +29,15 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/mypy
 
-test: $(BIN)/.installed lint
+# Debian's Chromium for the memory browser's tests (tests/test_ui_browser.py, driven by Playwright);
+# nothing when it is there. Elsewhere (not root, no apt, no network) the browser tests skip and say why.
+browser:
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 && \
+	  echo "installing Debian's chromium for the browser tests" && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "no Chromium here: tests/test_ui_browser.py will skip"
+
+test: $(BIN)/.installed lint browser
 	$(BIN)/python -m pytest
 
 # The suite without the long crash and concurrency soaks (`-m "not slow"`): a few minutes.

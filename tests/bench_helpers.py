@@ -15,13 +15,16 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 @contextmanager
 def benchmark_module(name: str) -> Iterator[ModuleType]:
     """``benchmarks/<name>.py`` as the module ``soulpass_bench_<name>``: registered in ``sys.modules``
-    while the block runs (dataclasses look their module up), removed afterwards."""
+    while the block runs (dataclasses look their module up), removed afterwards; ``benchmarks/`` is
+    on ``sys.path`` meanwhile, for the scripts' shared modules (``scale_common``, ``pg_common``…)."""
     spec = importlib.util.spec_from_file_location(f"soulpass_bench_{name}", BENCHMARKS / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
+    sys.path.insert(0, str(BENCHMARKS))
     try:
         spec.loader.exec_module(module)
         yield module
     finally:
         sys.modules.pop(spec.name, None)
+        sys.path.remove(str(BENCHMARKS))

@@ -121,7 +121,11 @@ def _last_logged(path: Path) -> int:
     log = path / LOG_FILE
     if not log.exists():
         return 0
-    lines = [line for line in log.read_bytes().splitlines() if line.strip()]
+    data = log.read_bytes()
+    # A line counts once its newline is written: a kill mid-append leaves a torn tail, which the
+    # store cuts on its next open (store/files/commit.py, log_tail_torn) and redoes from the txn.
+    whole = data[:data.rfind(b"\n") + 1]
+    lines = [line for line in whole.splitlines() if line.strip()]
     return int(json.loads(lines[-1])["version"]) if lines else 0
 
 

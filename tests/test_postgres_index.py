@@ -297,21 +297,12 @@ def test_local_index_stays_available(url: str) -> None:
 def test_pg_search_scale_smoke(vector_server: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``benchmarks/pg_search_scale.py`` at 2,000 turns: both backends built through the public paths,
     the same queries timed, the JSON says what it measured (the 1M run is the benchmark's)."""
-    import importlib.util
-    import sys
+    from bench_helpers import benchmark_module
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "pg_search_scale.py"
-    sys.path.insert(0, str(path.parent))
-    try:
-        spec = importlib.util.spec_from_file_location("soulpass_bench_pg_search_scale", path)
-        assert spec is not None and spec.loader is not None
-        bench = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(bench)
-        out = tmp_path / "pg_search_scale.json"
+    out = tmp_path / "pg_search_scale.json"
+    with benchmark_module("pg_search_scale") as bench:
         rc = bench.main(["--n", "2000", "--queries", "8", "--chunk", "1000", "--files", "--server", vector_server,
                          "--workdir", str(tmp_path / "work"), "--out", str(out)])
-    finally:
-        sys.path.remove(str(path.parent))
     assert rc == 0
     assert "postgres all" in capsys.readouterr().out
     result = json.loads(out.read_text("utf-8"))

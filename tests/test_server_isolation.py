@@ -72,7 +72,7 @@ def _body(method: str, path: str) -> Any:
 def _fill(path: str, account: str, owner: Tenant) -> str:
     values = {"account": account, "sandbox_id": owner.sandbox_id, "ref": owner.record_id, "name": "ire",
               "key_id": owner.key_id, "agent": "agent", "record_id": owner.record_id,
-              "entry_id": owner.journal_id}
+              "entry_id": owner.journal_id, "version": "1"}
     unknown = set(re.findall(r"{(\w+)}", path)) - set(values)
     assert not unknown, f"{path}: the isolation test does not know how to fill {unknown}"
     return path.format(**values)
@@ -88,9 +88,52 @@ def _leaks(text: str, victim: Tenant) -> list[str]:
 
 
 def _routes(client: TestClient) -> list[tuple[str, str]]:
-    routes = sorted(set(app_routes(client.app)))  # type: ignore[arg-type]
+    """The API's routes; the memory browser's (``/ui``, a cookie instead of a bearer key) are
+    checked by ``test_every_browser_page_needs_the_accounts_key``."""
+    routes = sorted(r for r in set(app_routes(client.app)) if not _browser(r[1]))  # type: ignore[arg-type]
     assert len(routes) >= 20
     return routes
+
+
+def _browser(path: str) -> bool:
+    return path == "/ui" or path.startswith("/ui/")
+
+
+# A form each browser action accepts (the checks must get past validation to mean anything).
+FORMS: dict[str, dict[str, str]] = {
+    "/ui/login": {"key": "sp_00000000_" + "x" * 43},
+    "/ui/a/{account}/rollback": {"version": "0", "confirm": "0"},
+    "/ui/a/{account}/forget": {"record_id": "{record_id}", "reason": "r", "confirm": "{record_id}"},
+}
+
+
+def test_every_browser_page_needs_the_accounts_key(client: TestClient, world: World) -> None:
+    """Every /ui route: no key, a bad key, or another account's key gets the login page, nothing of
+    bob's, and changes nothing."""
+    from soulpass.server.ui.routes import COOKIE
+
+    routes = sorted(r for r in set(app_routes(client.app)) if _browser(r[1]))  # type: ignore[arg-type]
+    assert len(routes) >= 10
+    bob = world.engine.account("bob")
+    head = bob.head()
+    checked = 0
+    for method, template in routes:
+        if template in ("/ui/logout",):
+            continue
+        path = _fill(template, "bob", world.bob)
+        form = {k: v.replace("{record_id}", world.bob.record_id) for k, v in FORMS.get(template, {}).items()}
+        others = (world.ann.key,) if "{account}" in template else ()  # ann's key opens /ui as ann: fine
+        for cookie in (None, "sp_00000000_" + "x" * 43, *others):
+            client.cookies.clear()
+            if cookie is not None:
+                client.cookies.set(COOKIE, cookie, path="/ui")
+            r = client.request(method, path, data=form or None, follow_redirects=False)
+            assert r.headers.get("X-Soulpass-Login") == "required", f"{method} {path} {cookie}: {r.status_code}"
+            assert not _leaks(r.text.replace('name="key"', ""), world.bob), f"{method} {path} leaks: {r.text}"
+            checked += 1
+    client.cookies.clear()
+    assert checked >= 30
+    assert bob.head() == head
 
 
 def test_every_route_is_classified(client: TestClient) -> None:

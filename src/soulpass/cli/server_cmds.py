@@ -69,6 +69,9 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
     if not key_store(app.state.engine).list():
         console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
                       "'soulpass key create --admin'", soft_wrap=True)
+    shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+    console.print(f"memory browser: http://{shown}:{port}/ui  (log in with an API key)  ·  API docs: "
+                  f"http://{shown}:{port}/docs", soft_wrap=True, highlight=False)
     import uvicorn
 
     uvicorn.run(app, host=host, port=port, log_level="info")

@@ -78,6 +78,9 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     from soulpass.server import routes_exp  # the passport export
 
     app.include_router(routes_exp.router)
+    from soulpass.server.ui import mount_ui  # the memory browser at /ui
+
+    mount_ui(app)
     _add_error_handlers(app)
     add_docs(app)
     app.add_middleware(BodyLimit, max_body=max_body)

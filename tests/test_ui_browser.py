@@ -1,0 +1,209 @@
+"""The memory browser in a real browser: Debian's Chromium driven by Playwright against a real
+``soulpass serve`` on 127.0.0.1 over a seeded account (tests/ui_world.py).
+
+Each page must load without a console error or an uncaught exception. ``make test`` installs
+Chromium where it can (``make browser``); these tests skip, saying why, only where no Chromium
+is there. ``SOULPASS_UI_SCREENSHOTS=docs/ui`` writes the screenshots of docs/ui.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ui_world import UiWorld, seed
+
+playwright_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+
+CHROMIUM = next((p for p in (os.environ.get("SOULPASS_CHROMIUM"), shutil.which("chromium"),
+                             shutil.which("chromium-browser"), shutil.which("google-chrome")) if p), None)
+pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this machine: `make browser` installs "
+                                                         "Debian's chromium (needs apt and root)")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, UiWorld]]:
+    work = tmp_path_factory.mktemp("ui")
+    world = seed(work / "home")
+    port = _free_port()
+    log = (work / "serve.log").open("w")
+    cli = Path(sys.executable).with_name("soulpass")
+    proc = subprocess.Popen([str(cli), "--home", str(world.home), "serve", "--port", str(port), "--embedder", "none"],
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{base}/ui", timeout=2).headers.get("X-Soulpass-Login") == "required":
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"soulpass serve did not start:\n{(work / 'serve.log').read_text()}")
+            time.sleep(0.2)
+        yield base, world
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    with playwright_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+class Page:
+    """A browser tab that records console errors and uncaught exceptions."""
+
+    def __init__(self, browser: Any, base: str, shots: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1280, "height": 860})
+        self.base, self.shots = base, shots
+        self.errors: list[str] = []
+        self.page.on("console", lambda m: self.errors.append(f"console: {m.text}") if m.type == "error" else None)
+        self.page.on("pageerror", lambda e: self.errors.append(f"exception: {e}"))
+
+    def open(self, path: str, shot: str | None = None) -> Any:
+        response = self.page.goto(self.base + path)
+        self.page.wait_for_load_state("networkidle")
+        if shot:
+            self.snap(shot)
+        return response
+
+    def snap(self, name: str) -> None:
+        self.shots.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=False)
+
+    def login(self, key: str) -> None:
+        self.open("/ui")
+        self.page.fill("#key", key)
+        self.page.click("#login")
+        self.page.wait_for_load_state("networkidle")
+
+
+@pytest.fixture
+def tab(browser: Any, served: tuple[str, UiWorld], tmp_path: Path) -> Iterator[Page]:
+    shots = Path(os.environ.get("SOULPASS_UI_SCREENSHOTS") or tmp_path / "shots")
+    page = Page(browser, served[0], shots)
+    yield page
+    page.page.close()
+
+
+def test_each_view_loads_without_console_errors(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.open("/ui", shot="login")
+    tab.login(world.key)
+    assert tab.page.url.endswith("/ui/a/maya")
+    pages = {
+        "timeline": "/ui/a/maya",
+        "version": "/ui/a/maya/v/2",
+        "diff": "/ui/a/maya/diff?a=0&b=3",
+        "record": f"/ui/a/maya/r/{world.journal_id}",
+        "fact": f"/ui/a/maya/r/{world.old_fact}",
+        "search": "/ui/a/maya/search?q=grey+cat",
+        "graph": "/ui/a/maya/graph",
+        "agents": f"/ui/a/maya/agents?sandbox={world.sandbox_id}&agent=eva&message=how+is+Pixel",
+        "health": "/ui/a/maya/health?audit=1",
+    }
+    for name, path in pages.items():
+        response = tab.open(path)
+        assert response is not None and response.status == 200, (name, response and response.status)
+        if name == "graph":
+            tab.page.wait_for_selector("#graph[data-rendered]")
+        tab.snap(name)
+        assert tab.errors == [], (name, tab.errors)
+
+
+def test_timeline_diff_and_search_show_the_seeded_memory(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login(world.key)
+    rows = tab.page.locator("#timeline tbody tr").evaluate_all("rows => rows.map(r => r.dataset.version)")
+    assert rows[-3:] == ["3", "2", "1"] or rows == ["3", "2", "1"]
+    tab.page.click('#timeline a[href="/ui/a/maya/v/2"]')
+    tab.page.wait_for_load_state("networkidle")
+    diff = tab.page.inner_text("#diff")
+    assert "User lives in Lisbon" in diff and "User lives in Porto" in diff and "Facts superseded: 1" in diff
+    tab.open("/ui/a/maya/search")
+    tab.page.fill("#q", "grey cat Pixel")
+    tab.page.click("#search")
+    tab.page.wait_for_load_state("networkidle")
+    hits = tab.page.inner_text("#hits")
+    assert "I adopted a grey cat called Pixel" in hits
+    assert not tab.page.locator("table.parts").first.is_visible()
+    tab.page.check("#show-parts")  # score parts on demand
+    assert tab.page.locator("table.parts").first.is_visible()
+    assert "fts" in tab.page.locator("table.parts").first.inner_text()
+    assert tab.errors == []
+
+
+def test_graph_renders_the_seeded_facts(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login(world.key)
+    tab.open("/ui/a/maya/graph")
+    tab.page.wait_for_selector("#graph[data-rendered]")
+    assert int(tab.page.get_attribute("#graph", "data-rendered") or 0) >= 3  # User, Lisbon, Porto
+    assert tab.page.locator("#graph canvas").count() >= 1
+    edges = tab.page.evaluate("JSON.parse(document.getElementById('graph-data').textContent)"
+                              ".filter(e => e.data.source).map(e => [e.data.label, e.data.superseded])")
+    assert ["lives in", True] in edges and ["lives in", False] in edges
+    assert "1 superseded" in tab.page.inner_text("#graph-summary")
+    assert tab.errors == []
+
+
+def test_a_wrong_key_gets_the_login_page_and_no_data(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login("sp_00000000_definitely-not-a-key")
+    assert "not valid" in tab.page.inner_text("#login-error")
+    body = tab.page.inner_text("body")
+    assert "Pixel" not in body and "Lisbon" not in body and "maya" not in body
+    tab.open("/ui/a/maya")
+    assert "Pixel" not in tab.page.inner_text("body") and tab.page.locator("#key").count() == 1
+    tab.login(world.other_key)  # another account's key: its own account, never maya's
+    assert tab.page.url.endswith("/ui/a/noor")
+    tab.open("/ui/a/maya/search?q=Pixel")
+    assert "Pixel" not in tab.page.inner_text("main") or "does not open" in tab.page.inner_text("main")
+    assert tab.page.locator("#hits").count() == 0
+
+
+def test_rollback_shows_the_diff_first_and_needs_confirmation(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login(world.key)
+    head = int(httpx.get(f"{served[0]}/v1/accounts/maya/versions?since=0&limit=1000",
+                         headers={"Authorization": f"Bearer {world.key}"}).json()[-1]["version"])
+    tab.open("/ui/a/maya/v/1")
+    tab.page.click("#rollback-diff")
+    tab.page.wait_for_load_state("networkidle")
+    assert "User lives in Porto" in tab.page.inner_text("#diff")  # what the rollback would undo
+    tab.open("/ui/a/maya/v/1")
+    tab.page.click("#rollback")  # no confirmation typed
+    tab.page.wait_for_load_state("networkidle")
+    assert "type the version number 1" in tab.page.inner_text("main")
+    tab.open("/ui/a/maya/v/1")
+    tab.page.fill("#confirm", "1")
+    tab.page.click("#rollback")
+    tab.page.wait_for_load_state("networkidle")
+    assert tab.page.url.endswith(f"/ui/a/maya/v/{head + 1}")
+    assert "rollback" in tab.page.inner_text("h1")

@@ -1,0 +1,66 @@
+"""A seeded account for the memory browser's tests: versions with turns, a journal in Markdown, a
+fact superseded by another, an episode, a live sandbox with an agent's clipboard; keys for it, for
+another account and an admin key."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import soulpass
+from soulpass.agent import AgentMemory
+from soulpass.server.keys import FileKeyStore
+
+
+@dataclass
+class UiWorld:
+    home: Path
+    key: str  # opens "maya"
+    other_key: str  # opens "noor" only
+    admin_key: str
+    turn_id: str  # "I adopted a grey cat called Pixel" (version 1)
+    old_fact: str  # User lives in Lisbon (version 1), superseded at version 2
+    new_fact: str  # User lives in Porto (version 2)
+    journal_id: str
+    episode_id: str
+    sandbox_id: str  # live, with the agent "eva"'s clipboard
+    head: int
+
+
+def seed(home: Path) -> UiWorld:
+    sp = soulpass.open(home, embedder="none")
+    keys = FileKeyStore(home)
+    acct = sp.create_account("maya")
+    sb = acct.create_sandbox("monday chat")
+    turn = sb.add_turn("user", "I adopted a grey cat called Pixel")
+    sb.add_turn("assistant", "Pixel is a lovely name for a grey cat!")
+    sb.add_fact(content="User lives in Lisbon", confidence=0.9)
+    sb.add_journal("# Pixel arrives\n\nMaya adopted **Pixel**, a grey cat.\n\n- likes boxes\n- <b>bold?</b>",
+                   title="pixel", tags=("pets",))
+    v1 = sb.archive()
+    turn_id = v1.plan.id_map[turn]
+    (old_fact,) = v1.plan.added["fact"]
+    (journal_id,) = [j["id"] for j in v1.plan.journal]
+    sb = acct.create_sandbox("tuesday chat")
+    sb.add_fact(content="User lives in Porto", confidence=0.95)
+    sb.add_turn("user", "We moved from Lisbon to Porto this week")
+    v2 = sb.archive()
+    (new_fact,) = v2.plan.added["fact"]
+    sb = acct.create_sandbox("story")
+    t1 = sb.add_turn("user", "The shelter said Pixel was shy")
+    t2 = sb.add_turn("assistant", "Shy cats often warm up in a week")
+    sb.write_episode({"summary": {"action_taken": "told the story of adopting Pixel", "key_outcome": "Pixel is shy"},
+                      "turn_refs": [t1, t2]})
+    v3 = sb.archive()
+    (episode_id,) = v3.plan.added["episode"]
+    live = acct.create_sandbox("wednesday chat")
+    mem = AgentMemory(live)
+    mem.clipboard_add("eva", "Ask how Pixel is settling in")
+    mem.log("eva", "checking on the cat", kind="intent")
+    other = sp.create_account("noor")
+    osb = other.create_sandbox("x")
+    osb.add_turn("user", "Noor's secret word is heliotrope")
+    osb.archive()
+    return UiWorld(home=home, key=keys.create("maya").secret, other_key=keys.create("noor").secret,
+                   admin_key=keys.create(None).secret, turn_id=turn_id, old_fact=old_fact, new_fact=new_fact,
+                   journal_id=journal_id, episode_id=episode_id, sandbox_id=live.id, head=v3.version)
