@@ -12,7 +12,8 @@
 * ``query``: single texts (the seed's one-text form) one at a time against one idle worker vs the
   local model: p50/p95 of each, and the added latency of the round trip (remote minus local).
 
-Texts are LoCoMo turns when ``--data`` exists, else generated sentences. The queue is a private
+Texts are LoCoMo turns when ``--data`` names the LoCoMo file, else generated sentences (said on
+the first line and in the JSON's ``source``); a ``--data`` that does not exist is an error. The queue is a private
 one (``queue:gpu_heavy:bench-<random>``) on the given Redis; its keys are deleted afterwards.
 On a machine whose cores are shared with other processes the figures move with their load: the
 JSON records the load average before and after.
@@ -45,8 +46,10 @@ __all__ = ["main"]
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def load_texts(data: Path, n: int) -> tuple[list[str], str]:
-    if data.exists():
+def load_texts(data: Path | None, n: int) -> tuple[list[str], str]:
+    if data is not None:
+        if not data.is_file():
+            raise SystemExit(f"--data {data}: no such file (the LoCoMo JSON, e.g. ../shared/bench/locomo10.json)")
         turns: list[str] = []
         for sample in json.loads(data.read_text(encoding="utf-8")):
             conversation: dict[str, Any] = sample["conversation"]
@@ -121,11 +124,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--queries", type=int, default=200, help="single queries for the latency run")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cores", type=int, default=min(2, os.cpu_count() or 1), help="threads in all, every mode")
-    ap.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "bench" / "locomo10.json")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="LoCoMo JSON whose turns are embedded (default: generated sentences)")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "embed_offload.json")
     args = ap.parse_args(argv)
 
     texts, source = load_texts(args.data, args.n)
+    print(f"texts: {len(texts)} {source}", flush=True)
     queries = [t[:80] for t in texts[:: max(1, len(texts) // args.queries)]][: args.queries]
     names = QueueNames(f"queue:gpu_heavy:bench-{uuid.uuid4().hex[:8]}")
     args.json.parent.mkdir(parents=True, exist_ok=True)

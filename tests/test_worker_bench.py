@@ -16,8 +16,10 @@ pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 def test_embed_offload_smoke(redis_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "results" / "embed_offload.json"
     with benchmark_module("embed_offload") as bench:
+        with pytest.raises(SystemExit, match="no such file"):  # a --data that is not there is said, not swapped
+            bench.main(["--data", str(tmp_path / "missing.json"), "--json", str(out)])
         assert bench.main(["--redis", redis_url, "--n", "64", "--queries", "5", "--repeats", "1",
-                           "--data", str(tmp_path / "missing.json"), "--json", str(out)]) == 0
+                           "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "local (" in printed and "2 worker(s)" in printed and "round trip adds" in printed
     result = json.loads(out.read_text(encoding="utf-8"))
