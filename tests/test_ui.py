@@ -21,9 +21,16 @@ from ui_world import UiWorld, seed
 UNLIMITED = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> UiWorld:
-    return seed(tmp_path / "home")
+@pytest.fixture(params=["files", "postgres"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[UiWorld]:
+    """The seeded account in a home folder, and in PostgreSQL (the browser runs on either backend)."""
+    if request.param == "files":
+        yield seed(tmp_path / "home")
+        return
+    from postgres_helpers import postgres_url
+
+    for url in postgres_url(tmp_path):
+        yield seed(url)
 
 
 @pytest.fixture
@@ -182,6 +189,8 @@ def test_agent_view_and_health(client: TestClient, world: UiWorld) -> None:
     assert r.status_code == 200 and re.search(r"<th>Store</th><td>\w+ at version 3</td>", r.text)
     assert 'id="run-audit"' in r.text and "none (full text only)" in r.text
     assert 'id="audit-ok"' in client.get("/ui/a/maya/health?audit=1").text
+    if not isinstance(world.home, Path):
+        return  # a damaged file is the home folder's case; PostgreSQL's own checks are its tests'
     # A damaged copy is a finding on the page.
     acct = soulpass.open(world.home, embedder="none").account("maya")
     damaged = next(p for p in acct.store.path.rglob(f"{world.turn_id}.json"))  # type: ignore[attr-defined]

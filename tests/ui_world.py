@@ -9,12 +9,12 @@ from pathlib import Path
 
 import soulpass
 from soulpass.agent import AgentMemory
-from soulpass.server.keys import FileKeyStore
+from soulpass.server.keyring import key_store
 
 
 @dataclass
 class UiWorld:
-    home: Path
+    home: Path | str  # a folder, or a postgresql:// URL
     key: str  # opens "maya"
     other_key: str  # opens "noor" only
     admin_key: str
@@ -27,9 +27,9 @@ class UiWorld:
     head: int
 
 
-def seed(home: Path) -> UiWorld:
+def seed(home: Path | str) -> UiWorld:
     sp = soulpass.open(home, embedder="none")
-    keys = FileKeyStore(home)
+    keys = key_store(sp)
     acct = sp.create_account("maya")
     sb = acct.create_sandbox("monday chat")
     turn = sb.add_turn("user", "I adopted a grey cat called Pixel")
