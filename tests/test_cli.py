@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,7 +129,10 @@ def test_schema_export(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-
 
 
 def _commands(group: click.Group, prefix: str = "") -> Iterator[tuple[str, click.Command]]:
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in sorted(group.list_commands(ctx)):  # the root loads its commands when asked for them
+        cmd = group.get_command(ctx, name)
+        assert cmd is not None, name
         path = f"{prefix}{name}"
         yield path, cmd
         if isinstance(cmd, click.Group):
@@ -166,3 +171,56 @@ def test_search_and_index_commands(run, tmp_path: Path) -> None:  # type: ignore
         assert json.loads(run("index", "status", "-a", "ann", "--json"))["fulltext"] == "tantivy"
     assert "rebuilt at version 1" in run("index", "rebuild", "-a", "ann")
     assert json.loads(run("search", "Miso", "-a", "ann", "--json"))[0]["id"] == hits[0]["id"]
+
+
+def test_the_command_table_matches_the_commands() -> None:
+    """``soulpass.cli.commands.COMMANDS`` (what `--help` lists without importing anything) names every
+    command, the module defining it, those adding its subcommands, and its help, exactly."""
+    import importlib
+    import pkgutil
+
+    import click
+
+    import soulpass.cli as cli_pkg
+    from soulpass.cli.commands import COMMANDS
+
+    found: dict[str, tuple[tuple[str, ...], str]] = {}
+    for info in pkgutil.iter_modules(cli_pkg.__path__):
+        module = importlib.import_module(f"soulpass.cli.{info.name}")
+        for command in getattr(module, "COMMANDS", []):
+            if not isinstance(command, click.Command):
+                continue  # the table itself
+            modules = [info.name]
+            if isinstance(command, click.Group):
+                for sub in command.commands.values():
+                    owner = sub.callback.__module__.rsplit(".", 1)[1] if sub.callback else info.name
+                    if owner not in modules:
+                        modules.append(owner)
+            found[str(command.name)] = (modules[0], *sorted(modules[1:])), command.get_short_help_str(10_000)
+    table = {name: ((mods[0], *sorted(mods[1:])), text) for name, (mods, text) in COMMANDS.items()}
+    assert table == found
+
+
+def test_help_imports_no_engine() -> None:
+    """`soulpass --help` lists every command from the table: the engine, pydantic and numpy are not imported."""
+    code = ("import sys\nfrom soulpass.cli.main import cli\n"
+            "try:\n    cli(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('soulpass.engine', 'numpy', 'pydantic', 'soulpass.index.search')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "migrate" in out and "serve" in out  # every command listed
+    assert out.strip().splitlines()[-1] == "[]"
+
+
+def test_startup_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/startup.py`` (one repeat, no earlier commit): medians written, the target judged."""
+    from bench_helpers import benchmark_module
+
+    out = tmp_path / "startup.json"
+    with benchmark_module("startup") as bench:
+        assert bench.main(["--repeats", "1", "--out", str(out)]) == 0
+    result = json.loads(out.read_text("utf-8"))
+    now = result["median_s"]["now"]
+    assert 0 < now["python (nothing)"] <= now["import soulpass"] and now["soulpass --help"] > 0
+    assert result["pass"] == (now["soulpass --help"] <= result["target_help_s"])
+    assert "soulpass --help" in capsys.readouterr().out

@@ -2,19 +2,68 @@
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
+from soulpass.cli.commands import COMMANDS
 from soulpass.cli.output import ErrorHandlingGroup
 from soulpass.cli.state import State
-from soulpass.index.catalog import FullText
 from soulpass.store.postgres.url import is_url, local_root
 
-__all__ = ["cli", "main"]
+if TYPE_CHECKING:
+    from soulpass.index.catalog import FullText
+
+__all__ = ["LazyGroup", "cli", "main"]
 
 
-@click.group(cls=ErrorHandlingGroup, context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(ErrorHandlingGroup):
+    """The root group: commands come from ``soulpass.cli.commands.COMMANDS``, their modules imported
+    when a command is asked for; the help lists them from the table without importing any."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            modules, _ = COMMANDS[cmd_name]
+            loaded = [importlib.import_module(f"soulpass.cli.{m}") for m in modules]
+            for command in loaded[0].COMMANDS:  # the first defines it; the others add subcommands
+                self.add_command(command)
+        return self.commands.get(cmd_name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        if not names:
+            return
+        limit = formatter.width - 6 - max(len(n) for n in names)
+        rows = []
+        for name in names:
+            if name in COMMANDS:
+                text = _short_help(COMMANDS[name][1], limit)
+            else:
+                text = self.commands[name].get_short_help_str(limit)
+            rows.append((name, text))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+def _short_help(text: str, limit: int) -> str:
+    """``text`` cut at a word to fit ``limit`` characters, with "..." when cut (as click does)."""
+    if len(text) <= limit:
+        return text
+    out = ""
+    for word in text.split():
+        longer = f"{out} {word}" if out else word
+        if len(longer) + 3 > limit:
+            break
+        out = longer
+    return f"{out}..."
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--home", envvar="SOULPASS_HOME", default="~/.soulpass", show_default=True,
               metavar="DIRECTORY|URL", help="Soulpass home folder, or a postgresql:// URL (env SOULPASS_HOME).")
 @click.option("--rules", "rules_file", envvar="SOULPASS_RULES", default=None,
@@ -39,42 +88,6 @@ _FOLDER = click.Path(file_okay=False, path_type=Path)  # what --home checks when
 
 def _home_param(ctx: click.Context) -> click.Parameter | None:
     return next((p for p in ctx.command.params if p.name == "home"), None)
-
-
-def _register() -> None:
-    import soulpass.cli.backlog_cmds  # noqa: F401  (adds `index drain` to the index group)
-    from soulpass.cli import bench_cmds, demo, sandbox_cmds, search_cmds, server_cmds, version_cmds, worker_cmds
-
-    for module in (sandbox_cmds, version_cmds, search_cmds, bench_cmds, demo, server_cmds, worker_cmds):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-    from soulpass.cli import integrity_cmds, journal_cmds
-
-    for journal_module in (journal_cmds, integrity_cmds):  # journal, patterns, import, audit, backup
-        for command in journal_module.COMMANDS:
-            cli.add_command(command)
-    from soulpass.cli import migrate_cmds
-
-    cli.add_command(migrate_cmds.migrate_cmd)
-    from soulpass.cli import agent_cmds  # clipboard, context, ingest, chat
-
-    for command in agent_cmds.COMMANDS:
-        cli.add_command(command)
-    from soulpass.cli import imp_cmds  # import-from
-
-    for command in imp_cmds.COMMANDS:
-        cli.add_command(command)
-    from soulpass.cli import memory_cmds  # edit, history, forget
-
-    for command in memory_cmds.COMMANDS:
-        cli.add_command(command)
-    from soulpass.cli import exp_cmds  # export (and `import passport` on the import group)
-
-    for command in exp_cmds.COMMANDS:
-        cli.add_command(command)
-
-
-_register()
 
 
 def main() -> None:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from soulpass.consolidation.rules import Rules
-from soulpass.engine import Account, Soulpass
-from soulpass.index.catalog import FullText
 from soulpass.store.postgres.url import masked
+
+if TYPE_CHECKING:  # the engine is imported when a command runs, not for `--help`
+    from soulpass.engine import Account, Soulpass
+    from soulpass.index.catalog import FullText
 
 __all__ = ["State", "account_option"]
 
@@ -30,6 +31,9 @@ class State:
 
     def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
         """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""
+        from soulpass.consolidation.rules import Rules
+        from soulpass.engine import Soulpass
+
         rules = None
         path = self.rules_file or (self.home / "rules.yaml")
         if path.exists():
