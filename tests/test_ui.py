@@ -42,7 +42,9 @@ def client(world: UiWorld) -> Iterator[TestClient]:
 def login(client: TestClient, key: str) -> None:
     r = client.post("/ui/login", data={"key": key}, follow_redirects=False)
     assert r.status_code == 303, r.text
-    assert COOKIE in r.cookies or client.cookies.get(COOKIE)
+    cookie = r.headers["set-cookie"]
+    assert cookie.startswith(f"{COOKIE}=") and "HttpOnly" in cookie and "SameSite=strict" in cookie
+    assert "Path=/ui" in cookie and "Secure" not in cookie  # plain HTTP here
 
 
 def test_without_a_key_every_page_is_the_login_page(client: TestClient, world: UiWorld) -> None:
@@ -234,3 +236,11 @@ def test_ui_pages_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert all(0 < page["p50_ms"] <= page["max_ms"] for page in result["pages"].values())
     assert result["pass"] == (result["worst_p50_ms"] <= result["target_p50_ms"])
     assert "slowest page" in capsys.readouterr().out
+
+
+def test_the_key_cookie_is_secure_over_https(world: UiWorld) -> None:
+    app = create_app(soulpass.open(world.home, embedder="none"), limits=UNLIMITED)
+    with TestClient(app, base_url="https://testserver") as c:
+        r = c.post("/ui/login", data={"key": world.key}, follow_redirects=False)
+        assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
+        assert "grey cat" in c.get(f"/ui/a/maya/r/{world.turn_id}").text

@@ -116,7 +116,9 @@ def login(request: Request, key: Annotated[str, Form(max_length=500)] = "") -> R
         guards.key_failed(_client(request))
         raise _Login("That key is not valid (unknown, revoked or mistyped)." if key.strip() else "Type a key.")
     out = RedirectResponse("/ui", status_code=303)
-    out.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict", path="/ui")
+    # Secure when the page came over HTTPS (behind a proxy: run uvicorn with --proxy-headers).
+    out.set_cookie(COOKIE, key.strip(), httponly=True, samesite="strict", path="/ui",
+                   secure=request.url.scheme == "https")
     return out
 
 
