@@ -80,6 +80,8 @@ def test_the_admin_key_lists_the_accounts(client: TestClient, world: UiWorld) ->
     assert r.status_code == 200
     assert re.search(r'href="/ui/a/maya">maya</a></td><td>3<', r.text)
     assert 'href="/ui/a/noor"' in r.text
+    r = client.get("/ui/a/nobody")  # an account that does not exist: a page that says so
+    assert r.status_code == 404 and "does not exist" in r.text and r.headers["content-type"].startswith("text/html")
 
 
 def test_timeline_shows_every_version_with_its_changes(client: TestClient, world: UiWorld) -> None:

@@ -54,7 +54,12 @@ def mount_ui(app: Any) -> None:
         page.headers["X-Soulpass-Login"] = "required"
         return page
 
+    async def not_shown(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _NotShown)
+        return _error(request, exc.key, "", exc.error)
+
     app.add_exception_handler(_Login, login_page)
+    app.add_exception_handler(_NotShown, not_shown)
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
@@ -80,12 +85,23 @@ def _key(request: Request) -> ApiKey:
     return key
 
 
+class _NotShown(Exception):
+    """An error page (an admin key naming an account that does not exist, say)."""
+
+    def __init__(self, key: ApiKey, account: str, error: SoulpassError) -> None:
+        super().__init__(error.message)
+        self.key, self.account, self.error = key, account, error
+
+
 def _account(request: Request, account: str) -> tuple[ApiKey, Any]:
     """The account the key may see, opened through the server's pool."""
     key = _key(request)
     if not key.admin and key.account != account:
         raise _Login("This key does not open that account.")
-    return key, request.app.state.pool.get(account)
+    try:
+        return key, request.app.state.pool.get(account)
+    except SoulpassError as exc:
+        raise _NotShown(key, account, exc) from exc
 
 
 def _error(request: Request, key: ApiKey, account: str, exc: SoulpassError) -> HTMLResponse:
