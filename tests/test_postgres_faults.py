@@ -47,6 +47,18 @@ def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
 
 
+def _wait_gone(url: str, application: str, timeout: float = 30.0) -> None:
+    """Until no backend of the server serves a connection named ``application``."""
+    import psycopg
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url.split("&soulpass_cache")[0], autocommit=True) as conn:
+        while conn.execute("SELECT count(*) FROM pg_stat_activity WHERE application_name = %s",
+                           (application,)).fetchone()[0]:
+            assert time.monotonic() < deadline, f"the killed client's backend ({application}) is still there"
+            time.sleep(0.01)
+
+
 def _turns(acct: soulpass.Account) -> set[str]:
     return {t.text_excerpt for t in acct.records("turn_user")}
 
@@ -62,8 +74,9 @@ def test_a_client_killed_mid_commit_leaves_n_or_n_plus_one(url: str, kills: int)
         for text in sorted(texts):
             sb.add_turn("user", text)
         head = acct.head()
-        child = subprocess.Popen([sys.executable, "-c", ARCHIVE, url, sb.id], env=_env(), text=True,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        name = f"sp-killed-{round_}"
+        child = subprocess.Popen([sys.executable, "-c", ARCHIVE, url, sb.id], env={**_env(), "PGAPPNAME": name},
+                                 text=True, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         assert child.stdout is not None and child.stdin is not None
         assert child.stdout.readline().strip() == "ready"
         child.stdin.write("go\n")
@@ -73,6 +86,9 @@ def test_a_client_killed_mid_commit_leaves_n_or_n_plus_one(url: str, kills: int)
         child.wait()
         child.stdin.close()
         child.stdout.close()
+        # The server may still be finishing what the dead client sent (a COMMIT that left before
+        # the kill lands after it): wait until its backend has gone, then look.
+        _wait_gone(url, name)
         now = acct.head()
         assert now in (head, head + 1)
         if now == head:  # not committed: the sandbox is intact and archives now

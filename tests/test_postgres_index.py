@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import zlib
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -203,9 +204,10 @@ def test_vectors_search_recall_exact_among_and_account_isolation(server: str, ur
 
 
 class CountingEmbedder:
-    """MiniLM-shaped vectors from a hash of the text; counts what it embeds."""
+    """Vectors from the words of the text (a stable hash: the same in every process, whatever
+    PYTHONHASHSEED says); counts what it embeds."""
 
-    model_id, dim = "counting-test", 48
+    model_id, dim = "counting-test", 384
 
     def __init__(self) -> None:
         self.texts: list[str] = []
@@ -216,7 +218,7 @@ class CountingEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for n, t in enumerate(texts):
             for w in t.lower().split():
-                out[n, hash(w) % self.dim] += 1.0
+                out[n, zlib.crc32(w.encode()) % self.dim] += 1.0
             out[n, 0] += 0.01
         return out
 
