@@ -24,27 +24,25 @@ from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index import passages
 from soulpass.index.backlog import EmbedBacklog, indexing_embed, text_hash
+from soulpass.index.buffer_rows import buffer_fts, buffer_links, passes
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, FullText, Traits, catalog_path
-from soulpass.index.catalog.query import as_utc, fts_query, query_terms
-from soulpass.index.catalog.schema import TOKENIZER
+from soulpass.index.catalog.query import query_terms
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
+from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgBacklog, PgVectors
 from soulpass.index.vectors.base import unit_query
-from soulpass.records import EPOCH
 from soulpass.store.contract import AccountBackend
 
-__all__ = ["SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus", "embed_passages",
-           "embed_text", "passes", "speaks_first_person"]
+__all__ = ["EMBED_RECIPE", "SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus",
+           "embed_passages", "embed_text", "passes", "speaks_first_person"]
 
 log = logging.getLogger(__name__)
 
-SEARCHABLE_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory", "journal")
-TURN_KINDS = ("turn_user", "turn_llm")
 CANDIDATES = 50  # per retriever, before fusion
 # Ranking. Each retriever's scores are standardised over the candidates (z-scores) and added with
 # weights; a turn is read in its conversation: its better neighbour's score and the best score in
@@ -72,8 +70,6 @@ RERANK_WEIGHT = 1.0
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
-# What ``embed_text`` / ``embed_passages`` make of a row: another recipe re-embeds everything.
-EMBED_RECIPE = "turns-with-speaker+opening-500+short-sentences+long-windows+sentencex"
 
 
 @dataclass(frozen=True)
@@ -276,7 +272,7 @@ class AccountIndex:
         own = [r for r in extra if passes(r, filters)]
         own_ids = {r.id for r in own}
         if own:
-            scores.fts.update(_buffer_fts(query, own))
+            scores.fts.update(buffer_fts(query, own))
             if qvec is not None:
                 scores.dense.update(self._buffer_dense(qvec, own))
             scores.known.update(own_ids)
@@ -284,7 +280,7 @@ class AccountIndex:
         links: dict[str, tuple[str | None, str | None]] = {}
         if turn_kinds and scores.ids:
             links = self.catalog.neighbours([i for i in scores.ids if i not in own_ids], turn_kinds, filters)
-            links.update(_buffer_links([r for r in own if r.kind in turn_kinds]))
+            links.update(buffer_links([r for r in own if r.kind in turn_kinds]))
             seeds = scores.best(NEIGHBOUR_SEEDS, dense=qvec is not None)
             added = [n for seed in seeds for n in links.get(seed, ()) if n and n not in scores.known]
             self._complete(query, qvec, scores, added, filters)
@@ -536,66 +532,6 @@ def _standardised(values: list[float]) -> list[float]:
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
-
-
-def passes(row: CatalogRow, filters: Filters) -> bool:
-    """``filter_sql`` for a row that is not in the catalog (a sandbox's buffer)."""
-    if filters.kinds and row.kind not in filters.kinds:
-        return False
-    if filters.tags and not set(filters.tags) & set(row.tags):
-        return False
-    for name in ("agent", "session_id", "persona_id", "event_id"):
-        wanted = getattr(filters, name)
-        if wanted is not None and getattr(row, name) != wanted:
-            return False
-    when = row.event_time
-    if filters.since is not None and (when is None or when < as_utc(filters.since)):
-        return False
-    return not (filters.until is not None and (when is None or when >= as_utc(filters.until)))
-
-
-def _buffer_fts(query: str, rows: Sequence[CatalogRow]) -> dict[str, float]:
-    """BM25 of rows that are not in the catalog, from a throw-away in-memory FTS5 table with the
-    catalog's tokenizer (statistics of the buffer alone: scores are standardised before fusion)."""
-    match = fts_query(query)
-    if match is None:
-        return {}
-    conn = sqlite3.connect(":memory:")
-    try:
-        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5 (text, agent, rid UNINDEXED, tokenize = '{TOKENIZER}')")
-        conn.executemany("INSERT INTO t (text, agent, rid) VALUES (?, ?, ?)",
-                         [(r.text, r.agent or "", r.id) for r in rows])
-        return {rid: -score for rid, score in conn.execute("SELECT rid, bm25(t) FROM t WHERE t MATCH ?", (match,))}
-    finally:
-        conn.close()
-
-
-def _buffer_links(turns: Sequence[CatalogRow]) -> dict[str, tuple[str | None, str | None]]:
-    """Neighbours among a buffer's turns: by session, then event time and id, like the catalog's."""
-    ordered = sorted(turns, key=lambda r: (r.session_id or "", r.event_time or EPOCH, r.id))
-    links: dict[str, tuple[str | None, str | None]] = {}
-    for i, row in enumerate(ordered):
-        before = ordered[i - 1] if i > 0 and ordered[i - 1].session_id == row.session_id else None
-        after = ordered[i + 1] if i + 1 < len(ordered) and ordered[i + 1].session_id == row.session_id else None
-        links[row.id] = (before.id if before else None, after.id if after else None)
-    return links
-
-
-def embed_text(row: CatalogRow) -> str:
-    """What is embedded for a row: a turn with its speaker ("Caroline: I went …"), since who said
-    it is part of what it means (LoCoMo dense R@10 0.33 without, 0.42 with)."""
-    text = row.text[:passages.EMBED_CHARS]  # its opening: see soulpass.index.passages
-    if row.kind in TURN_KINDS and row.agent:
-        return f"{row.agent}: {text}"
-    return text
-
-
-def embed_passages(row: CatalogRow) -> list[str]:
-    """The passages embedded beside a row (soulpass.index.passages), with the speaker like ``embed_text``."""
-    found = passages.of(row.text)
-    if row.kind in TURN_KINDS and row.agent:
-        return [f"{row.agent}: {p}" for p in found]
-    return found
 
 
 def _embedded_state(path: Path, model_id: str) -> sqlite3.Connection:

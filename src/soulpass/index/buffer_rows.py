@@ -1,0 +1,60 @@
+"""Searching rows that are not in the catalog yet: a sandbox's buffer, read by its own searches.
+
+The catalog's filters, full text (the same FTS5 tokenizer, the buffer's own statistics) and session
+neighbours, for a handful of rows in memory.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Sequence
+
+from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog.query import as_utc, fts_query
+from soulpass.index.catalog.schema import TOKENIZER
+from soulpass.records import EPOCH
+
+__all__ = ["buffer_fts", "buffer_links", "passes"]
+
+
+def passes(row: CatalogRow, filters: Filters) -> bool:
+    """``filter_sql`` for a row that is not in the catalog (a sandbox's buffer)."""
+    if filters.kinds and row.kind not in filters.kinds:
+        return False
+    if filters.tags and not set(filters.tags) & set(row.tags):
+        return False
+    for name in ("agent", "session_id", "persona_id", "event_id"):
+        wanted = getattr(filters, name)
+        if wanted is not None and getattr(row, name) != wanted:
+            return False
+    when = row.event_time
+    if filters.since is not None and (when is None or when < as_utc(filters.since)):
+        return False
+    return not (filters.until is not None and (when is None or when >= as_utc(filters.until)))
+
+
+def buffer_fts(query: str, rows: Sequence[CatalogRow]) -> dict[str, float]:
+    """BM25 of rows that are not in the catalog, from a throw-away in-memory FTS5 table with the
+    catalog's tokenizer (statistics of the buffer alone: scores are standardised before fusion)."""
+    match = fts_query(query)
+    if match is None:
+        return {}
+    conn = sqlite3.connect(":memory:")
+    try:
+        conn.execute(f"CREATE VIRTUAL TABLE t USING fts5 (text, agent, rid UNINDEXED, tokenize = '{TOKENIZER}')")
+        conn.executemany("INSERT INTO t (text, agent, rid) VALUES (?, ?, ?)",
+                         [(r.text, r.agent or "", r.id) for r in rows])
+        return {rid: -score for rid, score in conn.execute("SELECT rid, bm25(t) FROM t WHERE t MATCH ?", (match,))}
+    finally:
+        conn.close()
+
+
+def buffer_links(turns: Sequence[CatalogRow]) -> dict[str, tuple[str | None, str | None]]:
+    """Neighbours among a buffer's turns: by session, then event time and id, like the catalog's."""
+    ordered = sorted(turns, key=lambda r: (r.session_id or "", r.event_time or EPOCH, r.id))
+    links: dict[str, tuple[str | None, str | None]] = {}
+    for i, row in enumerate(ordered):
+        before = ordered[i - 1] if i > 0 and ordered[i - 1].session_id == row.session_id else None
+        after = ordered[i + 1] if i + 1 < len(ordered) and ordered[i + 1].session_id == row.session_id else None
+        links[row.id] = (before.id if before else None, after.id if after else None)
+    return links
