@@ -89,6 +89,10 @@ def test_catalog_rows_filters_and_neighbours_equal_the_sqlite_catalog(url: str, 
         # A rebuild (one COPY) gives the rows of the version-by-version catch-up.
         report = index.catalog.rebuild(acct.store)
         assert report.rebuilt and catalog_rows(index.catalog) == catalog_rows(ref)
+        # Deleting rows by (id, version) (`soulpass prune`) removes those and no others.
+        doomed = [(r.id, r.version) for r in catalog_rows(ref)[:2]]
+        assert index.catalog.delete_rows([*doomed, ("TU_20990101_999", 1)]) == ref.delete_rows(doomed) == 2
+        assert catalog_rows(index.catalog) == catalog_rows(ref)
     index.close()
 
 

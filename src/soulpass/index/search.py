@@ -32,11 +32,11 @@ from soulpass.index.contract import IndexCatalog
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
+from soulpass.index.vectors.base import unit_query
+from soulpass.store.contract import AccountBackend
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgBacklog, PgVectors
-from soulpass.index.vectors.base import unit_query
-from soulpass.store.contract import AccountBackend
 
 __all__ = ["EMBED_RECIPE", "SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Candidates", "Hit", "IndexStatus",
            "embed_passages", "embed_text", "passes", "speaks_first_person"]

@@ -17,6 +17,7 @@ candidates, so only their order and spread matter, not their scale.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import threading
@@ -61,8 +62,6 @@ def filter_sql(filters: Filters, alias: str = "c") -> tuple[str, list[Any]]:
 
 def _row(values: Sequence[Any]) -> CatalogRow:
     """A row as ``CatalogRow.from_sql`` reads it (tags come back as a list, not JSON)."""
-    import json
-
     out = list(values)
     out[COLUMNS.index("tags")] = json.dumps(list(out[COLUMNS.index("tags")] or []))
     return CatalogRow.from_sql(tuple(out))
@@ -462,12 +461,14 @@ class PgCatalog:
 
     def delete_rows(self, keys: Iterable[tuple[str, int]]) -> int:
         """Forget the rows ``(id, version)`` (``soulpass prune``); returns how many were deleted."""
-        n = 0
+        todo = list(keys)
+        if not todo:
+            return 0
         with self.db.connection() as conn:
-            for rid, version in keys:
-                n += conn.execute("DELETE FROM index_rows WHERE account_id = %s AND id = %s AND version = %s",
-                                  (self.account, rid, version)).rowcount
-        return n
+            return int(conn.execute(
+                "DELETE FROM index_rows AS r USING unnest(%s::text[], %s::int[]) AS k(id, version)"
+                " WHERE r.account_id = %s AND r.id = k.id AND r.version = k.version",
+                ([rid for rid, _ in todo], [v for _, v in todo], self.account)).rowcount)
 
     def rows_after(self, kinds: Sequence[str], after: tuple[int, str], limit: int) -> list[CatalogRow]:
         """Rows in force of ``kinds`` with text, after ``(version, id)`` in that order (the embedding
