@@ -192,6 +192,21 @@ def test_vectors_search_recall_exact_among_and_account_isolation(server: str, ur
     got = a.search(queries[0], 5, allowed=allowed)
     expect = sorted(allowed, key=lambda i: -float(m[ids.index(i)] @ queries[0]))[:5]
     assert [g for g, _ in got] == expect
+    # A record's best cosine over its own vector and its passages': one query on pgvector, the same
+    # as listing its passages and searching among them.
+    from soulpass.index import passages as passages_mod
+
+    a.upsert([passages_mod.passage_id(ids[5], n) for n in range(3)], _vectors(3, dim, 4))
+    among = ids[:20]
+    two_step = passages_mod.best_per_record(a.search(queries[2], 23, allowed=[
+        *among, *(passages_mod.passage_id(ids[5], n) for n in range(3))]))
+    best = a.best_per_record(queries[2], among)
+    if server == "pgvector":
+        assert best is not None and best.keys() == two_step.keys()
+        assert all(abs(best[i] - two_step[i]) < 1e-5 for i in best)
+    else:
+        assert best is None  # the local index answers instead
+    a.delete([passages_mod.passage_id(ids[5], n) for n in range(3)])
     wide = a.search(queries[1], 1200)  # past pgvector's ef_search ceiling (1000): the iterative scan goes on
     assert len(wide) == len({g for g, _ in wide}) == 1200
     assert [s for _, s in wide] == sorted((s for _, s in wide), reverse=True)

@@ -346,6 +346,9 @@ class AccountIndex:
         """Exact dense scores of records: the best of their own vector's and their passages'."""
         assert self.vectors is not None
         if self._in_database is not None:
+            best = self._in_database.best_per_record(qvec, ids)
+            if best is not None:
+                return best
             counts = self._in_database.passage_counts(ids)
         else:
             assert self._state is not None

@@ -184,6 +184,19 @@ class PgVectors:
                 f"SELECT record, count(*) FROM {self.table} WHERE account_id = %s AND record = ANY(%s)"
                 " AND id <> record AND embedding IS NOT NULL GROUP BY record", (self.account, list(ids)))}
 
+    def best_per_record(self, vector: npt.ArrayLike, records: Sequence[str]) -> dict[str, float] | None:
+        """The best cosine of each record's own and passage vectors, in one query (pgvector only:
+        None without it, where the local index answers)."""
+        if not self.pgvector:
+            return None
+        if not records:
+            return {}
+        with self.db.connection() as conn:
+            return {rid: float(best) for rid, best in conn.execute(
+                f"SELECT record, max(-(embedding {self._ip} %s::{self._vector})) FROM {self.table}"
+                " WHERE account_id = %s AND record = ANY(%s) AND embedding IS NOT NULL GROUP BY record",
+                (_literal(unit_query(vector, self.dim)), self.account, list(records)))}
+
     def passages_total(self) -> int:
         with self.db.connection() as conn:
             return int(conn.execute(f"SELECT count(*) FROM {self.table} WHERE account_id = %s AND id <> record"
