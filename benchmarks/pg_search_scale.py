@@ -21,7 +21,6 @@ import shutil
 import sys
 import tempfile
 import time
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -98,8 +97,8 @@ def query(home: str, queries: list[str], vectors: Any, k: int) -> dict[str, Any]
     timer.wrap(index.vectors, "search", "vectors")
     for q in queries[:5]:  # warm: the first searches load pages and plans
         index.search(q, k)
-    for variant, filters in hybrid_variants().items():
-        out["variants"][variant] = hybrid_timed(partial(index.search, k=k, filters=filters), queries, timer)
+    for variant, filters in hybrid_variants(index.catalog, len(queries), 55).items():
+        out["variants"][variant] = hybrid_timed(lambda q, i, f=filters: index.search(q, k, f[i]), queries, timer)
     index.close()
     acct.close()
     return out

@@ -4,9 +4,14 @@ per-size context, and running a measurement in a fresh child process of ``search
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -83,9 +88,12 @@ class SizeContext:
     args: argparse.Namespace
 
 
-def run_child(args: list[str]) -> dict[str, Any]:
+def run_child(args: list[str], src: Path | None = None) -> dict[str, Any]:
+    """This script in a fresh interpreter; ``src`` first on its ``PYTHONPATH`` (an earlier commit's
+    code, ``earlier_source``), else this checkout's."""
+    env = {**os.environ, "PYTHONPATH": str(src)} if src is not None else None
     proc = subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True,
-                          check=False)
+                          check=False, env=env)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args[:3]} failed:\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -93,3 +101,18 @@ def run_child(args: list[str]) -> dict[str, Any]:
 
 def disk_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+@contextlib.contextmanager
+def earlier_source(root: Path, revision: str) -> Iterator[Path]:
+    """The ``src`` folder of ``revision`` of the repository at ``root``, checked out into a temporary
+    git worktree (removed afterwards): put first on ``PYTHONPATH``, it runs that commit's code with
+    this checkout's interpreter and packages, so a before/after differs only in Soulpass's code."""
+    worktree = Path(tempfile.mkdtemp(prefix="sp-before-")) / "before"
+    subprocess.run(["git", "-C", str(root), "worktree", "add", "--detach", str(worktree), revision],
+                   check=True, capture_output=True)
+    try:
+        yield worktree / "src"
+    finally:
+        subprocess.run(["git", "-C", str(root), "worktree", "remove", "--force", str(worktree)], capture_output=True)
+        shutil.rmtree(worktree.parent, ignore_errors=True)

@@ -232,6 +232,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42)
     p.add_argument("--hybrid-chunk", type=int, default=100_000, help="turns per bulk_append (version) for hybrid")
     p.add_argument("--profile", action="store_true", help="hybrid: cProfile one pass of the queries (first round)")
+    p.add_argument("--before", default=None,
+                   help="hybrid: also time an earlier commit's code (a git worktree), rounds alternating")
     for hidden in ("--_worker", "--_backend", "--_folder", "--_data", "--_queries", "--_truth", "--_ef", "--_n"):
         p.add_argument(hidden, help=argparse.SUPPRESS)
     args = p.parse_args(argv)

@@ -12,18 +12,21 @@ the two sides, so the machine's load weighs on both alike. Prints medians and wr
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))  # the sibling modules, also when loaded by path
+
+from scale_common import earlier_source  # noqa: E402
+
 TARGET_HELP_S = 0.2
 COMMANDS = {
     "import soulpass": [sys.executable, "-c", "import soulpass"],
@@ -46,14 +49,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=15)
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "startup.json")
     args = ap.parse_args(argv)
-    sides = {"now": ROOT / "src"}
-    worktree = None
-    if args.before:
-        worktree = Path(tempfile.mkdtemp(prefix="sp-startup-")) / "before"
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(worktree), args.before],
-                       check=True, capture_output=True)
-        sides = {"before": worktree / "src", **sides}
-    try:
+    with contextlib.ExitStack() as stack:
+        sides = {"now": ROOT / "src"}
+        if args.before:
+            sides = {"before": stack.enter_context(earlier_source(ROOT, args.before)), **sides}
         times: dict[str, dict[str, list[float]]] = {side: {c: [] for c in COMMANDS} for side in sides}
         for name, cmd in COMMANDS.items():
             for src in sides.values():  # warm the file cache once
@@ -75,11 +74,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrote {args.out}; `soulpass --help` {result['median_s']['now']['soulpass --help'] * 1000:.0f} ms "
               f"(target {TARGET_HELP_S * 1000:.0f}): pass={result['pass']}")
         return 0
-    finally:
-        if worktree is not None:
-            subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(worktree)],
-                           capture_output=True)
-            shutil.rmtree(worktree.parent, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -98,12 +98,19 @@ def test_search_scale_hybrid_smoke(tmp_path: Path, capsys: pytest.CaptureFixture
     hybrid = section["hybrid"]
     assert hybrid["build"]["catalog_rows"] == hybrid["build"]["vectors"] == 2000
     assert hybrid["build"]["versions"] == 2
-    assert set(hybrid["variants"]) == {"all", "agent=alice", "account.search"}
+    assert set(hybrid["variants"]) == {"all", "agent=alice", "session", "time 1/13", "account.search"}
     for variant in hybrid["variants"].values():
         assert 0 < variant["p50_ms"] <= variant["p95_ms"]
         assert variant["mean_hits"] == 10
     assert {"fts_search", "neighbours", "vectors"} <= set(hybrid["variants"]["all"]["breakdown_ms"])
     assert hybrid["pass"] == (hybrid["variants"]["all"]["p95_ms"] <= hybrid["target_p95_ms"])
+    unfiltered = hybrid["variants"]["all"]["p95_ms"]
+    assert hybrid["filtered_p95_ratio"] == pytest.approx(
+        {v: hybrid["variants"][v]["p95_ms"] / unfiltered for v in ("agent=alice", "session", "time 1/13")})
+    assert hybrid["filtered_pass"] == all(r <= 2.0 for r in hybrid["filtered_p95_ratio"].values())
+    overhead = hybrid["variants"]["account.search"]["overhead_mean_ms"]
+    assert 0 < overhead < hybrid["variants"]["account.search"]["mean_ms"]
+    assert hybrid["account_overhead_pass"] == (overhead <= 0.5)
 
 
 def test_fault_soak_smoke(tmp_path: Path) -> None:
@@ -120,3 +127,24 @@ def test_fault_soak_smoke(tmp_path: Path) -> None:
     assert "faults / lost / torn / stuck = 45 / 0 / 0 / 0" in done.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["outcomes"] == {"ok": 45} and result["call_sites"]["archive"] >= 10
+
+
+def test_cold_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/cold_open.py`` on a small hybrid home: fresh processes reach a first result; the
+    steps are timed from the process start and the target judged."""
+    work = tmp_path / "work"
+    rc = _load_benchmark(SEARCH_BENCH).main(["--sizes", "2000", "--queries", "4", "--rounds", "0", "--sections",
+                                             "hybrid", "--hybrid-chunk", "1000", "--workdir", str(work), "--keep",
+                                             "--json", str(tmp_path / "search_scale.json")])
+    assert rc == 0
+    out = tmp_path / "cold_open.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "cold_open.py")
+    assert bench.main(["--home", str(work / "hybrid-2000"), "--repeats", "1", "--out", str(out)]) == 0
+    assert "first result" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    now = result["median_s"]["now"]
+    assert min(now["import"], now["open"], now["first_result"]) > 0
+    assert now["total"] == pytest.approx(now["import"] + now["open"] + now["first_result"], abs=1e-3)
+    assert result["records"] == 2000 and result["pass_vector"] == (now["total"] <= 0.3)
+    with pytest.raises(SystemExit):  # not a hybrid home
+        bench.main(["--home", str(tmp_path), "--out", str(out)])

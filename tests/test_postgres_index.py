@@ -334,6 +334,6 @@ def test_pg_search_scale_smoke(vector_server: str, tmp_path: Path, capsys: pytes
             assert 0 < variant["p50_ms"] <= variant["p95_ms"]
             assert variant["mean_hits"] == 10
     assert result["pass"] == (result["backends"]["postgres"]["variants"]["all"]["p95_ms"] <= 50.0)
-    assert set(result["p95_ratio_postgres_over_files"]) == {"all", "agent=alice"}
+    assert set(result["p95_ratio_postgres_over_files"]) == {"all", "agent=alice", "session", "time 1/13"}
     with psycopg.connect(vector_server) as conn:  # its schema was dropped
         assert not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname LIKE 'sp_load_%'").fetchall()

@@ -406,3 +406,43 @@ def test_a_graph_opened_before_the_embedder_does_not_crash_the_process(tmp_path:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, (done.returncode, done.stderr[-2000:])
     assert done.stdout.strip() == "3"
+
+
+def test_row_store_replays_a_batch_with_an_id_twice(tmp_path: Path) -> None:
+    """New ids are taken in one step (append and replay on open); an id twice in one batch (which
+    ``upsert`` refuses, but a journal may hold) keeps its last row, and an update kills the old row."""
+    from soulpass.index.vectors.rows import RowStore
+
+    data = clustered(8)
+    rows = RowStore(tmp_path / "v", DIM)
+    rows.append(["a", "b", "a", "c"], data[:4])
+    rows.append(["b", "d"], data[4:6])
+    state = (rows.ids, rows.row_of, rows.live_mask().tolist())
+    assert state == ([None, None, "a", "c", "b", "d"], {"a": 2, "b": 4, "c": 3, "d": 5},
+                     [False, False, True, True, True, True])
+    rows.close()
+    again = RowStore(tmp_path / "v", DIM)
+    assert (again.ids, again.row_of, again.live_mask().tolist()) == state
+    again.close()
+
+
+@pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
+def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path) -> None:
+    """The saved graph is memory-mapped on open (read-only); the first seal after it copies it into
+    memory, adds the tail and saves it, and a later open finds every row."""
+    folder = tmp_path / "v"
+    data = clustered(1200)
+    index = _open_hnsw_graph(folder)
+    index.upsert([f"r{i}" for i in range(600)], data[:600])
+    index.close()
+    index = _open_hnsw_graph(folder)
+    assert isinstance(index, HnswIndex) and index._viewed
+    assert index.search(data[5], 1)[0][0] == "r5"
+    index.upsert([f"r{i}" for i in range(600, 1200)], data[600:])  # sealed into the graph
+    assert not index._viewed and index._graph_rows == 1200
+    assert index.search(data[1100], 1)[0][0] == "r1100" and index.search(data[5], 1)[0][0] == "r5"
+    index.close()
+    index = _open_hnsw_graph(folder)
+    assert isinstance(index, HnswIndex) and index._viewed and index._graph_rows == 1200
+    assert [index.search(data[i], 1)[0][0] for i in (7, 700, 1199)] == ["r7", "r700", "r1199"]
+    index.close()

@@ -68,6 +68,11 @@ W_LENGTH = 0.0  # x (log of its length - the mean over the same speaker's candid
 RERANK_DEPTH = 30
 RERANK_WEIGHT = 1.0
 NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
+# Filtered dense search: ask the vector index for up to this many times the candidates needed
+# (measuring the share that passes), with this margin over the measured share, before listing
+# every passing id instead.
+OVERFETCH_MOST = 32
+OVERFETCH_MARGIN = 1.25
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
 
@@ -325,17 +330,20 @@ class AccountIndex:
         (passing the filters), best first; their exact cosines come from ``_complete``."""
         assert self.vectors is not None
         if filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id):
-            # Many rows pass: ask the vector index for more than needed and check them here,
-            # instead of handing it every passing id (a million at scale); widen while short.
+            # Many rows may pass (a speaker, a time range): ask the vector index for more than
+            # needed and check them here, instead of listing every passing id (~70 ms for 77k of
+            # 1M rows). Each try measures the share that passes; the next asks for enough at that
+            # share (at least twice as many), unless that is more than OVERFETCH_MOST times depth.
             fetch = depth + depth // 2
-            while fetch <= 16 * depth:
+            while fetch <= OVERFETCH_MOST * depth:
                 hits = self.vectors.search(vector, fetch)
                 nearest = list(passages.best_per_record(hits))
                 ok = self.catalog.passing(nearest, filters)
                 kept = [i for i in nearest if i in ok]
                 if len(kept) >= depth or len(hits) < fetch:
                     return kept[:depth]
-                fetch *= 4
+                share = max(len(kept), 1) / max(len(nearest), 1)
+                fetch = max(2 * fetch, math.ceil(OVERFETCH_MARGIN * depth / share * fetch / max(len(nearest), 1)))
         allowed = self.catalog.ids_matching(filters)  # only what exists (as of V) and passes
         if not allowed:
             return []

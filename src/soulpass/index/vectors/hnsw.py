@@ -27,7 +27,9 @@ How:
   ``[g, rows)`` is searched exactly; when the tail reaches ``seal_rows`` it is added to the graph.
   The graph is saved as ``graph-G-<g>.usearch`` (temp + fsync + rename: the file name states the
   rows it covers) when it has grown by a quarter since the last save, and on ``close``, so saves
-  cost O(rows) in total however the rows arrive. After a crash the rows the saved graph lacks are
+  cost O(rows) in total however the rows arrive. On open the saved graph is memory-mapped
+  (read-only, nothing read up front); the first seal after that copies it into memory to add the
+  tail. After a crash the rows the saved graph lacks are
   the tail again (added on open if they reach ``seal_rows``); a lost, unreadable or other-kind
   graph is rebuilt from the rows on open;
 * graph candidates are re-scored with the exact float32 rows, so scores are true cosines and
@@ -113,6 +115,7 @@ class HnswIndex(ExactIndex):
         self._graph_options = {"connectivity": connectivity, "expansion_add": expansion_add}
         self._expansion_search = expansion_search
         self._graph: Any = None
+        self._viewed = False  # ``_graph`` memory-maps its file (read-only)
         self._graph_rows = 0  # rows [0, _graph_rows) are in the graph in memory
         self._saved_rows = 0  # ... and [0, _saved_rows) in the graph file
         self._generation = self._rows.generation
@@ -127,7 +130,7 @@ class HnswIndex(ExactIndex):
         with self._lock:
             if self._graph is not None and self._saved_rows < self._graph_rows and not self.read_only:
                 self._save_graph()
-            self._graph = None
+            self._graph, self._viewed = None, False
             super().close()
 
     # -- writing ---------------------------------------------------------------------------------
@@ -136,13 +139,13 @@ class HnswIndex(ExactIndex):
         super()._after_write()
         if self._rows.generation != self._generation:  # compacted: rows were renumbered
             self._generation = self._rows.generation
-            self._graph, self._graph_rows, self._saved_rows = None, 0, 0
+            self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
         self._seal_if_due()
 
     def _refreshed(self) -> None:
         if self._rows.generation != self._generation:  # the writer compacted: its graph is saved for it
             self._generation = self._rows.generation
-            self._graph, self._graph_rows, self._saved_rows = None, 0, 0
+            self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
             self._load_graph()
         self._seal_if_due()
 
@@ -153,6 +156,8 @@ class HnswIndex(ExactIndex):
 
     def _seal(self) -> None:
         """Add the tail's live rows to the graph; save it when it grew by a quarter since the last save."""
+        if self._viewed:  # a memory-mapped graph is read-only: a copy in memory takes the new rows
+            self._graph, self._viewed = self._graph.copy(), False
         if self._graph is None:
             metric, dtype = ("hamming", "b1x8") if self.quantization == "b1" else ("cos", "f16")
             self._graph = _usearch_index_class()(ndim=self._meta.dim, metric=metric, dtype=dtype,
@@ -218,8 +223,8 @@ class HnswIndex(ExactIndex):
             if covered > self._rows.rows:  # names rows the journal never committed
                 self._drop(path)
                 continue
-            try:
-                graph = _usearch_index_class().restore(str(path), view=False)
+            try:  # memory-mapped: opening costs no read of the graph (0.1 s instead of 0.3+ at 1M)
+                graph = _usearch_index_class().restore(str(path), view=True)
             except (RuntimeError, ValueError, OSError):  # OSError: a reader saw the writer replace it
                 graph = None
             binary = graph is not None and str(graph.dtype).endswith(".B1")
@@ -228,6 +233,7 @@ class HnswIndex(ExactIndex):
                 continue
             graph.expansion_search = self._ef_for(len(graph))
             self._graph, self._graph_rows, self._saved_rows = graph, covered, covered
+            self._viewed = True
             return
 
     # -- searching -------------------------------------------------------------------------------

@@ -224,9 +224,9 @@ class RowStore:
                 if frame.get("at") != self.rows:
                     raise Corrupted(f"{journal}: frame at byte {self._journal_end} starts at row {frame.get('at')}, "
                                     f"expected {self.rows}; rebuild the index", path=str(journal))
-                self._apply_upsert([str(i) for i in frame["u"]], self.rows)
+                self._apply_upsert(_ids(frame["u"]), self.rows)
             else:
-                self._apply_delete([str(i) for i in frame["d"]])
+                self._apply_delete(_ids(frame["d"]))
             self._journal_end = end
 
     @property
@@ -253,14 +253,26 @@ class RowStore:
             grown = np.zeros(max(end, 2 * len(self._live)), dtype=np.bool_)
             grown[: len(self._live)] = self._live
             self._live = grown
+        before = len(self.row_of)
+        new_ids = self.row_of.keys().isdisjoint(ids)
+        self.ids.extend(ids)
+        self._live[first:end] = True
+        if new_ids:  # a bulk load, a replay on open: C loops only
+            self.row_of.update(zip(ids, range(first, end), strict=True))
+            if len(self.row_of) == before + len(ids):
+                return
+            # An id twice in the batch: its last row holds, the others die.
+            for offset, id_ in enumerate(ids):
+                if self.row_of[id_] != first + offset:
+                    self._live[first + offset] = False
+                    self.ids[first + offset] = None
+            return
         for offset, id_ in enumerate(ids):
             old = self.row_of.get(id_)
             if old is not None:
                 self._live[old] = False
                 self.ids[old] = None
             self.row_of[id_] = first + offset
-        self.ids.extend(ids)
-        self._live[first:end] = True
 
     def _apply_delete(self, ids: list[str]) -> None:
         for id_ in ids:
@@ -301,6 +313,13 @@ def _pwrite_all(fd: int, data: bytes, offset: int) -> None:
         n = os.pwrite(fd, view, offset)
         view = view[n:]
         offset += n
+
+
+def _ids(values: Any) -> list[str]:
+    """A frame's ids as strings (they are written as strings: only a foreign frame converts)."""
+    if isinstance(values, list) and all(type(v) is str for v in values):
+        return values
+    return [str(v) for v in values]
 
 
 def _generation_in(state: Path) -> int:
