@@ -103,11 +103,8 @@ def test_check_name_accepts_plain_names(good: str) -> None:
 
 def test_record_date_rejects_impossible_dates() -> None:
     # Month 13 cannot be a record date; it would shard into core/.../2026/13/.
-    try:
+    with pytest.raises(InvalidInput, match="neither a permanent id"):
         ids.check_record_id("EP_20261301_001")
-    except InvalidInput:
-        return
-    pytest.xfail("bug: ids accept impossible dates such as EP_20261301_001 (month 13)")
 
 
 # --- semantic hash ----------------------------------------------------------------------------

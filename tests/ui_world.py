@@ -21,6 +21,7 @@ class UiWorld:
     turn_id: str  # "I adopted a grey cat called Pixel" (version 1)
     old_fact: str  # User lives in Lisbon (version 1), superseded at version 2
     new_fact: str  # User lives in Porto (version 2)
+    porto_turn_id: str  # "We moved from Lisbon to Porto this week" (version 2)
     journal_id: str
     episode_id: str
     sandbox_id: str  # live, with the agent "eva"'s clipboard
@@ -43,8 +44,9 @@ def seed(home: Path | str) -> UiWorld:
     (journal_id,) = [j["id"] for j in v1.plan.journal]
     sb = acct.create_sandbox("tuesday chat")
     sb.add_fact(content="User lives in Porto", confidence=0.95)
-    sb.add_turn("user", "We moved from Lisbon to Porto this week")
+    porto_turn = sb.add_turn("user", "We moved from Lisbon to Porto this week")
     v2 = sb.archive()
+    porto_turn_id = v2.plan.id_map[porto_turn]
     (new_fact,) = v2.plan.added["fact"]
     sb = acct.create_sandbox("story")
     t1 = sb.add_turn("user", "The shelter said Pixel was shy")
@@ -63,4 +65,5 @@ def seed(home: Path | str) -> UiWorld:
     osb.archive()
     return UiWorld(home=home, key=keys.create("maya").secret, other_key=keys.create("noor").secret,
                    admin_key=keys.create(None).secret, turn_id=turn_id, old_fact=old_fact, new_fact=new_fact,
+                   porto_turn_id=porto_turn_id,
                    journal_id=journal_id, episode_id=episode_id, sandbox_id=live.id, head=v3.version)
