@@ -17,9 +17,17 @@ For each master size (default 1k, 100k and 1M records) the benchmark
 The figure of merit is ``median(largest) / median(smallest)``: the archive should cost what the
 session costs, not what the history costs (target <= 1.2).
 
+Each timed archive also counts the calls that wait for the disk (``os.fsync``, ``os.fdatasync``,
+``syncfs``) made by the archiving thread, and the time spent in them; the report sets them beside one
+fsync of this disk (``disk_fsync_ms``). Issue 19's goals: the count independent of the master and of
+the session, at most 10 for the 50-turn archive, never ``os.sync()``. ``--slow-disk-ms 3.5`` adds
+that wait to every such call, as a disk whose fsync takes 3-4 ms would, and ``--before COMMIT``
+runs an earlier commit's code (a git worktree first on ``PYTHONPATH``) on the same sizes first.
+
     .venv/bin/python benchmarks/commit_scaling.py                      # 1k, 100k, 1M
     .venv/bin/python benchmarks/commit_scaling.py --sizes 1000,20000 --repeats 3 --profile
     .venv/bin/python benchmarks/commit_scaling.py --postgres postgresql://127.0.0.1:5432/test
+    .venv/bin/python benchmarks/commit_scaling.py --sizes 1000,100000 --before ffd4364 --slow-disk-ms 3.5
 
 With ``--postgres SERVER`` the masters live in a fresh schema of that database (dropped after)
 instead of a home folder: a commit is one transaction there (issue 14).
@@ -41,8 +49,10 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -52,6 +62,7 @@ from soulpass.ids import new_temp_id
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling modules, also when loaded by path
 from pg_common import postgres_schema
+from scale_common import earlier_source
 
 from soulpass.records import (
     Episode,
@@ -101,6 +112,80 @@ _EMOTIONS = ("joy", "calm", "curiosity", "worry", "frustration", "gratitude", No
 _INTENTS = ("ask", "share", "plan", "vent", "decide", None)
 _LOCATIONS = ("mobile_ssh", "desktop", "voice", "web", "car")
 _MODES = ("assert", "reflect", "hypothesize", "caution")
+
+
+# --- waits for the disk -----------------------------------------------------------------------
+
+
+class DiskWaits:
+    """Counts the calls of one thread that wait for the disk (``os.fsync``, ``os.fdatasync``, the
+    store's ``syncfs``, and ``os.sync``, which should never come) and the time spent in them; with
+    ``delay_s`` each also sleeps that long first, as on a disk with a slower flush (every thread's:
+    a background indexer's waits slow the machine too)."""
+
+    def __init__(self, delay_s: float = 0.0) -> None:
+        self.delay_s = delay_s
+        self.calls: dict[str, int] = {}
+        self.seconds = 0.0
+        self._thread: int | None = None
+
+    def _wrap(self, name: str, real: Callable[..., object]) -> Callable[..., object]:
+        def call(*args: object) -> object:
+            mine = threading.get_ident() == self._thread
+            t0 = time.perf_counter()
+            if self.delay_s:
+                time.sleep(self.delay_s)
+            try:
+                return real(*args)
+            finally:
+                if mine:
+                    self.calls[name] = self.calls.get(name, 0) + 1
+                    self.seconds += time.perf_counter() - t0
+
+        return call
+
+    @contextmanager
+    def installed(self) -> Iterator[DiskWaits]:
+        from soulpass.store import fsio
+
+        targets = [(os, name) for name in ("fsync", "fdatasync", "sync")]
+        if hasattr(fsio, "syncfs"):  # an earlier commit's code (--before) has none
+            targets.append((fsio, "syncfs"))
+        saved = [(mod, name, getattr(mod, name)) for mod, name in targets]
+        for mod, name, real in saved:
+            setattr(mod, name, self._wrap(name, real))
+        try:
+            yield self
+        finally:
+            for mod, name, real in saved:
+                setattr(mod, name, real)
+
+    @contextmanager
+    def counting(self) -> Iterator[None]:
+        """Count this thread's calls from here to the end of the block (fresh counts)."""
+        self.calls, self.seconds, self._thread = {}, 0.0, threading.get_ident()
+        try:
+            yield
+        finally:
+            self._thread = None
+
+
+def disk_fsync_ms(folder: Path, n: int = 30) -> float:
+    """Median time of one fsync of a freshly written 4 KiB file in ``folder`` (this disk)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    times = []
+    for i in range(n):
+        path = folder / f".fsync-probe-{i}"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, b"x" * 4096)
+            t0 = time.perf_counter()
+            os.fsync(fd)
+            times.append(time.perf_counter() - t0)
+        finally:
+            os.close(fd)
+            path.unlink()
+    return statistics.median(times) * 1000
 
 
 # --- synthetic history ------------------------------------------------------------------------
@@ -257,13 +342,14 @@ def fill_session(sb: soulpass.Sandbox, repeat: int, rng: random.Random) -> str:
     return city
 
 
-def archive_once(acct: soulpass.Account, n: int, rng: random.Random) -> dict[str, Any]:
+def archive_once(acct: soulpass.Account, n: int, rng: random.Random, waits: DiskWaits) -> dict[str, Any]:
     """Fill a fresh sandbox with the benchmark session and time its ``archive()`` call alone."""
     sb = acct.create_sandbox(f"bench session {n}")
     fill_session(sb, n, rng)
-    t0 = time.perf_counter()
-    result = sb.archive()
-    dt = time.perf_counter() - t0
+    with waits.counting():
+        t0 = time.perf_counter()
+        result = sb.archive()
+        dt = time.perf_counter() - t0
     if not isinstance(result, soulpass.Committed):
         raise RuntimeError(f"archive returned {result!r}, expected Committed")
     plan = result.plan
@@ -275,7 +361,8 @@ def archive_once(acct: soulpass.Account, n: int, rng: random.Random) -> dict[str
                            f"rejected {plan.rejected}, duplicates {plan.duplicates}")
     files = len(plan.change.records) + len(plan.change.documents) + 1  # + the sandbox's ARCHIVED.json
     return {"seconds": dt, "version": result.version, "files_written": files,
-            "superseded": len(plan.superseded)}
+            "superseded": len(plan.superseded), "disk_waits": dict(waits.calls),
+            "disk_wait_s": waits.seconds}
 
 
 def profile_archive(acct: soulpass.Account, rng: random.Random, offset: int, path: Path, top: int = 40) -> float:
@@ -357,7 +444,64 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile", action="store_true",
                    help="also run one archive per size under cProfile; stats go next to the JSON file")
     p.add_argument("--strict", action="store_true", help="exit with status 1 when the ratio misses the target")
+    p.add_argument("--slow-disk-ms", type=float, default=0.0,
+                   help="add this wait to every fsync/syncfs of the timed archives (a slower disk; default 0)")
+    p.add_argument("--before", default=None, metavar="COMMIT",
+                   help="first run an earlier commit's code on the same sizes and report both")
     return p
+
+
+FLUSH_TARGET = 10  # disk waits of one 50-turn archive (issue 19)
+
+
+def disk_wait_summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Per size: the disk waits of each timed archive, and their median time and share."""
+    calls = [sum(x["disk_waits"].values()) for x in runs]
+    wait_ms = statistics.median(x["disk_wait_s"] for x in runs) * 1000
+    return {"disk_waits_per_archive": calls, "disk_waits_by_call": runs[-1]["disk_waits"],
+            "disk_wait_median_ms": wait_ms,
+            "disk_wait_share": wait_ms / (statistics.median(x["seconds"] for x in runs) * 1000)}
+
+
+def flush_verdict(results: list[dict[str, Any]], fsync_ms: float) -> dict[str, Any]:
+    counts = sorted({c for r in results for c in r["disk_waits_per_archive"]})
+    return {"calls_per_archive": counts, "target": FLUSH_TARGET, "disk_fsync_ms": fsync_ms,
+            "pass": len(counts) == 1 and counts[0] <= FLUSH_TARGET and
+            all("sync" not in r["disk_waits_by_call"] for r in results)}
+
+
+def run_before(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """This benchmark with ``args.before``'s code in a child process; its report."""
+    out = workdir / "before.json"
+    child = [sys.executable, str(Path(__file__).resolve()), "--sizes", ",".join(map(str, args.sizes)),
+             "--repeats", str(args.repeats), "--warmup", str(args.warmup), "--chunk", str(args.chunk),
+             "--years", str(args.years), "--fact-share", str(args.fact_share),
+             "--user-fact-share", str(args.user_fact_share), "--seed", str(args.seed),
+             "--slow-disk-ms", str(args.slow_disk_ms), "--workdir", str(workdir), "--json", str(out)]
+    if args.postgres:
+        child += ["--postgres", args.postgres]
+    _out(f"  first {args.before}'s code, in a child process")
+    with earlier_source(Path(__file__).resolve().parents[1], args.before) as src:
+        proc = subprocess.run(child, env={**os.environ, "PYTHONPATH": str(src)}, check=False,
+                              capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"the run of {args.before} failed:\n{proc.stderr[-4000:]}")
+    report = json.loads(out.read_text("utf-8"))
+    out.unlink()
+    return {"revision": args.before, "disk_fsync_ms": report["disk_fsync_ms"], "ratio": report["ratio"],
+            "results": [{k: r[k] for k in ("size", "archive_median_ms", "archive_min_ms", "disk_waits_per_archive",
+                                           "disk_waits_by_call", "disk_wait_median_ms", "disk_wait_share")}
+                        for r in report["results"]]}
+
+
+def print_before(before: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    _out(f"before ({before['revision']}) -> now, archive median ms and disk waits per archive:")
+    for old, new in zip(before["results"], results, strict=True):
+        _out(f"  {new['size']:>9,}: {old['archive_median_ms']:7.1f} -> {new['archive_median_ms']:7.1f} ms "
+             f"(x{new['archive_median_ms'] / old['archive_median_ms']:.2f}); waits "
+             f"{statistics.median(old['disk_waits_per_archive']):.0f} -> "
+             f"{statistics.median(new['disk_waits_per_archive']):.0f}; wait time "
+             f"{old['disk_wait_median_ms']:.1f} -> {new['disk_wait_median_ms']:.1f} ms")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -377,6 +521,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = datetime.now(UTC)
     revision = source_revision()  # before the run: the code that was imported
+    before = run_before(args, workdir) if args.before else None
+    fsync_ms = disk_fsync_ms(workdir / ".probe")
+    waits = DiskWaits(args.slow_disk_ms / 1000)
     _out(f"Soulpass commit scaling: sizes {', '.join(f'{s:,}' for s in args.sizes)}, {args.repeats} repeats, "
          f"home {home}")
     drop_schema = None
@@ -414,16 +561,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         rngs = [random.Random(args.seed * 7 + size) for size in args.sizes]
         runs: list[list[dict[str, Any]]] = [[] for _ in args.sizes]
         n = 0
-        for _ in range(args.warmup):
-            for acct, rng in zip(accounts, rngs, strict=True):
-                archive_once(acct, n, rng)
-            n += 1
-        for r in range(args.repeats):
-            for i, (acct, rng) in enumerate(zip(accounts, rngs, strict=True)):
-                runs[i].append(archive_once(acct, n, rng))
-            n += 1
-            _out(f"  round {r + 1}/{args.repeats}: " + ", ".join(
-                f"{size:,}: {rs[-1]['seconds'] * 1000:.1f} ms" for size, rs in zip(args.sizes, runs, strict=True)))
+        with waits.installed():
+            for _ in range(args.warmup):
+                for acct, rng in zip(accounts, rngs, strict=True):
+                    archive_once(acct, n, rng, waits)
+                n += 1
+            for r in range(args.repeats):
+                for i, (acct, rng) in enumerate(zip(accounts, rngs, strict=True)):
+                    runs[i].append(archive_once(acct, n, rng, waits))
+                n += 1
+                _out(f"  round {r + 1}/{args.repeats}: " + ", ".join(
+                    f"{size:,}: {rs[-1]['seconds'] * 1000:.1f} ms ({sum(rs[-1]['disk_waits'].values())} flushes)"
+                    for size, rs in zip(args.sizes, runs, strict=True)))
         for entry, rs in zip(results, runs, strict=True):
             secs = [x["seconds"] for x in rs]
             entry |= {
@@ -433,6 +582,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "archive_max_ms": max(secs) * 1000,
                 "archive_files_written": rs[0]["files_written"],
                 "superseded_per_archive": [x["superseded"] for x in rs],
+                **disk_wait_summary(rs),
             }
         # 3. Optionally one more archive per size under cProfile.
         if args.profile:
@@ -455,6 +605,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = results[-1]["archive_median_ms"] / results[0]["archive_median_ms"]
         passed = ratio <= TARGET_RATIO
     print_table(results, ratio, passed)
+    flushes = flush_verdict(results, fsync_ms)
+    _out(f"disk waits per archive: {flushes['calls_per_archive']} (one fsync here {fsync_ms:.2f} ms): "
+         f"{'PASS' if flushes['pass'] else 'FAIL'} (target <= {FLUSH_TARGET}, the same for every size)")
+    if before is not None:
+        print_before(before, results)
     report = {
         "benchmark": "commit_scaling",
         "backend": "postgres" if args.postgres else "files",
@@ -484,6 +639,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "target": TARGET_RATIO,
         "pass": passed,
         "peak_rss_mb": peak_rss_mb(),
+        "disk_fsync_ms": fsync_ms,
+        "slow_disk_ms": args.slow_disk_ms,
+        "disk_waits": flushes,
+        "before": before,
     }
     tmp = json_path.with_name(json_path.name + ".tmp")
     tmp.write_text(json.dumps(report, indent=2, sort_keys=False) + "\n", "utf-8")

@@ -106,12 +106,17 @@ def worker_query(backend: str, folder: Path, queries_path: Path, truth_path: Pat
     out: dict[str, Any] = {"open_s": open_s, **timed_queries(index, queries, truth, k)}
     graph = getattr(index, "_graph", None)
     if ef_sweep and graph is not None:
-        default_ef = graph.expansion_search
+        # A sign-bit (b1) graph's width is the number of neighbours re-scored exactly: set both.
+        default_ef, b1 = graph.expansion_search, getattr(index, "quantization", "") == "b1"
         out["ef_sweep"] = {}
         for ef in ef_sweep:
             graph.expansion_search = ef
+            if b1:
+                index.b1_base = ef
             out["ef_sweep"][str(ef)] = timed_queries(index, queries, truth, k)
         graph.expansion_search = default_ef
+        if b1:
+            index.b1_base = None
     if filtered and data_path is not None:
         data = np.load(data_path, mmap_mode="r")
         out["filtered"] = {}
@@ -221,7 +226,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dim", type=int, default=384)
     p.add_argument("--chunk", type=int, default=100_000, help="vectors per upsert call while building")
     p.add_argument("--backends", default="hnsw,chroma", help=f"comma-separated, of {', '.join(BACKENDS)}")
-    p.add_argument("--ef-sweep", default="", help="extra expansion_search values to time for hnsw, e.g. 32,128")
+    p.add_argument("--ef-sweep", default="",
+                   help="extra widths to time for hnsw: expansion_search, and for a sign-bit graph the "
+                        "neighbours re-scored for a top 10 too, e.g. 200,300")
     p.add_argument("--filtered", default="0.1,0.01",
                    help="also time ours with every 1/f-th record allowed, for these fractions f")
     p.add_argument("--sections", default="vector", help=f"comma-separated, of {', '.join(SECTIONS)}")

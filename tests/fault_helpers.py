@@ -1,7 +1,8 @@
 """A fault-injecting file system layer for the tests and ``benchmarks/fault_soak.py`` (issue 18).
 
 :class:`Faults` wraps the calls that put bytes on disk (``os.write``, ``os.pwrite``, ``os.fsync``,
-``os.fdatasync``, ``os.ftruncate``, ``os.replace``, ``os.rename``) and counts those made by
+``os.fdatasync``, ``os.ftruncate``, ``os.replace``, ``os.rename``, and ``fsio.syncfs``, the one
+flush of a whole commit) and counts those made by
 Soulpass's own code (the caller's module starts with ``soulpass.``). With ``fail_at=k`` the k-th
 such call fails as a real disk would: ``ENOSPC`` or ``EIO`` raised, or a ``short`` write that
 puts half its bytes on disk and returns (the disk filling: every later write fails with
@@ -9,7 +10,8 @@ puts half its bytes on disk and returns (the disk filling: every later write fai
 operation has; the tests then fail each one in turn.
 
 :func:`durable_copy` stands in for power loss: a copy of a home holding only what was fsynced
-(each file cut to its size at its last ``fsync``; files never fsynced are left out).
+(each file cut to its size at its last ``fsync``, or at the last ``syncfs`` of a folder holding it;
+files never flushed are left out).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ __all__ = ["AFTER", "BEFORE", "MODES", "TURNS", "Faults", "content", "durable_co
 
 MODES = ("enospc", "eio", "short")
 _CALLS = ("write", "pwrite", "fsync", "fdatasync", "ftruncate", "replace", "rename")
+_FSIO_CALLS = ("syncfs",)  # soulpass.store.fsio's own, wrapped in that module
 
 
 class Faults:
@@ -68,6 +71,8 @@ class Faults:
             result = real(*args, **kwargs)
             if name in ("fsync", "fdatasync"):
                 self._note_sync(args[0])
+            elif name == "syncfs":
+                self._note_syncfs(args[0])
             elif src is not None and src in self.synced:  # a durable temp file renamed into place
                 self.synced[str(Path(args[1]).resolve())] = self.synced.pop(src)
             return result
@@ -81,16 +86,29 @@ class Faults:
         except OSError:
             pass
 
+    def _note_syncfs(self, fd: int) -> None:
+        """The whole file system was flushed: every file under the folder ``fd`` names (the account;
+        the model keeps no more durable than Soulpass relies on) at its size now."""
+        root = Path(os.readlink(f"/proc/self/fd/{fd}"))
+        for path in root.rglob("*"):
+            if path.is_file():
+                self.synced[str(path.resolve())] = path.stat().st_size
+
     @contextmanager
     def installed(self) -> Iterator[Faults]:
+        from soulpass.store import fsio
+
         self._real = {name: getattr(os, name) for name in _CALLS}
+        self._real |= {name: getattr(fsio, name) for name in _FSIO_CALLS}
         for name in _CALLS:
             setattr(os, name, self._wrap(name))
+        for name in _FSIO_CALLS:
+            setattr(fsio, name, self._wrap(name))
         try:
             yield self
         finally:
             for name, real in self._real.items():
-                setattr(os, name, real)
+                setattr(fsio if name in _FSIO_CALLS else os, name, real)
 
 
 def durable_copy(home: Path, into: Path, synced: dict[str, int], before: dict[str, bytes]) -> None:

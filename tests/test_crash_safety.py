@@ -628,7 +628,7 @@ def test_bulk_append_killed_at_every_step_and_at_random_instants(scenario: Scena
             if hook:
                 _with_hook(acct, hook)
             if die_at_sync:  # every record file written straight into place, nothing committed yet
-                fsio.fsync_files = lambda *_: _suicide()
+                fsio.DurableBatch.sync = lambda *_: _suicide()
             acct.bulk_append(records)
 
         return run
@@ -713,7 +713,7 @@ def test_recovery_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
         with file_lock(_acct_path(dry) / ".lock"):
             recover(_acct_path(dry), _record_steps(redo))
         assert redo[-3:] == ["version_written", "log_appended", "done"]
-        assert redo.count("file_applied") == steps[first:].count("file_applied")
+        assert redo.count("file_applied") == steps.count("file_applied")  # every file again, from the journal
         assert _verify("dry", case, dry, check, sid) == case.n + 1
         for k in range(1, len(redo) + 1):
             home = _copy(crashed, tmp_path / f"crashed{first}-{k}")
@@ -741,7 +741,7 @@ def test_archive_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_
         stages[_stage(home, case.n, sid)] += 1
         assert _verify(f"removal {k}", case, home, check, sid) in (case.n + 1, None)
     print(f"\ncleanup after archive: {k - 1} kill instants, per stage {dict(stages)}")
-    assert stages["txn removal"] >= 10 and stages["sandbox removal"] >= 3
+    assert stages["txn removal"] >= 1 and stages["sandbox removal"] >= 3  # a txn is one journal file
 
 
 def test_bulk_killed_during_the_cleanup_after_commit(scenario: Scenario, tmp_path: Path) -> None:

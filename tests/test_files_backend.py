@@ -3,6 +3,7 @@ what a bulk commit makes durable, recovery of sandbox folders, its lock and buff
 
 from __future__ import annotations
 
+import errno
 import os
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,10 +11,13 @@ from pathlib import Path
 import pytest
 
 import soulpass
+from soulpass.errors import Corrupted
 from soulpass.records import Episode
-from soulpass.store.contract import PendingEvent
+from soulpass.store import fsio
+from soulpass.store.contract import Hook, PendingEvent
+from soulpass.store.files import commit as commit_mod
 from soulpass.store.files.account import AccountStore
-from soulpass.store.files.layout import LOG_FILE
+from soulpass.store.files.layout import LOG_FILE, history_path
 from soulpass.store.files.session_log import FileSessionLog
 from soulpass.store.fsio import file_lock, write_many_durable
 
@@ -43,25 +47,114 @@ def test_a_head_not_logged_yet_reads_its_header_from_the_version_file(tmp_path: 
 
 
 @pytest.mark.parametrize("n", [3, 200])  # one after another, and from several threads
-def test_a_bulk_write_fsyncs_every_file_and_directory_and_never_the_machine(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int) -> None:
+@pytest.mark.parametrize("flush", ["syncfs", "fsync each"])
+def test_a_bulk_write_is_made_durable_by_one_flush_and_never_by_the_machine(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, n: int, flush: str) -> None:
     synced: list[str] = []
-    real_fsync = os.fsync
+    flushed: list[str] = []
+    real_fsync, real_syncfs = os.fsync, fsio.syncfs
 
     def fsync(fd: int) -> None:
         synced.append(os.readlink(f"/proc/self/fd/{fd}"))
         real_fsync(fd)
 
+    def syncfs(fd: int) -> None:
+        flushed.append(os.readlink(f"/proc/self/fd/{fd}"))
+        real_syncfs(fd)
+
     def no_sync() -> None:
         raise AssertionError("os.sync() flushes every file system of the machine")
 
     monkeypatch.setattr(os, "fsync", fsync)
+    monkeypatch.setattr(fsio, "syncfs", syncfs)
     monkeypatch.setattr(os, "sync", no_sync)
+    if flush == "fsync each":  # a system without syncfs(2)
+        monkeypatch.setattr(fsio, "_libc_syncfs", False)
     files = [(tmp_path / ("a" if i % 2 else "b/c") / f"{i}.json", b"%d" % i) for i in range(n)]
-    write_many_durable(files)
-    assert {str(p) for p, _ in files} <= set(synced)
-    assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
+    write_many_durable(tmp_path, files)
+    if flush == "syncfs":
+        assert flushed == [str(tmp_path)] and synced == []  # one flush, whatever the number of files
+    else:
+        assert flushed == []
+        assert {str(p) for p, _ in files} <= set(synced)
+        assert {str(tmp_path / "a"), str(tmp_path / "b" / "c"), str(tmp_path / "b"), str(tmp_path)} <= set(synced)
     assert [p.read_bytes() for p, _ in files] == [b"%d" % i for i in range(n)]
+
+
+def test_a_failed_flush_is_an_error_and_names_the_disk_fault(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def failing(fd: int) -> int:
+        import ctypes
+
+        ctypes.set_errno(errno.EIO)
+        return -1
+
+    assert fsio._has_syncfs()  # Linux: the real call is there
+    monkeypatch.setattr(fsio, "_libc_syncfs", failing)
+    with pytest.raises(OSError, match="syncfs: Input/output error") as err:
+        write_many_durable(tmp_path, [(tmp_path / "x.json", b"1")])
+    assert err.value.errno == errno.EIO
+
+
+class _StopAt(Exception):
+    pass
+
+
+def _stop_at(step: str) -> Hook:
+    def hook(name: str) -> None:
+        if name == step:
+            raise _StopAt(name)
+
+    return hook
+
+
+def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redone(tmp_path: Path) -> None:
+    """The commit point is ``txn/<N>/COMMITTED``: the manifest line and every file's bytes, plus the
+    old copy of each replaced ``core/`` file. An earlier release's txn (``manifest.json``, ``files/``,
+    a COMMITTED holding the version number) left by a crash is still redone after an upgrade."""
+    acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
+    first = acct.create_sandbox("first")
+    first.update_state("ire", {"valence": 0.1})
+    first.archive()
+    second = acct.create_sandbox("second")
+    second.add_turn("user", "kept across the upgrade")
+    second.update_state("ire", {"valence": 0.9})
+    with pytest.raises(_StopAt):
+        second.archive(hook=_stop_at("committed"))  # stopped right after the commit point
+    path = acct.store.path
+    txn = path / "txn" / "00000002"
+    assert sorted(p.name for p in txn.iterdir()) == ["COMMITTED"]
+    journal = commit_mod._read_journal(txn)
+    assert journal.manifest["version"] == 2
+    assert {rel for rel, _ in journal.history} == {rel for rel, _ in journal.writes if rel.startswith("core/")} - {
+        rel for rel, _ in journal.writes if not (path / rel).exists()}
+    # The same txn as an earlier release wrote it.
+    for rel, data in journal.writes:
+        (txn / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (txn / "files" / rel).write_bytes(data)
+    legacy = {k: v for k, v in journal.manifest.items() if k != "history"}
+    (txn / "manifest.json").write_bytes(fsio.dump_json({**legacy, "writes": [rel for rel, _ in journal.writes]}))
+    (txn / "COMMITTED").write_bytes(b"2\n")
+    state_rel = next(rel for rel, _ in journal.history)
+    old_state = (path / state_rel).read_bytes()
+
+    reopened = soulpass.open(tmp_path, embedder="none").account("alice")
+    assert reopened.head() == 2 and not txn.exists()
+    assert [t.text_excerpt for t in reopened.records("turn_user")] == ["kept across the upgrade"]
+    assert (path / history_path(state_rel, 2)).read_bytes() == old_state  # version 1's copy kept
+    assert (path / state_rel).read_bytes() != old_state
+
+
+def test_a_damaged_journal_is_an_error_naming_it(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "a turn")
+    with pytest.raises(_StopAt):
+        sb.archive(hook=_stop_at("committed"))
+    committed = acct.store.path / "txn" / "00000001" / "COMMITTED"
+    committed.write_bytes(committed.read_bytes()[:-5])  # bytes lost from its end
+    with pytest.raises(Corrupted, match="does not hold the bytes its manifest lists") as err:
+        soulpass.open(tmp_path, embedder="none").account("alice").head()
+    assert "00000001/COMMITTED" in str(err.value)
 
 
 def test_opening_an_account_deletes_nothing_and_recovery_sweeps_finished_sandboxes(

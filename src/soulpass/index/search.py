@@ -113,6 +113,7 @@ class AccountIndex:
         the full-text engine, recorded in the catalog for every later handle (None: the recorded one)."""
         self.store = store
         self.embed_inline = embed_inline
+        self._synced: tuple[int, CatchUpReport] | None = None  # HEAD last caught up to completely
         self.backlog: EmbedBacklog | PgBacklog | None = None
         self.reranker = reranker
         self.embedder = embedder
@@ -179,13 +180,23 @@ class AccountIndex:
     # --- following the store -----------------------------------------------------------------
 
     def catch_up(self) -> CatchUpReport:
-        """Bring the catalog up to HEAD, then embed what the new versions wrote."""
+        """Bring the catalog up to HEAD, then embed what the new versions wrote.
+
+        When HEAD is the version this handle last caught up to completely (nothing deferred), that
+        is all it reads (``Account.search`` calls this before every query: 0.7 ms of catalog and log
+        reads otherwise). A replaced account or a dropped index is ``dropped()``, checked before."""
+        head = self.store.head()
+        if self._synced is not None and self._synced[0] == head:
+            return self._synced[1]
         report = self.catalog.catch_up(self.store)
-        self._embed_new()
+        deferred = self._embed_new()
+        if not deferred and report.to_version == head:
+            self._synced = (head, CatchUpReport(head, head, 0, 0, 0))
         return report
 
     def rebuild(self, progress: Progress | None = None) -> CatchUpReport:
         """Recreate the catalog from the store's copies and re-embed what changed (``progress(done, total)``)."""
+        self._synced = None
         report = self.catalog.rebuild(self.store, progress=progress)
         if self._state is not None:
             with self._state:
@@ -200,16 +211,19 @@ class AccountIndex:
         self._embed_new()
         return report
 
-    def _embed_new(self) -> None:
-        """New records into the embedding backlog (soulpass.index.backlog); drained here when inline."""
+    def _embed_new(self) -> bool:
+        """New records into the embedding backlog (soulpass.index.backlog); drained here when inline.
+        True when some could not be embedded now (remote workers away)."""
         if self.backlog is None or self.embedder is None:
-            return
+            return False
         self.backlog.enqueue()
         if self.embed_inline:
             try:
                 self.backlog.drain_all(indexing_embed(self.embedder), EMBED_BATCH)
             except BackendUnavailable as exc:  # remote workers away: full text now, vectors later
                 log.warning("embedding deferred, %d record(s) wait in the backlog: %s", self.backlog.pending(), exc)
+                return True
+        return False
 
     def status(self) -> IndexStatus:
         cat = self.catalog.status()

@@ -1,5 +1,9 @@
 """Crash-safe file primitives: temp + fsync + rename, directory fsync, durable batches, ``flock``.
 
+A :class:`DurableBatch` writes many files and makes them durable together with one flush of their
+file system (Linux ``syncfs(2)``), so a commit costs the same few flushes whatever it writes;
+where the call is missing, each file and folder it touched is fsynced instead.
+
 Neutral file I/O that knows nothing of an account's layout: the files backend builds on it, and so
 do the local vector files, the key file and a user's output files (exports, results).
 """
@@ -10,6 +14,7 @@ import contextlib
 import fcntl
 import json
 import os
+import sys
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -18,14 +23,16 @@ from typing import Any
 from soulpass.errors import Corrupted, InvalidInput
 
 __all__ = [
-    "folder_bytes",
+    "DurableBatch",
     "atomic_write",
     "dump_json",
     "file_lock",
     "fsync_dir",
+    "folder_bytes",
     "fsync_files",
     "load_json",
     "makedirs_durable",
+    "syncfs",
     "write_durable",
     "write_many_durable",
 ]
@@ -66,6 +73,10 @@ def makedirs_durable(path: Path) -> None:
 def write_durable(path: Path, data: bytes, mode: int = 0o644) -> None:
     """Write ``data`` to ``path`` (new file, permissions ``mode`` from the start) and fsync it;
     the caller fsyncs the directory."""
+    _write(path, data, mode, sync=True)
+
+
+def _write(path: Path, data: bytes, mode: int, *, sync: bool) -> None:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
         os.fchmod(fd, mode)  # an existing temp file keeps its old mode otherwise
@@ -73,26 +84,110 @@ def write_durable(path: Path, data: bytes, mode: int = 0o644) -> None:
         while view:
             n = os.write(fd, view)
             view = view[n:]
-        os.fsync(fd)
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
-def write_many_durable(files: list[tuple[Path, bytes]]) -> None:
-    """Create many new files and make them durable: every file and every directory that gained
-    an entry is fsynced (never ``os.sync()``, which would flush the whole machine).
+def write_many_durable(root: Path, files: list[tuple[Path, bytes]]) -> None:
+    """Create many new files under ``root`` and make them durable with one :class:`DurableBatch`
+    (never ``os.sync()``, which would flush every file system of the machine)."""
+    with DurableBatch(root) as batch:
+        for path, data in files:
+            batch.write(path, data, atomic=False)
+        batch.sync()
 
-    All files (and missing folders) are made before any fsync, so the kernel writes them back
-    together, and the fsyncs run from several threads."""
-    gained: set[Path] = set()  # directories that gained an entry
-    made: set[Path] = set()
-    for path, data in files:
-        if path.parent not in made:
-            gained.update(_makedirs(path.parent))
-            made.add(path.parent)
-        gained.add(path.parent)
-        path.write_bytes(data)
-    fsync_files([path for path, _data in files], gained)
+
+_libc_syncfs: Any = None
+
+
+def syncfs(fd: int) -> None:
+    """Flush the file system that holds ``fd`` (``syncfs(2)``); ``OSError`` as the call reports it
+    (since Linux 5.8 that includes write-back errors seen since ``fd`` was opened)."""
+    if _libc_syncfs(fd) != 0:
+        import ctypes
+
+        code = ctypes.get_errno()
+        raise OSError(code, f"syncfs: {os.strerror(code)}")
+
+
+def _has_syncfs() -> bool:
+    global _libc_syncfs
+    if _libc_syncfs is None:
+        _libc_syncfs = False
+        if sys.platform.startswith("linux"):
+            import ctypes  # only here: importing it costs start-up time every command would pay
+
+            with contextlib.suppress(OSError, AttributeError):
+                func = ctypes.CDLL(None, use_errno=True).syncfs
+                func.argtypes, func.restype = [ctypes.c_int], ctypes.c_int
+                _libc_syncfs = func
+    return _libc_syncfs is not False
+
+
+class DurableBatch:
+    """Files written (and renamed) under ``root`` without an fsync each, made durable together by
+    :meth:`sync`: one ``syncfs`` of the file system, or where that call is missing an fsync of
+    every file and folder the batch touched. Until :meth:`sync` returns nothing it wrote may
+    survive a power loss, so the caller keeps what it needs to redo them (a commit's journal).
+
+    The folder is opened when the batch starts, before any write: ``syncfs`` reports the
+    write-back errors of the file system since that moment, the batch's own included."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.files: list[Path] = []
+        self.dirs: set[Path] = set()  # folders that gained or lost an entry
+        self._fd: int | None = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+
+    def __enter__(self) -> DurableBatch:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def makedirs(self, path: Path) -> None:
+        self.dirs.update(_makedirs(path))
+
+    def write(self, path: Path, data: bytes, mode: int = 0o644, *, atomic: bool = True,
+              temp: Path | None = None) -> None:
+        """Write ``path`` whole. ``atomic``: through a temp file (``temp``, else a dot file beside
+        it) renamed into place, so a reader never sees it half-written."""
+        if not path.parent.exists():
+            self.makedirs(path.parent)
+        if atomic:
+            tmp = temp or path.with_name(f".{path.name}.tmp")
+            _write(tmp, data, mode, sync=False)
+            self.replace(tmp, path)
+        else:
+            _write(path, data, mode, sync=False)
+            self.files.append(path)
+            self.dirs.add(path.parent)
+
+    def replace(self, src: Path, dst: Path) -> None:
+        """Rename ``src`` over ``dst`` (both under the batch's file system)."""
+        os.replace(src, dst)
+        self.files.append(dst)
+        self.dirs.update((src.parent, dst.parent))
+
+    def touched(self, path: Path) -> None:
+        """``path`` was written by other means (an append) and must be durable too."""
+        self.files.append(path)
+
+    def sync(self) -> None:
+        """Make everything the batch wrote durable; ``OSError`` when the disk reports a failure."""
+        if self._fd is None:
+            raise ValueError("the batch is closed")
+        if _has_syncfs():
+            syncfs(self._fd)
+        else:
+            fsync_files(sorted(set(self.files)), self.dirs)
 
 
 def _makedirs(path: Path) -> list[Path]:

@@ -95,8 +95,8 @@ class ExactIndex:
         with self._lock:
             if self._rows.refresh():
                 self._refreshed()
-            matrix, row_of = self._rows.matrix(), self._rows.row_of
-            return {i: np.array(matrix[row_of[i]], dtype=np.float32) for i in ids if i in row_of}
+            matrix = self._rows.matrix()
+            return {i: np.array(matrix[row], dtype=np.float32) for i, row in self._rows.rows_for(ids).items()}
 
     def count(self) -> int:
         with self._lock:
@@ -123,11 +123,10 @@ class ExactIndex:
         return self._exact_rows(query, k, np.flatnonzero(self._rows.live_mask()))
 
     def _rows_of(self, allowed: Collection[str]) -> Rows:
-        row_of = self._rows.row_of
-        if len(allowed) <= len(row_of):
-            found = [row_of[i] for i in allowed if i in row_of]
+        if len(allowed) <= self._rows.live_count:
+            found = list(self._rows.rows_for(allowed).values())
         else:  # walk the (smaller) index instead of the filter
-            found = [r for i, r in row_of.items() if i in allowed]
+            found = [r for i, r in self._rows.row_of.items() if i in allowed]
         return np.sort(np.asarray(found, dtype=np.int64))
 
     def _exact_rows(self, query: Scores, k: int, rows: Rows) -> tuple[Rows, Scores]:

@@ -5,8 +5,13 @@ Layout of the folder (``G`` is the generation named in ``state.json``)::
     meta.json          backend, model_id, dim (base.open_meta)
     state.json         {"generation": G}
     vectors-G.f32      row r = dim float32 values at offset r * dim * 4, unit length, never rewritten
-    journal-G.log      frames [u32 length][u32 crc32][JSON]: {"u": [ids], "at": r0} gives ids[j] row r0+j
-                       (an id's older row dies), {"d": [ids]} forgets ids
+    journal-G.log      frames [u32 length][u32 crc32][JSON]: {"u": [ids], "at": r0, "dead": [rows]} gives
+                       ids[j] row r0+j and names the rows that died by it (the ids' older rows),
+                       {"d": [ids], "rows": [rows]} forgets ids (their rows). Frames of an earlier
+                       release carry no row lists: their dead rows are found by id
+    ids-G-R.keys.npy   the live ids of rows [0, R) as sorted fixed-width UTF-8, and beside it
+    ids-G-R.rows.npy   their rows: a derived checkpoint (written each time the rows grew by a
+                       quarter), memory-mapped to find ids' rows without an id -> row map
     lock               flock held while the index is open for writing
 
 Why this shape: rows are only ever appended, so an update is "new row, old row dead" and a write
@@ -21,6 +26,13 @@ One process writes (it holds ``lock``); a store opened while another process hol
 it never writes, truncates or sweeps, reads only intact frames, and ``refresh`` catches it up with
 what the writer committed since (a new generation reopens it). Rows are written and fsynced before
 the frame that names them, so a reader never sees a row that is not whole.
+
+Opening replays the journal into the row -> id list and the live mask only: because each frame
+names the rows it killed, no id -> row map is needed for that (building one for 1M rows costs
+~0.5 s). ``rows_for`` finds a few ids' rows by binary search in the sorted-ids checkpoint, then by
+a small map of the rows written after it; the whole map is built when a write first needs it and
+kept up to date after. A checkpoint row is trusted only if that row still holds that id, so a stale,
+lost or damaged checkpoint is only slower, never wrong.
 """
 
 from __future__ import annotations
@@ -31,9 +43,9 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -45,7 +57,8 @@ from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, l
 __all__ = ["RowStore"]
 
 _HEADER = struct.Struct("<II")
-_GEN_FILE = re.compile(r"^(vectors|journal|graph)-(\d+)(-\d+)?\.(f32|log|usearch)$")
+_GEN_FILE = re.compile(r"^(vectors|journal|graph|ids)-(\d+)(-\d+)?\.(f32|log|usearch|keys\.npy|rows\.npy)$")
+CHECKPOINT_MIN_ROWS = 16_384  # no sorted-ids checkpoint below this; then one each time rows grow by a quarter
 
 
 class RowStore:
@@ -57,6 +70,9 @@ class RowStore:
         self._row_bytes = dim * 4
         makedirs_durable(folder)
         self._lock: contextlib.ExitStack | None = None  # holds the writer's flock while open
+        self._row_of: dict[str, int] | None = None  # built on first use
+        self._checkpoint: tuple[npt.NDArray[Any], npt.NDArray[np.int64], int] | None = None
+        self._tail: tuple[int, dict[str, int]] | None = None  # rows after the checkpoint: (rows, id -> row)
         self._closed = False
         self.read_only = not self._take_lock()  # another process writes this index: read what it commits
         try:
@@ -74,7 +90,45 @@ class RowStore:
 
     @property
     def live_count(self) -> int:
-        return len(self.row_of)
+        return self._live_count
+
+    def rows_for(self, ids: Iterable[str]) -> dict[str, int]:
+        """The live row of each of ``ids`` that has one; without building the whole id -> row map
+        when the sorted-ids checkpoint covers most rows."""
+        if self._row_of is not None or self._checkpoint is None:
+            row_of = self.row_of
+            return {i: row_of[i] for i in ids if i in row_of}
+        keys, rows, covered = self._checkpoint
+        tail = self._tail_map(covered)
+        found = {i: tail[i] for i in ids if i in tail and self.ids[tail[i]] == i}  # not forgotten since
+        rest = [i for i in ids if i not in found]
+        if rest:
+            encoded = [i.encode("utf-8") for i in rest]
+            fits = [n for n, b in enumerate(encoded) if len(b) <= keys.dtype.itemsize]
+            wanted = np.array([encoded[n] for n in fits], dtype=keys.dtype)
+            at = np.minimum(np.searchsorted(keys, wanted), len(keys) - 1)
+            hit = keys[at] == wanted
+            for n, pos, ok in zip(fits, at.tolist(), hit.tolist(), strict=True):
+                row = int(rows[pos]) if ok else -1
+                if ok and self.ids[row] == rest[n]:  # still that id's row (it may have died or moved on)
+                    found[rest[n]] = row
+        return found
+
+    def _tail_map(self, covered: int) -> dict[str, int]:
+        """Id -> row for the rows written after the checkpoint (rebuilt when rows were added)."""
+        if self._tail is None or self._tail[0] != self.rows:
+            tail = {i: r for i, r in zip(self.ids[covered:], range(covered, self.rows), strict=True) if i is not None}
+            self._tail = (self.rows, tail)
+        return self._tail[1]
+
+    @property
+    def row_of(self) -> dict[str, int]:
+        """Live id -> its row; built on first use (a search by vector never needs it)."""
+        if self._row_of is None:
+            row_of: dict[str | None, int] = dict(zip(self.ids, range(len(self.ids)), strict=True))  # C loop
+            row_of.pop(None, None)  # a dead row's id is None
+            self._row_of = cast("dict[str, int]", row_of)
+        return self._row_of
 
     def live_mask(self) -> npt.NDArray[np.bool_]:
         return self._live[: self.rows]
@@ -94,16 +148,20 @@ class RowStore:
         data = np.ascontiguousarray(vectors, dtype=np.float32).tobytes()
         _pwrite_all(self._vectors_fd, data, first * self._row_bytes)
         os.fsync(self._vectors_fd)
-        self._write_frame({"u": ids, "at": first})
-        self._apply_upsert(ids, first)
+        dead = self._dying(ids, first)
+        self._write_frame({"u": ids, "at": first, "dead": dead})
+        self._replay_upsert(ids, first, dead)
         self._remap()
+        covered = self._checkpoint[2] if self._checkpoint is not None else 0
+        if self.rows >= CHECKPOINT_MIN_ROWS and self.rows - covered >= max(CHECKPOINT_MIN_ROWS, covered // 4):
+            self._save_checkpoint()
 
     def forget(self, ids: list[str]) -> None:
         """Kill the rows of ids that are live; others are ignored. Durable on return."""
         present = [i for i in ids if i in self.row_of]
         if present:
             self._check_writable()
-            self._write_frame({"d": present})
+            self._write_frame({"d": present, "rows": [self.row_of[i] for i in present]})
             self._apply_delete(present)
 
     def needs_compaction(self) -> bool:
@@ -123,7 +181,7 @@ class RowStore:
                 fh.write(np.ascontiguousarray(self._matrix[keep[start:start + 65536]]).tobytes())
             fh.flush()
             os.fsync(fh.fileno())
-        payload = json.dumps({"u": ids, "at": 0}).encode()
+        payload = json.dumps({"u": ids, "at": 0, "dead": []}).encode()
         with open(self.folder / f"journal-{new}.log", "wb") as fh:
             fh.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
             fh.flush()
@@ -132,6 +190,8 @@ class RowStore:
         atomic_write(self.folder / "state.json", dump_json({"generation": new}))
         self._close_files()
         self._open_generation()
+        if self.rows >= CHECKPOINT_MIN_ROWS:
+            self._save_checkpoint()
 
     def refresh(self) -> bool:
         """A reader catches up with what the writing process committed since, or becomes the writer
@@ -190,7 +250,8 @@ class RowStore:
         if not self.read_only:
             self._sweep_other_generations()
         self.ids: list[str | None] = []
-        self.row_of: dict[str, int] = {}
+        self._row_of, self._checkpoint, self._tail = None, None, None
+        self._live_count = 0
         self._live = np.zeros(1024, dtype=np.bool_)
         flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
         self._journal_fd = os.open(self.journal_path, flags, 0o644)
@@ -199,6 +260,7 @@ class RowStore:
         if not self.read_only:
             fsync_dir(self.folder)
         self._apply_frames(0)
+        self._checkpoint = self._load_checkpoint()
         if self.read_only:
             self._remap()
             return
@@ -224,9 +286,17 @@ class RowStore:
                 if frame.get("at") != self.rows:
                     raise Corrupted(f"{journal}: frame at byte {self._journal_end} starts at row {frame.get('at')}, "
                                     f"expected {self.rows}; rebuild the index", path=str(journal))
-                self._apply_upsert(_ids(frame["u"]), self.rows)
+                dead = frame.get("dead")
+                if isinstance(dead, list) and type(frame["u"]) is list:
+                    self._replay_upsert(frame["u"], self.rows, dead)
+                else:
+                    self._apply_upsert(_ids(frame["u"]), self.rows)
             else:
-                self._apply_delete(_ids(frame["d"]))
+                rows = frame.get("rows")
+                if isinstance(rows, list):
+                    self._kill(rows)
+                else:
+                    self._apply_delete(_ids(frame["d"]))
             self._journal_end = end
 
     @property
@@ -241,45 +311,99 @@ class RowStore:
     def journal_path(self) -> Path:
         return self.folder / f"journal-{self._generation}.log"
 
+    def _checkpoint_paths(self, covered: int) -> tuple[Path, Path]:
+        stem = f"ids-{self._generation}-{covered}"
+        return self.folder / f"{stem}.keys.npy", self.folder / f"{stem}.rows.npy"
+
+    def _save_checkpoint(self) -> None:
+        """Sorted live ids of every row now, and their rows (temp + rename; derived, so not fsynced:
+        a lost or torn one is ignored on open). Older checkpoints are removed."""
+        live = np.flatnonzero(self.live_mask())
+        encoded = [self.ids[r].encode("utf-8") for r in live.tolist()]  # type: ignore[union-attr]
+        keys = np.array(encoded, dtype=f"S{max(1, max(map(len, encoded), default=1))}")
+        order = np.argsort(keys, kind="stable")
+        keys_path, rows_path = self._checkpoint_paths(self.rows)
+        for path, array in ((keys_path, keys[order]), (rows_path, live[order].astype(np.int64))):
+            tmp = path.with_name(f".{path.name}.tmp")
+            with open(tmp, "wb") as fh:
+                np.save(fh, array)
+            os.replace(tmp, path)
+        old = self._checkpoint
+        self._checkpoint, self._tail = self._load_checkpoint(), None
+        if old is not None:
+            for path in self._checkpoint_paths(old[2]):
+                path.unlink(missing_ok=True)
+
+    def _load_checkpoint(self) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64], int] | None:
+        """The newest readable checkpoint of this generation covering no more rows than there are."""
+        found = []
+        for path in self.folder.glob(f"ids-{self._generation}-*.keys.npy"):
+            covered = path.name[len(f"ids-{self._generation}-"):-len(".keys.npy")]
+            if covered.isdigit() and int(covered) <= self.rows:
+                found.append(int(covered))
+        for start in sorted(found, reverse=True):
+            keys_path, rows_path = self._checkpoint_paths(start)
+            try:
+                keys, rows = np.load(keys_path, mmap_mode="r"), np.load(rows_path, mmap_mode="r")
+            except (OSError, ValueError):
+                continue
+            if keys.ndim == 1 and keys.dtype.kind == "S" and rows.shape == keys.shape and rows.dtype == np.int64 \
+                    and len(keys) > 0:
+                return keys, rows, start
+        return None
+
     def _sweep_other_generations(self) -> None:
         for path in self.folder.iterdir():
             m = _GEN_FILE.match(path.name)
-            if (m and int(m.group(2)) != self._generation) or path.name.startswith(".graph-"):
+            if (m and int(m.group(2)) != self._generation) or path.name.startswith((".graph-", ".ids-")):
                 path.unlink(missing_ok=True)
 
-    def _apply_upsert(self, ids: list[str], first: int) -> None:
-        end = first + len(ids)
+    def _dying(self, ids: list[str], first: int) -> list[int]:
+        """The rows an upsert of ``ids`` at row ``first`` kills: the ids' live rows, and the earlier
+        rows of an id twice in the batch (its last row holds)."""
+        row_of = self.row_of
+        if row_of.keys().isdisjoint(ids) and len(set(ids)) == len(ids):  # new ids: C loops only
+            return []
+        last = {id_: first + offset for offset, id_ in enumerate(ids)}
+        dead = sorted(row for id_ in last if (row := row_of.get(id_)) is not None)
+        return dead + [first + offset for offset, id_ in enumerate(ids) if last[id_] != first + offset]
+
+    def _grow(self, end: int) -> None:
         if end > len(self._live):
             grown = np.zeros(max(end, 2 * len(self._live)), dtype=np.bool_)
             grown[: len(self._live)] = self._live
             self._live = grown
-        before = len(self.row_of)
-        new_ids = self.row_of.keys().isdisjoint(ids)
+
+    def _replay_upsert(self, ids: list[str], first: int, dead: list[int]) -> None:
+        """Give ``ids`` rows ``first``… and kill ``dead`` (what the frame names): no id -> row map is
+        needed, so opening stays a few C loops per frame."""
+        end = first + len(ids)
+        self._grow(end)
         self.ids.extend(ids)
         self._live[first:end] = True
-        if new_ids:  # a bulk load, a replay on open: C loops only
-            self.row_of.update(zip(ids, range(first, end), strict=True))
-            if len(self.row_of) == before + len(ids):
-                return
-            # An id twice in the batch: its last row holds, the others die.
-            for offset, id_ in enumerate(ids):
-                if self.row_of[id_] != first + offset:
-                    self._live[first + offset] = False
-                    self.ids[first + offset] = None
-            return
-        for offset, id_ in enumerate(ids):
-            old = self.row_of.get(id_)
-            if old is not None:
-                self._live[old] = False
-                self.ids[old] = None
-            self.row_of[id_] = first + offset
+        self._live_count += len(ids)
+        if self._row_of is not None:
+            self._row_of.update(zip(ids, range(first, end), strict=True))  # an id's last row holds
+        self._kill(dead)
+
+    def _kill(self, rows: list[int]) -> None:
+        for row in rows:
+            if not self._live[row]:
+                continue
+            self._live[row] = False
+            old = self.ids[row]
+            self.ids[row] = None
+            self._live_count -= 1
+            if self._row_of is not None and old is not None and self._row_of.get(old) == row:
+                del self._row_of[old]
+
+    def _apply_upsert(self, ids: list[str], first: int) -> None:
+        """An upsert whose dead rows are found by id (an earlier release's frame)."""
+        self._replay_upsert(ids, first, self._dying(ids, first))
 
     def _apply_delete(self, ids: list[str]) -> None:
-        for id_ in ids:
-            row = self.row_of.pop(id_, None)
-            if row is not None:
-                self._live[row] = False
-                self.ids[row] = None
+        row_of = self.row_of
+        self._kill([row for id_ in ids if (row := row_of.get(id_)) is not None])
 
     def _write_frame(self, frame: dict[str, object]) -> None:
         payload = json.dumps(frame, ensure_ascii=False).encode("utf-8")

@@ -2,17 +2,23 @@
 
 Steps, each reported to an optional test hook by name:
 
-1. ``txn_file``        every new file written into ``txn/<N+1>/files/`` and fsynced
-2. ``txn_written``     the manifest written, the txn directories fsynced
-3. ``committed``       ``txn/<N+1>/COMMITTED`` written: the commit point
-4. ``history_copied``  the current copy of a file about to be replaced saved under ``history/``
-5. ``file_applied``    a new file renamed into place
+1. ``txn_file``        each new file's bytes appended to the journal ``txn/<N+1>/pack.tmp``
+2. ``txn_written``     the journal (a manifest line, then every file's bytes) fsynced
+3. ``committed``       the journal renamed to ``txn/<N+1>/COMMITTED``, its folders fsynced: the
+                       commit point
+4. ``history_copied``  the current copy of a ``core/`` file about to be replaced (saved in the
+                       journal at step 1) written under ``history/``
+5. ``file_applied``    a new file written into place (temp file + rename)
 6. ``retired``         a retired file moved under ``history/``
-7. ``version_written`` ``core/VERSION.json`` replaced (temp + fsync + rename)
+7. ``version_written`` ``core/VERSION.json`` replaced (temp + rename)
 8. ``log_appended``    one line appended to ``log/versions.jsonl``
-9. ``done``            the txn folder removed
+9. ``done``            everything above flushed by one ``syncfs`` (:class:`DurableBatch`), then the
+                       txn folder removed
 
-On open, a txn with COMMITTED is redone from step 4 (idempotently), one without is discarded.
+Steps 4-8 are not fsynced one by one: the journal holds all they write, so until the flush of
+step 9 a power loss only means that the txn, still there, is redone. An archive costs the same
+few flushes whatever it writes (ADR 0006). On open, a txn with COMMITTED is redone from step 4
+(idempotently), one without is discarded.
 """
 
 from __future__ import annotations
@@ -29,14 +35,14 @@ from typing import Any
 from soulpass.errors import Corrupted
 from soulpass.store.contract import Hook
 from soulpass.store.files.layout import LOG_FILE, history_path
-from soulpass.store.files.log_sums import cover
+from soulpass.store.files.log_sums import SUMS_FILE, cover
 from soulpass.store.fsio import (
+    DurableBatch,
     atomic_write,
     dump_json,
     fsync_dir,
     load_json,
     makedirs_durable,
-    write_durable,
     write_many_durable,
 )
 from soulpass.store.keys import CORE, VERSION_FILE
@@ -56,6 +62,8 @@ COMMIT_STEPS = (
     "log_appended",
     "done",
 )
+
+PACK_MAGIC = b"SOULPASS-TXN 2\n"  # the journal's first line; an older release's COMMITTED holds a version number
 
 
 @dataclass(frozen=True)
@@ -82,6 +90,15 @@ class Changeset:
         return self.base_version + 1
 
 
+@dataclass(frozen=True)
+class _Journal:
+    """A committed txn: its manifest, the new files' bytes, the replaced ``core/`` files' old bytes."""
+
+    manifest: dict[str, Any]
+    writes: list[tuple[str, bytes]]
+    history: list[tuple[str, bytes]]
+
+
 def _noop(step: str) -> None:
     return None
 
@@ -99,92 +116,158 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
         if (txn / "COMMITTED").exists():
             raise Corrupted(f"txn {txn.name} is committed but was not recovered", path=str(txn))
         shutil.rmtree(txn)
-    makedirs_durable(txn / "files")
+    if not txn.parent.exists():
+        makedirs_durable(txn.parent)
+    txn.mkdir()  # its entry is fsynced with the commit point
     direct = [w for w in cs.writes if cs.bulk and not (account / w.relpath).exists()]
-    direct_paths = {w.relpath for w in direct}
-    staged = [w for w in cs.writes if w.relpath not in direct_paths]
+    direct_set = {w.relpath for w in direct}
+    direct_paths = sorted(direct_set)
+    if direct:
+        # Bulk import writes new files straight into place, after a manifest that lets recovery
+        # delete them again; they carry version N+1, so no reader sees them before the commit.
+        atomic_write(txn / "manifest.json", dump_json({"version": version, "direct": direct_paths}))
+        write_many_durable(account, [(account / w.relpath, w.data) for w in direct])
+    staged = [(w.relpath, w.data) for w in cs.writes if w.relpath not in direct_set]
+    history = [(rel, old) for rel, _data in staged if rel.startswith(CORE + "/")
+               and (old := _read_or_none(account / rel)) is not None]
     manifest = {
         "version": version,
-        "direct": sorted(direct_paths),
-        "writes": [w.relpath for w in staged],
+        "direct": direct_paths,
+        "writes": [[rel, len(data)] for rel, data in staged],
+        "history": [[rel, len(old)] for rel, old in history],
         "retires": list(cs.retires),
         "version_doc": dict(cs.version_doc),
         "log_entry": dict(cs.log_entry),
     }
-    dirs: set[Path] = set()
-    if direct:
-        # Bulk import writes new files straight into place, after a manifest that lets recovery
-        # delete them again; they carry version N+1, so no reader sees them before the commit.
-        atomic_write(txn / "manifest.json", dump_json(manifest))
-        write_many_durable([(account / w.relpath, w.data) for w in direct])
-    for w in staged:
-        dst = txn / "files" / w.relpath
-        if not dst.parent.exists():
-            makedirs_durable(dst.parent)
-        write_durable(dst, w.data)
-        dirs.add(dst.parent)
-        hook("txn_file")
-    for d in dirs:
-        fsync_dir(d)
-    atomic_write(txn / "manifest.json", dump_json(manifest))
-    hook("txn_written")
-    write_durable(txn / "COMMITTED", b"%d\n" % version)
+    _write_journal(txn, manifest, staged, history, hook)
+    os.replace(txn / "pack.tmp", txn / "COMMITTED")
     fsync_dir(txn)
+    fsync_dir(txn.parent)
     hook("committed")
-    apply_txn(account, txn, hook)
+    apply_txn(account, txn, hook, _Journal(manifest, staged, history))
     return version
 
 
-def apply_txn(account: Path, txn: Path, hook: Hook | None = None) -> None:
-    """Redo a committed txn from its manifest; every step is idempotent."""
-    hook = hook or _noop
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _write_journal(txn: Path, manifest: dict[str, Any], staged: list[tuple[str, bytes]],
+                   history: list[tuple[str, bytes]], hook: Hook) -> None:
+    """``txn/pack.tmp``: the magic line, the manifest as one JSON line, then every file's bytes
+    (the new files in manifest order, then the old copies), fsynced once."""
+    head = PACK_MAGIC + json.dumps(manifest, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n"
+    fd = os.open(txn / "pack.tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        _write_all(fd, head)
+        for _rel, data in staged:
+            _write_all(fd, data)
+            hook("txn_file")
+        for _rel, data in history:
+            _write_all(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    hook("txn_written")
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_journal(txn: Path) -> _Journal:
+    """The committed txn's journal; an older release's txn (``manifest.json`` + ``files/``) too."""
+    path = txn / "COMMITTED"
+    data = path.read_bytes()
+    if not data.startswith(PACK_MAGIC):
+        return _read_legacy(txn)
+    at = data.find(b"\n", len(PACK_MAGIC))
+    try:
+        manifest = json.loads(data[len(PACK_MAGIC):at])
+        sizes = [int(n) for _rel, n in manifest["writes"]] + [int(n) for _rel, n in manifest["history"]]
+    except (ValueError, KeyError, TypeError) as exc:
+        raise Corrupted(f"{path} has no readable manifest: {exc}", path=str(path)) from exc
+    at += 1
+    if at <= 0 or at + sum(sizes) != len(data):
+        raise Corrupted(f"{path} does not hold the bytes its manifest lists", path=str(path))
+    blobs = []
+    for n in sizes:
+        blobs.append(data[at:at + n])
+        at += n
+    count = len(manifest["writes"])
+    return _Journal(manifest, [(rel, b) for (rel, _n), b in zip(manifest["writes"], blobs[:count], strict=True)],
+                    [(rel, b) for (rel, _n), b in zip(manifest["history"], blobs[count:], strict=True)])
+
+
+def _read_legacy(txn: Path) -> _Journal:
+    """A txn an older release committed: its files are under ``files/`` until moved into place, and
+    a ``core/`` file's old copy is the one still in place."""
     manifest = load_json(txn / "manifest.json")
-    version = int(manifest["version"])
-    touched: set[Path] = set()
+    account = txn.parent.parent
+    writes, history = [], []
     for rel in manifest["writes"]:
-        src, dst = txn / "files" / rel, account / rel
-        if not src.exists():
+        data = _read_or_none(txn / "files" / rel)
+        if data is None:
             continue  # moved into place before a crash
-        if rel.startswith(CORE + "/") and dst.exists():
+        writes.append((rel, data))
+        old = _read_or_none(account / rel) if rel.startswith(CORE + "/") else None
+        if old is not None:
+            history.append((rel, old))
+    return _Journal(manifest, writes, history)
+
+
+def apply_txn(account: Path, txn: Path, hook: Hook | None = None, journal: _Journal | None = None) -> None:
+    """Redo a committed txn from its journal; every step is idempotent. Nothing is fsynced until
+    the one flush at the end: the txn stays until then, so a power loss before it redoes it."""
+    hook = hook or _noop
+    journal = journal or _read_journal(txn)
+    manifest = journal.manifest
+    version = int(manifest["version"])
+    tmp = txn / "apply.tmp"
+    with DurableBatch(account) as batch:
+        for rel, old in journal.history:
             hist = account / history_path(rel, version)
             if not hist.exists():
-                atomic_write(hist, dst.read_bytes())
+                batch.write(hist, old, temp=tmp)
                 hook("history_copied")
-        if not dst.parent.exists():
-            makedirs_durable(dst.parent)
-        os.replace(src, dst)
-        touched.add(dst.parent)
-        hook("file_applied")
-    for rel in manifest["retires"]:
-        dst = account / rel
-        if dst.exists():
-            hist = account / history_path(rel, version)
-            makedirs_durable(hist.parent)
-            os.replace(dst, hist)
-            fsync_dir(hist.parent)
-            touched.add(dst.parent)
-            hook("retired")
-    for d in touched:
-        fsync_dir(d)
-    atomic_write(account / VERSION_FILE, dump_json(manifest["version_doc"]))
-    hook("version_written")
-    line = _append_log(account / LOG_FILE, manifest["log_entry"], version)
-    cover(account, version, line)
-    hook("log_appended")
+        for rel, data in journal.writes:
+            batch.write(account / rel, data, temp=tmp)
+            hook("file_applied")
+        for rel in manifest["retires"]:
+            dst = account / rel
+            if dst.exists():
+                hist = account / history_path(rel, version)
+                batch.makedirs(hist.parent)
+                batch.replace(dst, hist)
+                hook("retired")
+        batch.write(account / VERSION_FILE, dump_json(manifest["version_doc"]), temp=tmp)
+        hook("version_written")
+        line = _append_log(account / LOG_FILE, manifest["log_entry"], version, sync=False)
+        cover(account, version, line, sync=False)
+        batch.touched(account / LOG_FILE)
+        batch.touched(account / SUMS_FILE)
+        hook("log_appended")
+        batch.sync()
     _remove_finished(txn)
     hook("done")
 
 
 def _remove_finished(txn: Path) -> None:
     """Rename, then delete: a kill mid-delete must never leave COMMITTED without its manifest
-    (unrecoverable) nor a bulk manifest without COMMITTED (recovery would delete the records)."""
+    (unrecoverable) nor a bulk manifest without COMMITTED (recovery would delete the records).
+    The rename is made durable: a txn that came back after a power loss would be redone over
+    whatever changed since (a forget)."""
     trash = txn.with_name(f".done-{txn.name}")
     if trash.exists():
         shutil.rmtree(trash)
     os.replace(txn, trash)
     fsync_dir(txn.parent)
-    shutil.rmtree(trash)
-    fsync_dir(txn.parent)
+    shutil.rmtree(trash)  # a leftover is deleted by recovery
 
 
 def last_log_line(log: Path) -> bytes:
@@ -214,13 +297,14 @@ def _last_logged_version(log: Path) -> int:
         raise Corrupted(f"last line of {log} is not a version entry", path=str(log)) from exc
 
 
-def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> bytes | None:
+def _append_log(log: Path, entry: Mapping[str, Any], version: int, *, sync: bool = True) -> bytes | None:
     """Append ``version``'s line to the log, whole or not at all; the caller holds the account lock.
 
     A torn tail (an append cut short: the disk filled, the process died) is cut first, so the log
     always ends with a whole line; the txn that owns it stays until the append is durable, and
     recovery appends the line again. A failed or short write is cut back to the old size and
-    raised: the version is reported committed only once its line is in the log."""
+    raised: the version is reported committed only once its line is in the log. Without ``sync``
+    the caller flushes the append (a commit's :class:`DurableBatch`)."""
     if not log.parent.exists():
         makedirs_durable(log.parent)
     line = (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
@@ -233,7 +317,8 @@ def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> bytes | No
             written = 0
             while written < len(line):
                 written += os.pwrite(fd, line[written:], size + written)
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         except OSError:
             os.ftruncate(fd, size)  # no partial line is left behind
             with contextlib.suppress(OSError):
@@ -241,7 +326,8 @@ def _append_log(log: Path, entry: Mapping[str, Any], version: int) -> bytes | No
             raise
     finally:
         os.close(fd)
-    fsync_dir(log.parent)
+    if sync:
+        fsync_dir(log.parent)
     return line
 
 

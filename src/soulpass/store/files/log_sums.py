@@ -64,10 +64,11 @@ def _logged(account: Path) -> list[tuple[int, bytes]]:
     return out
 
 
-def cover(account: Path, version: int, line: bytes | None = None) -> None:
+def cover(account: Path, version: int, line: bytes | None = None, *, sync: bool = True) -> None:
     """Note the checksum of ``version``'s log line (``line``, else read from the log), covering any
     version before it not covered yet; the caller holds the account lock. Best effort: the version
-    is committed already, so a failure here is left for the next commit to finish."""
+    is committed already, so a failure here is left for the next commit to finish. Without
+    ``sync`` the caller flushes the append."""
     with contextlib.suppress(OSError, Corrupted):
         if line is None or max(read_sums(account), default=0) != version - 1:
             rewrite_sums(account)  # a gap, or sums of lines a repair replaced: all again, from the log
@@ -77,7 +78,8 @@ def cover(account: Path, version: int, line: bytes | None = None) -> None:
             data = memoryview(b"%d %s\n" % (version, line_crc(line).encode()))
             while data:
                 data = data[os.write(fd, data):]
-            os.fsync(fd)
+            if sync:
+                os.fsync(fd)
         finally:
             os.close(fd)
 

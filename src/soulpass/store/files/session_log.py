@@ -235,13 +235,17 @@ class SessionLogTail:
 
 
 def remove_folder(folder: Path) -> None:
-    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer)."""
+    """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer).
+
+    A discard is made durable at once; an archived sandbox's removal need not be: should it come
+    back after a power loss, its ``ARCHIVED.json`` (part of the commit) has recovery remove it."""
     trash = folder.with_name(f".trash-{folder.name}-{uuid.uuid4().hex[:8]}")
     try:
         folder.rename(trash)
     except FileNotFoundError:
         return
-    fsync_dir(trash.parent)
+    if not (trash / ARCHIVED_MARKER).exists():
+        fsync_dir(trash.parent)
     shutil.rmtree(trash, ignore_errors=True)
 
 
