@@ -52,6 +52,9 @@ def test_commit_scaling_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert report["ratio"] > 0
     assert report["pass"] == (report["ratio"] <= report["target"])
     assert report["peak_rss_mb"] > 0
+    waits = report["disk_waits"]  # an archive's fsyncs/syncfs: few, and the same whatever the master
+    assert waits["pass"] and len(waits["calls_per_archive"]) == 1 and 1 <= waits["calls_per_archive"][0] <= 10
+    assert report["disk_fsync_ms"] > 0
 
     results = report["results"]
     assert [r["size"] for r in results] == [200, 2000]
