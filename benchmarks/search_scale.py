@@ -104,19 +104,20 @@ def worker_query(backend: str, folder: Path, queries_path: Path, truth_path: Pat
     index = open_backend(backend, folder, queries.shape[1])
     open_s = time.perf_counter() - start
     out: dict[str, Any] = {"open_s": open_s, **timed_queries(index, queries, truth, k)}
-    graph = getattr(index, "_graph", None)
+    inner = getattr(index, "inner", index)  # open_vector_index gives a shared handle
+    graph = getattr(inner, "_graph", None)
     if ef_sweep and graph is not None:
         # A sign-bit (b1) graph's width is the number of neighbours re-scored exactly: set both.
-        default_ef, b1 = graph.expansion_search, getattr(index, "quantization", "") == "b1"
+        default_ef, b1 = graph.expansion_search, getattr(inner, "quantization", "") == "b1"
         out["ef_sweep"] = {}
         for ef in ef_sweep:
             graph.expansion_search = ef
             if b1:
-                index.b1_base = ef
+                inner.b1_base = ef
             out["ef_sweep"][str(ef)] = timed_queries(index, queries, truth, k)
         graph.expansion_search = default_ef
         if b1:
-            index.b1_base = None
+            inner.b1_base = None
     if filtered and data_path is not None:
         data = np.load(data_path, mmap_mode="r")
         out["filtered"] = {}
