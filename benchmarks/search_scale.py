@@ -72,7 +72,7 @@ from search_scale_hybrid import (  # noqa: E402
 )
 
 DEFAULT_JSON = HERE / "results" / "search_scale.json"
-BACKENDS = ("hnsw", "chroma", "exact")
+BACKENDS = ("hnsw", "chroma", "exact", "hnsw-f16")  # hnsw-f16: our graph over f16 vectors, not sign bits
 
 
 
@@ -80,7 +80,10 @@ BACKENDS = ("hnsw", "chroma", "exact")
 
 
 def open_backend(backend: str, folder: Path, dim: int) -> Any:
-    from soulpass.index.vectors import open_vector_index
+    from soulpass.index.vectors import HnswIndex, open_vector_index
+
+    if backend == "hnsw-f16":
+        return HnswIndex(folder, model_id=MODEL_ID, dim=dim, quantization="f16")
 
     return open_vector_index(folder, model_id=MODEL_ID, dim=dim, backend=backend)  # type: ignore[arg-type]
 
@@ -173,7 +176,7 @@ def measure_vector(ctx: SizeContext) -> dict[str, Any]:
     for round_no in range(ctx.args.rounds):
         order = ctx.args.backends if round_no % 2 == 0 else ctx.args.backends[::-1]
         for backend in order:
-            first_ours = backend == "hnsw" and round_no == 0  # extras once, after the timed queries
+            first_ours = backend.startswith("hnsw") and round_no == 0  # extras once, after the timed queries
             got = run_child(["--_worker", "query", "--_backend", backend, "--_folder",
                              str(ctx.workdir / f"{backend}-{ctx.n}"), "--_queries", str(ctx.queries_path),
                              "--_truth", str(ctx.truth_path), "--k", str(ctx.k), "--_data", str(ctx.data_path),

@@ -515,6 +515,9 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
     damaged.close()
     last = RowStore(folder, DIM)
     assert last.rows_for(["more-7", "id-3", "id-5"]) == {"more-7": 19, "id-3": 10} and last._row_of is None
+    last._save_checkpoint()  # again at the same row count: the files just written stay
+    assert (folder / "ids-0-20.keys.npy").exists() and (folder / "ids-0-20.rows.npy").exists()
+    assert last.rows_for(["more-7"]) == {"more-7": 19}
     last.close()
 
 

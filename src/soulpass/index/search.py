@@ -12,6 +12,8 @@ import logging
 import math
 import re
 import sqlite3
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,6 +31,7 @@ from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, 
 from soulpass.index.catalog.query import query_terms
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
+from soulpass.index.filtered import VectorCatalogRows
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
@@ -75,6 +78,7 @@ OVERFETCH_MOST = 32
 OVERFETCH_MARGIN = 1.25
 EMBED_BATCH = 256
 BUFFER_VECTOR_CACHE = 20_000  # buffer texts embedded for sandbox searches, kept per open index
+QUERY_VECTOR_CACHE = 256  # query vectors kept per open index: a repeated query is not embedded again
 
 
 @dataclass(frozen=True)
@@ -120,6 +124,9 @@ class AccountIndex:
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
+        self._query_vectors: OrderedDict[str, Any] = OrderedDict()  # the last queries' vectors (LRU)
+        self._query_lock = threading.Lock()  # the server searches from several threads
+        self._vector_rows = VectorCatalogRows()  # local vector rows -> catalog rows (filtered dense search)
         self._state: sqlite3.Connection | None = None
         self._in_database: PgVectors | None = None
         in_database = getattr(store, "index_database", None)
@@ -139,6 +146,7 @@ class AccountIndex:
             # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
             self._state = _embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
                                           f"{embedder.model_id}|{EMBED_RECIPE}")
+            self._vector_rows = VectorCatalogRows(folder.with_name(folder.name + ".catalog-rows.npz"))
             self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
                                         f"{embedder.model_id}|{EMBED_RECIPE}", self.vectors, embed_text,
                                         SEARCHABLE_KINDS, passages_of=embed_passages,
@@ -332,17 +340,30 @@ class AccountIndex:
         self.dense_error = None
         if self.vectors is None or self.embedder is None or not query.strip():
             return None
+        with self._query_lock:
+            cached = self._query_vectors.get(query)
+            if cached is not None:  # asked again (an agent's turn often searches its message twice)
+                self._query_vectors.move_to_end(query)
+                return cached
         try:
-            return self.embedder.embed_batch([query])[0]
+            vector = self.embedder.embed_batch([query])[0]
         except BackendUnavailable as exc:  # e.g. Redis down and no local model: full text still answers
             log.warning("search %s by full text only: %s", self.store.name, exc)
             self.dense_error = str(exc)
             return None
+        with self._query_lock:
+            self._query_vectors[query] = vector
+            while len(self._query_vectors) > QUERY_VECTOR_CACHE:
+                self._query_vectors.popitem(last=False)
+        return vector
 
     def _dense(self, vector: Any, depth: int, filters: Filters) -> list[str]:
         """Ids of the ``depth`` records nearest ``vector`` by their own or a passage's vector
         (passing the filters), best first; their exact cosines come from ``_complete``."""
         assert self.vectors is not None
+        masked = self._dense_masked(vector, depth, filters)
+        if masked is not None:
+            return masked
         if filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id):
             # Many rows may pass (a speaker, a time range): ask the vector index for more than
             # needed and check them here, instead of listing every passing id (~70 ms for 77k of
@@ -363,6 +384,30 @@ class AccountIndex:
             return []
         # By the records' own vectors: the passages of a few candidates are scored in ``_complete``.
         return [i for i, _ in self.vectors.search(vector, depth, allowed=allowed)]
+
+    def _dense_masked(self, vector: Any, depth: int, filters: Filters) -> list[str] | None:
+        """``_dense`` for broad filters the catalog's filter columns answer, over a local vector
+        index: the vector rows are masked in numpy (``filtered.py``), so only the ``depth`` found
+        are checked in SQLite. None when that does not apply (no such filter, another backend)."""
+        inner = getattr(self.vectors, "inner", self.vectors)
+        search_masked = getattr(inner, "search_masked", None)
+        if search_masked is None or self._state is None or not filters.selective:
+            return None
+        filter_mask = getattr(self.catalog, "filter_mask", None)
+        got = filter_mask(filters) if filter_mask is not None else None
+        if got is None:
+            return None
+        passing, stamp = got
+        state = self._state
+
+        def mask_of(rows: Any) -> Any:
+            return self._vector_rows.mask(rows, self.catalog, passing, stamp,  # type: ignore[arg-type]
+                                          lambda ids: passages.passage_counts(state, ids))
+
+        # A record's passages may fill several of the nearest rows: half as many again as needed.
+        nearest = list(passages.best_per_record(search_masked(vector, depth + depth // 2, mask_of)))
+        ok = self.catalog.passing(nearest, filters)
+        return [i for i in nearest if i in ok][:depth]
 
     def _cosines(self, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
         """Exact dense scores of records: the best of their own vector's and their passages'."""

@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import heapq
 import json
 import logging
+import math
+import os
 import shutil
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
@@ -32,6 +35,12 @@ from .sync import (
     version_stamp,
 )
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from .columns import CatalogColumns, ColumnStamp
+
 log = logging.getLogger(__name__)
 
 __all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_file", "catalog_path",
@@ -42,6 +51,8 @@ _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
 _FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
+_ALL_MATCHES = 20_000  # FTS5 matches of a query scored in one pass and kept for its candidates' scores
+_MASKS_KEPT = 8  # filter masks kept per catalog state (a search asks twice; agents repeat their filters)
 FullText = Literal["fts5", "tantivy"]
 FULLTEXT_ENGINES: tuple[FullText, ...] = ("fts5", "tantivy")
 # What ranks full text when neither the caller nor the catalog names an engine. Never decided by what
@@ -102,6 +113,9 @@ class Catalog:
             raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
                                field="fulltext")
         self._tantivy: Any = None
+        self._columns: CatalogColumns | None = None  # broad filters checked in numpy (columns.py), on first use
+        self._masks: dict[tuple[ColumnStamp, Filters], npt.NDArray[np.bool_]] = {}  # the last few, read-only
+        self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,6 +278,9 @@ class Catalog:
         where, params = filter_sql(filters)
         with self._lock:
             sidecar = self._synced_sidecar()
+            masked = self._search_masked(sidecar, terms, k, filters, where, params)
+            if masked is not None:
+                return masked
             if sidecar is not None:
                 return self._search_sidecar(sidecar, terms, k, filters, where, params)
             return self._search_fts5(terms, k, where, params)
@@ -283,6 +300,9 @@ class Catalog:
             if not rows:
                 return {}
             sidecar = self._synced_sidecar()
+            matches = self._fts5_matches(terms) if sidecar is None else None
+            if matches is not None:  # every match scored already (this query's fts_search, as a rule)
+                return {rid: matches[row] for row, rid in rows.items() if row in matches}
             if sidecar is not None:
                 hits = sidecar.search(terms, len(rows), rows=list(rows))
             else:
@@ -330,15 +350,68 @@ class Catalog:
         # above that score, or when nothing was left out.
         return len(hits) < limit or (len(kept) >= k and -kept[k - 1][0] > hits[-1][1])
 
+    def _search_masked(self, sidecar: TantivySidecar | None, terms: list[str], k: int, filters: Filters, where: str,
+                       params: list[Any]) -> list[tuple[str, float]] | None:
+        """Broad filters the filter columns answer (a speaker, a time range): the best hits are
+        checked against the passing rows' mask, asking for as many as the passing share needs
+        (and four times more while short); only the kept ones go to SQLite, which confirms them.
+        None: not for these filters, or the share is too small (the other paths take over)."""
+        if not filters.selective:  # kinds alone: nearly every hit passes, the plain paths are as fast
+            return None
+        got = self.filter_mask(filters)
+        if got is None:
+            return None
+        mask = got[0]
+        passing = int(mask.sum())
+        if passing == 0:
+            return []
+        if sidecar is not None and passing <= _FEW:
+            rows = [int(r) for r in mask.nonzero()[0]]
+            return self._search_among(sidecar, terms, k, rows, where, params)
+        limit = max(2 * k, 64, math.ceil(2 * k * len(mask) / passing))
+        while limit <= _WIDEST * 4:
+            hits = sidecar.search(terms, limit) if sidecar is not None else self._fts5_hits(terms, limit)
+            kept = self._passing([(row, score) for row, score in hits if row >= len(mask) or mask[row]],
+                                 where, params)
+            if self._exact(hits, kept, k, limit):
+                return [(rid, -s) for s, rid in kept[:k]]
+            limit *= 4
+        return None
+
+    def _fts5_hits(self, terms: list[str], limit: int) -> list[tuple[int, float]]:
+        """The best ``limit`` FTS5 matches of the OR of ``terms`` as ``(row, score)``, higher better."""
+        matches = self._fts5_matches(terms)
+        if matches is not None:
+            return heapq.nsmallest(limit, matches.items(), key=lambda hit: (-hit[1], hit[0]))
+        return [(row, -s) for row, s in self._conn.execute(
+            "SELECT rowid, bm25(catalog_fts) AS s FROM catalog_fts WHERE catalog_fts MATCH ? ORDER BY s LIMIT ?",
+            (" OR ".join(f'"{t}"' for t in terms), limit))]
+
+    def _fts5_matches(self, terms: list[str]) -> dict[int, float] | None:
+        """Every FTS5 match of the OR of ``terms`` with its score (higher better), or None when
+        there are more than ``_ALL_MATCHES``. FTS5 scores every match to rank them anyway; kept
+        for the last query, the exact scores of the candidates (``fts_scores``) are lookups instead
+        of a second pass (~5 ms whatever the candidates: it walks the terms' doclists again). The
+        catalog changing, by this handle or another, drops what was kept."""
+        state = (tuple(terms), self._conn.total_changes,
+                 self._conn.execute("PRAGMA data_version").fetchone()[0])
+        if self._matches is not None and self._matches[0] == state:
+            return self._matches[1]
+        cursor = self._conn.execute("SELECT rowid, bm25(catalog_fts) FROM catalog_fts WHERE catalog_fts MATCH ?",
+                                    (" OR ".join(f'"{t}"' for t in terms),))
+        found = cursor.fetchmany(_ALL_MATCHES + 1)
+        cursor.close()
+        matches = None if len(found) > _ALL_MATCHES else {row: -score for row, score in found}
+        self._matches = (state, matches)
+        return matches
+
     def _search_fts5(self, terms: list[str], k: int, where: str, params: list[Any]) -> list[tuple[str, float]]:
         match = " OR ".join(f'"{t}"' for t in terms)
         # Most searches ask for rows in force now, which nearly every hit is: rank the FTS matches
         # alone, keep the best few, filter those. BM25 over all matches costs the same either
         # way; only the join is saved.
         limit = max(8 * k, 64)
-        hits = [(row, -s) for row, s in self._conn.execute(
-            "SELECT rowid, bm25(catalog_fts) AS s FROM catalog_fts WHERE catalog_fts MATCH ? ORDER BY s LIMIT ?",
-            (match, limit))]
+        hits = self._fts5_hits(terms, limit)
         kept = self._passing(hits, where, params)
         if self._exact(hits, kept, k, limit):
             return [(rid, -s) for s, rid in kept[:k]]
@@ -407,6 +480,61 @@ class Catalog:
             return None  # another process is writing it: answer from FTS5 this time
         self._sidecar_upto = newer
         return self._sidecar
+
+    def filter_mask(self, filters: Filters) -> tuple[npt.NDArray[np.bool_], ColumnStamp] | None:
+        """Whether each catalog row (by row number) passes ``filters``, from the filter columns
+        caught up now, and what they reflect; None for filters only SQLite answers (``columns.py``)."""
+        from .columns import CatalogColumns
+
+        if not CatalogColumns.handles(filters):
+            return None
+        with self._lock:
+            if self._columns is None:
+                born = self._born()
+                meta = self._meta()
+                self._columns = CatalogColumns.load(self._columns_path(), born, int(meta.get("generation", 0)),
+                                                    int(meta.get("deleted_rows", 0)))
+            stamp = self._columns.sync(self._conn)
+            self._columns.save_if_grown(self._columns_path())
+            if self._masks and next(iter(self._masks))[0] != stamp:
+                self._masks.clear()  # the catalog moved on
+            mask = self._masks.get((stamp, filters))
+            if mask is None:
+                mask = self._columns.mask(filters)
+                if mask is None:
+                    return None
+                while len(self._masks) >= _MASKS_KEPT:
+                    del self._masks[next(iter(self._masks))]
+                self._masks[(stamp, filters)] = mask
+        return mask, stamp
+
+    def _columns_path(self) -> Path:
+        return self.path.with_name(self.path.name + ".columns.npz")  # removed with the catalog (remove_catalog)
+
+    def _born(self) -> str:
+        """A token made once per catalog file: what is derived from this catalog carries it (a
+        catalog deleted and made again starts at the same generation and version)."""
+        found = self._conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
+        if found is None:
+            with transaction(self._conn):
+                self._conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('born', ?)", (os.urandom(8).hex(),))
+            found = self._conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
+        return str(found[0])
+
+    def rows_in_force(self, ids: Iterable[str] | None = None) -> dict[str, int]:
+        """The row number of each id's copy in force now (of the given ids, or of all)."""
+        with self._lock:
+            if ids is None:
+                return dict(self._conn.execute("SELECT id, row FROM catalog WHERE valid_to IS NULL"))
+            return dict(self._conn.execute(
+                f"SELECT c.id, c.row FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value"
+                " WHERE c.valid_to IS NULL", (json.dumps(list(dict.fromkeys(ids))),)))
+
+    def ids_after(self, row: int, upto: int) -> list[str]:
+        """The ids of the rows numbered ``(row, upto]`` (copies catalogued since ``row``)."""
+        with self._lock:
+            return [rid for (rid,) in self._conn.execute(
+                "SELECT id FROM catalog WHERE row > ? AND row <= ?", (row, upto))]
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         """Ids of the rows that pass ``filters`` (in force now unless ``as_of_version``), sorted."""
@@ -489,6 +617,9 @@ class Catalog:
                 self._conn.execute("DELETE FROM catalog_tags WHERE row = ?", (row,))
                 self._conn.execute("DELETE FROM catalog WHERE row = ?", (row,))
                 n += 1
+            if n:  # rows gone: every handle's filter columns (columns.py) reload
+                self._conn.execute("INSERT INTO meta (key, value) VALUES ('deleted_rows', ?) ON CONFLICT (key)"
+                                   " DO UPDATE SET value = CAST(value AS INTEGER) + excluded.value", (str(n),))
         return n
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -28,10 +28,11 @@ from soulpass.index.vectors.base import (
 )
 from soulpass.index.vectors.rows import RowStore
 
-__all__ = ["ExactIndex", "top_k"]
+__all__ = ["ExactIndex", "RowMask", "top_k"]
 
 Scores = npt.NDArray[np.float32]
 Rows = npt.NDArray[np.int64]
+RowMask = Callable[[RowStore], npt.NDArray[np.bool_]]  # which of a RowStore's rows may be returned
 
 
 def top_k(rows: Rows, scores: Scores, k: int) -> tuple[Rows, Scores]:
@@ -90,6 +91,23 @@ class ExactIndex:
             ids = self._rows.ids
             return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
+    def search_masked(self, vector: npt.ArrayLike, k: int, mask_of: RowMask) -> list[tuple[str, float]]:
+        """Like ``search`` among the rows ``mask_of(rows)`` allows: one bool per row of the
+        ``RowStore`` (dead rows are left out whatever it says). ``mask_of`` is called under this
+        index's lock, after it caught up with another process's writes, so it sees the rows searched."""
+        if k <= 0:
+            raise InvalidInput(f"k must be positive, got {k}", k=k)
+        query = unit_query(vector, self._meta.dim)
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            mask = np.asarray(mask_of(self._rows), dtype=np.bool_)
+            if len(mask) != self._rows.rows:
+                raise ValueError(f"the row mask has {len(mask)} rows, the index {self._rows.rows}")
+            rows, scores = self._ranked_mask(query, k, mask & self._rows.live_mask())
+            ids = self._rows.ids
+            return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
+
     def vectors_of(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """The stored (unit) vector of each of ``ids`` that has one (a passport's ``--vectors``)."""
         with self._lock:
@@ -121,6 +139,10 @@ class ExactIndex:
         if allowed is not None:
             return self._exact_rows(query, k, self._rows_of(allowed))
         return self._exact_rows(query, k, np.flatnonzero(self._rows.live_mask()))
+
+    def _ranked_mask(self, query: Scores, k: int, mask: npt.NDArray[np.bool_]) -> tuple[Rows, Scores]:
+        """The exact top ``k`` among the rows ``mask`` (live ones only) allows."""
+        return self._exact_rows(query, k, np.flatnonzero(mask))
 
     def _rows_of(self, allowed: Collection[str]) -> Rows:
         if len(allowed) <= self._rows.live_count:

@@ -38,7 +38,13 @@ How:
   graph is asked for enough candidates to expect the usual number of allowed live ones
   (over-fetch by the inverse of the allowed fraction), widening 4x while short, and falling back
   to exact over the allowed rows when the graph would have to return more than ``max_fetch``
-  candidates (or, with or without a filter, more than half of what it holds).
+  candidates (or, with or without a filter, more than half of what it holds);
+* with a row mask (``search_masked``: the caller knows which rows pass, ``index/filtered.py``): a
+  few passing rows are searched exactly; a share of at least ``GRAPH_SHARE`` through the graph
+  (asking for 1/share times the candidates, checked against the mask in numpy); a smaller share
+  ranks the passing rows by the Hamming distance of their sign bits (``signs.py``: 77k of 1M rows
+  in a few ms, where the graph would have to return ~13 times the candidates) and re-scores as
+  many as the graph would, exactly.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ import numpy as np
 
 from soulpass.errors import BackendUnavailable
 from soulpass.index.vectors.exact import ExactIndex, Rows, Scores
+from soulpass.index.vectors.signs import SignBits, hamming
 from soulpass.store.fsio import fsync_dir
 
 __all__ = ["HnswIndex"]
@@ -76,6 +83,9 @@ def _usearch_index_class() -> Any:
 
 
 SMALL_GRAPH = 20_000  # rows up to which the graph is built on one thread (deterministic, well connected)
+# A row mask passing at least this share of the live rows is searched through the graph (asking for
+# at most 1/share times the candidates); a smaller share ranks the passing rows by their sign bits.
+GRAPH_SHARE = 0.3
 
 
 def _b1_candidates(k: int, graph_rows: int, base: int | None = None) -> int:
@@ -124,6 +134,7 @@ class HnswIndex(ExactIndex):
         self._graph_rows = 0  # rows [0, _graph_rows) are in the graph in memory
         self._saved_rows = 0  # ... and [0, _saved_rows) in the graph file
         self._generation = self._rows.generation
+        self._signs: SignBits | None = None  # the rows' packed sign bits (filtered searches), on first use
         try:
             self._load_graph()
             self._seal_if_due()
@@ -135,7 +146,9 @@ class HnswIndex(ExactIndex):
         with self._lock:
             if self._graph is not None and self._saved_rows < self._graph_rows and not self.read_only:
                 self._save_graph()
-            self._graph, self._viewed = None, False
+            if self._signs is not None and not self.read_only:
+                self._signs.save_if_unsaved()
+            self._graph, self._viewed, self._signs = None, False, None
             super().close()
 
     # -- writing ---------------------------------------------------------------------------------
@@ -145,12 +158,14 @@ class HnswIndex(ExactIndex):
         if self._rows.generation != self._generation:  # compacted: rows were renumbered
             self._generation = self._rows.generation
             self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
+            self._signs = None
         self._seal_if_due()
 
     def _refreshed(self) -> None:
         if self._rows.generation != self._generation:  # the writer compacted: its graph is saved for it
             self._generation = self._rows.generation
             self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
+            self._signs = None
             self._load_graph()
         self._seal_if_due()
 
@@ -282,6 +297,40 @@ class HnswIndex(ExactIndex):
             if len(keys) >= k:
                 return np.sort(keys)
             fetch *= 4
+
+    def _ranked_mask(self, query: Scores, k: int, mask: np.ndarray[Any, np.dtype[np.bool_]]) -> tuple[Rows, Scores]:
+        allowed = np.flatnonzero(mask)
+        if self._graph is None or len(allowed) <= self.exact_allowed:
+            return self._exact_rows(query, k, allowed)
+        share = len(allowed) / max(1, self._rows.live_count)
+        if self.quantization == "b1" and share < GRAPH_SHARE:
+            return self._exact_rows(query, k, self._sign_candidates(query, k, allowed))
+        start, end = self._graph_rows, self._rows.rows
+        tail = start + np.flatnonzero(mask[start:end])
+        graph_live = max(1, self._rows.live_count)
+        fraction = min(1.0, graph_live / max(1, len(self._graph))) * share
+        wanted = (_b1_candidates(k, len(self._graph), self.b1_base) if self.quantization == "b1"
+                  else math.ceil(1.25 * k) + 8)
+        fetch = math.ceil(wanted / max(fraction, 1e-9))
+        while 2 * fetch <= len(self._graph):
+            keys = np.asarray(self._graph.search(self._graph_vectors(query), fetch).keys, dtype=np.int64)
+            keys = keys[mask[keys]]
+            if len(keys) + len(tail) >= k:
+                return self._exact_rows(query, k, np.concatenate([np.sort(keys), tail]))
+            fetch *= 4
+        return self._exact_rows(query, k, allowed)  # the graph cannot find k cheaply: exact over them all
+
+    def _sign_candidates(self, query: Scores, k: int, allowed: Rows) -> Rows:
+        """The allowed rows nearest ``query`` by the Hamming distance of their sign bits, as many
+        as the graph would re-score for a top ``k`` among that many rows (sorted)."""
+        if self._signs is None:
+            self._signs = SignBits(self.folder, self._rows.generation, self._meta.dim, read_only=self.read_only)
+        packed = self._signs.take(allowed, self._rows.rows, self._rows.matrix())
+        distance = hamming(packed, np.packbits(query > 0))
+        wanted = min(len(allowed), _b1_candidates(k, len(allowed), self.b1_base))
+        if wanted < len(allowed):
+            allowed = allowed[np.argpartition(distance, wanted - 1)[:wanted]]
+        return np.sort(allowed)
 
     def _keep_allowed(self, rows: Rows, allowed: Collection[str]) -> Rows:
         ids = self._rows.ids

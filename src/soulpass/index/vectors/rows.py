@@ -12,6 +12,7 @@ Layout of the folder (``G`` is the generation named in ``state.json``)::
     ids-G-R.keys.npy   the live ids of rows [0, R) as sorted fixed-width UTF-8, and beside it
     ids-G-R.rows.npy   their rows: a derived checkpoint (written each time the rows grew by a
                        quarter), memory-mapped to find ids' rows without an id -> row map
+    signs-G-R.b1       the sign bits of rows [0, R), packed (``signs.py``; derived, the HNSW backend's)
     lock               flock held while the index is open for writing
 
 Why this shape: rows are only ever appended, so an update is "new row, old row dead" and a write
@@ -57,7 +58,7 @@ from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, l
 __all__ = ["RowStore"]
 
 _HEADER = struct.Struct("<II")
-_GEN_FILE = re.compile(r"^(vectors|journal|graph|ids)-(\d+)(-\d+)?\.(f32|log|usearch|keys\.npy|rows\.npy)$")
+_GEN_FILE = re.compile(r"^(vectors|journal|graph|ids|signs)-(\d+)(-\d+)?\.(f32|log|usearch|keys\.npy|rows\.npy|b1)$")
 CHECKPOINT_MIN_ROWS = 16_384  # no sorted-ids checkpoint below this; then one each time rows grow by a quarter
 
 
@@ -330,7 +331,7 @@ class RowStore:
             os.replace(tmp, path)
         old = self._checkpoint
         self._checkpoint, self._tail = self._load_checkpoint(), None
-        if old is not None:
+        if old is not None and old[2] != self.rows:  # not the files just written (the same row count)
             for path in self._checkpoint_paths(old[2]):
                 path.unlink(missing_ok=True)
 
