@@ -190,6 +190,8 @@ def test_search_masked_finds_the_top_among_the_mask(tmp_path: Path, quantization
         truth = ok[np.argsort(-(data[ok] @ q), kind="stable")[:10]]
         return len({int(i[1:]) for i, _ in got} & set(truth.tolist())) / 10
 
+    idx.prepare_masked(lambda rows: np.ones(rows.rows, dtype=np.bool_))  # packs the sign bits up front
+    assert (idx._signs is not None and idx._signs.rows == n) == (quantization == "b1")
     plain = float(np.mean([recall(idx.search(q, 10), live, q) for q in queries]))
     rng = np.random.default_rng(5)
     for share in (0.6, 0.08, 0.005):  # the graph, the sign bits, exact (<= exact_allowed rows)
@@ -261,6 +263,20 @@ def test_passage_rows_take_their_records_mask(tmp_path: Path) -> None:
     acct.close()
 
 
+def _count_full_builds(idx: AccountIndex, monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """The ``ids`` of each ``rows_in_force`` call (None: every id, a full build of the row map)."""
+    calls: list[object] = []
+    catalog: Any = idx.catalog
+    real = catalog.rows_in_force
+
+    def counting(ids: Any = None) -> Any:
+        calls.append(ids)
+        return real(ids)
+
+    monkeypatch.setattr(catalog, "rows_in_force", counting)
+    return calls
+
+
 def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from soulpass.index import filtered
     from soulpass.index.catalog import columns
@@ -276,9 +292,7 @@ def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkey
     kept = [*acct.store.index_dir().rglob("*.columns.npz"), *acct.store.index_dir().rglob("*.catalog-rows.npz")]
     assert len(kept) == 2
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
-    full_builds: list[object] = []
-    real = idx.catalog.rows_in_force
-    monkeypatch.setattr(idx.catalog, "rows_in_force", lambda ids=None: full_builds.append(ids) or real(ids))
+    full_builds = _count_full_builds(idx, monkeypatch)
     _check_all(idx)
     assert None not in full_builds, "the map was rebuilt although it was kept"
     assert idx.catalog._columns is not None and idx.catalog._columns.saved_rows > 0  # type: ignore[attr-defined]
@@ -316,3 +330,27 @@ def test_a_repeated_query_is_embedded_once(index: Any) -> None:
     assert all(h.row is not None and h.row.agent == "bob" for h in again)
     idx.search("apple tax", 5)
     assert calls == [["violin river"], ["apple tax"]]
+
+
+def test_a_large_catch_up_prepares_the_filters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a catch-up that wrote many vectors the masks are built and kept: the first filtered
+    search of the next handle builds nothing."""
+    from soulpass.index import filtered, search
+    from soulpass.index.catalog import columns
+
+    monkeypatch.setattr(columns, "SAVE_MIN_ROWS", 1)
+    monkeypatch.setattr(filtered, "SAVE_MIN_ROWS", 1)
+    monkeypatch.setattr(search, "PREPARE_FILTERS_AFTER", 300)
+    acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
+    acct.bulk_append(_turns(400, 1, START))
+    idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
+    idx.catch_up()
+    idx.close()
+    kept = [*acct.store.index_dir().rglob("*.columns.npz"), *acct.store.index_dir().rglob("*.catalog-rows.npz")]
+    assert len(kept) == 2
+    idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
+    full_builds = _count_full_builds(idx, monkeypatch)
+    _check_all(idx)
+    assert None not in full_builds
+    idx.close()
+    acct.close()

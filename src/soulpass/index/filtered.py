@@ -122,7 +122,7 @@ class VectorCatalogRows:
         if self._path is None or self._key is None or n < max(SAVE_MIN_ROWS, self._saved_rows + self._saved_rows // 4):
             return
         meta: dict[str, Any] = {"key": list(self._key), "upto": self._upto, "samples": _samples(store.ids, n)}
-        tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}.tmp")
+        tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")
         try:
             with open(tmp, "wb") as f:
                 np.savez(f, rows=self._catalog_rows, meta=np.array(json.dumps(meta)))

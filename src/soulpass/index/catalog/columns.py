@@ -137,7 +137,7 @@ class CatalogColumns:
         meta = {"born": self.stamp.born, "generation": self.stamp.generation, "deleted": self.stamp.deleted,
                 "version": self.stamp.version, "rows": self.rows, "kinds": list(self._kinds),
                 "agents": list(self._agents)}
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp = path.with_name(f"{path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")  # unique; remove_catalog takes it
         try:
             with open(tmp, "wb") as f:
                 np.savez(f, kind=self._kind[:n], agent=self._agent[:n], event=self._event[:n],

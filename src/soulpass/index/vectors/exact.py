@@ -108,6 +108,18 @@ class ExactIndex:
             ids = self._rows.ids
             return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
+    def prepare_masked(self, mask_of: RowMask) -> None:
+        """Build what ``search_masked`` needs before the first one: ``mask_of`` once, under the lock
+        (its caller keeps what it builds) and whatever this backend ranks masked rows by."""
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            mask_of(self._rows)
+            self._prepare_mask()
+
+    def _prepare_mask(self) -> None:
+        """Nothing for exact search."""
+
     def vectors_of(self, ids: Sequence[str]) -> dict[str, npt.NDArray[np.float32]]:
         """The stored (unit) vector of each of ``ids`` that has one (a passport's ``--vectors``)."""
         with self._lock:

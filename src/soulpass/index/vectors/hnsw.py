@@ -320,12 +320,20 @@ class HnswIndex(ExactIndex):
             fetch *= 4
         return self._exact_rows(query, k, allowed)  # the graph cannot find k cheaply: exact over them all
 
+    def _prepare_mask(self) -> None:
+        """Pack every row's sign bits (and keep them on disk) when a graph will rank masked rows by them."""
+        if self.quantization == "b1" and self._graph is not None:
+            self._sign_bits().take(np.zeros(0, dtype=np.int64), self._rows.rows, self._rows.matrix())
+
+    def _sign_bits(self) -> SignBits:
+        if self._signs is None:
+            self._signs = SignBits(self.folder, self._rows.generation, self._meta.dim, read_only=self.read_only)
+        return self._signs
+
     def _sign_candidates(self, query: Scores, k: int, allowed: Rows) -> Rows:
         """The allowed rows nearest ``query`` by the Hamming distance of their sign bits, as many
         as the graph would re-score for a top ``k`` among that many rows (sorted)."""
-        if self._signs is None:
-            self._signs = SignBits(self.folder, self._rows.generation, self._meta.dim, read_only=self.read_only)
-        packed = self._signs.take(allowed, self._rows.rows, self._rows.matrix())
+        packed = self._sign_bits().take(allowed, self._rows.rows, self._rows.matrix())
         distance = hamming(packed, np.packbits(query > 0))
         wanted = min(len(allowed), _b1_candidates(k, len(allowed), self.b1_base))
         if wanted < len(allowed):
