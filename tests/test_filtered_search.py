@@ -102,7 +102,7 @@ def _check_all(idx: AccountIndex, queries: Sequence[str] = ("apple river", "viol
     for filters in _filters():
         for query in queries:
             qvec = idx.embedder.embed_batch([query])[0]  # type: ignore[union-attr]
-            masked = idx._dense_masked(qvec, 30, filters)
+            masked = idx._masked.nearest(qvec, 30, filters)
             assert masked is not None, filters
             assert masked == _sql_dense(idx, query, 30, filters), (filters, query)
 
@@ -256,8 +256,8 @@ def test_passage_rows_take_their_records_mask(tmp_path: Path) -> None:
     idx.catch_up()
     assert idx._state is not None and passages.total(idx._state) > 0  # the long turn has passages
     qvec = HashEmbedder().embed_batch(["violin river."])[0]
-    bob = idx._dense_masked(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="bob"))
-    ann = idx._dense_masked(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="ann"))
+    bob = idx._masked.nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="bob"))
+    ann = idx._masked.nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="ann"))
     assert bob is not None and ann is not None and len(bob) == 1 and len(ann) == 1 and bob != ann
     idx.close()
     acct.close()
@@ -295,7 +295,8 @@ def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkey
     full_builds = _count_full_builds(idx, monkeypatch)
     _check_all(idx)
     assert None not in full_builds, "the map was rebuilt although it was kept"
-    assert idx.catalog._columns is not None and idx.catalog._columns.saved_rows > 0  # type: ignore[attr-defined]
+    masks = idx.catalog._masks  # type: ignore[attr-defined]
+    assert masks.columns is not None and masks.columns.saved_rows > 0  # loaded from the file
     acct.bulk_append(_turns(60, 2, START + timedelta(hours=500)))  # caught up from what was kept
     idx.catch_up()
     _check_all(idx)

@@ -39,7 +39,8 @@ from soulpass.index.catalog.schema import configure, transaction
 from soulpass.index.seed_file import load_seed
 from soulpass.index.vectors import VectorIndex
 
-__all__ = ["EmbedBacklog", "EmbedFn", "SeededEmbedding", "drain_until_empty", "indexing_embed", "text_hash"]
+__all__ = ["EmbedBacklog", "EmbedFn", "SeededEmbedding", "drain_until_empty", "embedded_state", "indexing_embed",
+           "text_hash"]
 
 EmbedFn = Callable[[list[str]], Vectors]
 Progress = Callable[[int, int], None]
@@ -261,3 +262,21 @@ class EmbedBacklog:
             row = CatalogRow.from_sql(values)
             latest[row.id] = row
         return latest
+
+
+def embedded_state(path: Path, model_id: str) -> sqlite3.Connection:
+    """Which record texts are embedded (by text hash), for which model, up to which version."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
+    conn.execute("PRAGMA journal_mode=WAL")
+    with conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS embed_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        conn.execute("CREATE TABLE IF NOT EXISTS embedded (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)")
+        passages.create_table(conn)  # kept across model changes: it says what the vector folder holds
+        conn.execute("INSERT OR IGNORE INTO embed_meta VALUES ('version', '0'), ('model_id', ?)", (model_id,))
+        stored = conn.execute("SELECT value FROM embed_meta WHERE key = 'model_id'").fetchone()[0]
+        if stored != model_id:  # another model: its vectors are useless, start over
+            conn.execute("DELETE FROM embedded")
+            conn.execute("UPDATE embed_meta SET value = '0' WHERE key = 'version'")
+            conn.execute("UPDATE embed_meta SET value = ? WHERE key = 'model_id'", (model_id,))
+    return conn

@@ -20,8 +20,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sqlite3
 import zipfile
 from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,17 +31,65 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.index import passages
+from soulpass.index.catalog.query import Filters
+from soulpass.index.recipe import SEARCHABLE_KINDS
 
 if TYPE_CHECKING:
     from soulpass.index.catalog import Catalog
     from soulpass.index.catalog.columns import ColumnStamp
     from soulpass.index.vectors.rows import RowStore
 
-__all__ = ["VectorCatalogRows"]
+__all__ = ["MaskedDense", "VectorCatalogRows"]
 
 PassageCounts = Callable[[list[str]], dict[str, int]]
 SAVE_MIN_ROWS = 16_384  # maps of fewer vector rows are not written to disk
 _SAMPLES = 16  # vector rows whose ids the file keeps, to recognise the rows it was made from
+
+
+class MaskedDense:
+    """The dense part of a search with a broad filter, over a local vector index: the catalog's
+    mask of passing rows (``Catalog.filter_mask``) becomes a mask of vector rows, the index searches
+    among those (``search_masked``), and SQLite confirms only the ``depth`` records kept."""
+
+    def __init__(self, index: Any, catalog: Catalog, state: sqlite3.Connection, path: Path | None) -> None:
+        self._index, self._catalog, self._state = index, catalog, state
+        self._rows = VectorCatalogRows(path)
+
+    @classmethod
+    def over(cls, vectors: Any, catalog: Any, state: sqlite3.Connection | None, path: Path | None,
+             ) -> MaskedDense | None:
+        """For ``vectors`` (a shared handle: the index behind it) and ``catalog``; None where they
+        do not answer masks (a Chroma index, a PostgreSQL catalog)."""
+        index = getattr(vectors, "inner", vectors)
+        if state is None or not hasattr(index, "search_masked") or not hasattr(catalog, "filter_mask"):
+            return None
+        return cls(index, catalog, state, path)
+
+    def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str] | None:
+        """Ids of the ``depth`` records nearest ``vector`` (by their own or a passage's vector)
+        passing ``filters``, best first; None for filters the masks do not answer (none at all
+        but kinds, a session, tags, "as of")."""
+        if not filters.selective:
+            return None
+        got = self._catalog.filter_mask(filters)
+        if got is None:
+            return None
+        # A record's passages may fill several of the nearest rows: half as many again as needed.
+        hits = self._index.search_masked(vector, depth + depth // 2, self._mask_of(*got))
+        nearest = list(passages.best_per_record(hits))
+        ok = self._catalog.passing(nearest, filters)
+        return [i for i in nearest if i in ok][:depth]
+
+    def prepare(self) -> None:
+        """Build (and keep on disk) the columns, the row map and what the index ranks masked rows by."""
+        got = self._catalog.filter_mask(Filters(kinds=SEARCHABLE_KINDS, until=datetime.max.replace(tzinfo=UTC)))
+        if got is not None:
+            self._index.prepare_masked(self._mask_of(*got))
+
+    def _mask_of(self, passing: npt.NDArray[np.bool_], stamp: ColumnStamp) -> Callable[[RowStore], Any]:
+        state = self._state
+        return lambda rows: self._rows.mask(rows, self._catalog, passing, stamp,
+                                            lambda ids: passages.passage_counts(state, ids))
 
 
 class VectorCatalogRows:
@@ -101,7 +151,6 @@ class VectorCatalogRows:
                     self._catalog_rows[row] = in_force.get(passages.record_of(vector_id), -1)
             self._upto = upto
         return store.rows != held or self._upto != upto_held
-
 
     def _load(self, store: RowStore, key: tuple[int, str, int, int]) -> None:
         """Take the map kept on disk if it was made from these vector rows and this catalog."""

@@ -8,15 +8,13 @@ the text changed (the embedder's ``model_id`` is recorded, so vectors are never 
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import re
 import sqlite3
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +24,13 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index import passages
-from soulpass.index.backlog import EmbedBacklog, indexing_embed, text_hash
+from soulpass.index.backlog import EmbedBacklog, embedded_state, indexing_embed, text_hash
 from soulpass.index.buffer_rows import buffer_fts, buffer_links, passes
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, FullText, Traits, catalog_path
 from soulpass.index.catalog.query import query_terms
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
-from soulpass.index.filtered import VectorCatalogRows
+from soulpass.index.filtered import MaskedDense
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
@@ -126,9 +124,10 @@ class AccountIndex:
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
-        self._query_vectors: OrderedDict[str, Any] = OrderedDict()  # the last queries' vectors (LRU)
-        self._query_lock = threading.Lock()  # the server searches from several threads
-        self._vector_rows = VectorCatalogRows()  # local vector rows -> catalog rows (filtered dense search)
+        # A repeated query is not embedded again (an agent's turn often searches its message twice).
+        self._embed_query = functools.lru_cache(maxsize=QUERY_VECTOR_CACHE)(
+            lambda query: self.embedder.embed_batch([query])[0] if self.embedder is not None else None)
+        self._masked: MaskedDense | None = None  # broad filters over a local vector index (filtered.py)
         self._state: sqlite3.Connection | None = None
         self._in_database: PgVectors | None = None
         in_database = getattr(store, "index_database", None)
@@ -146,9 +145,10 @@ class AccountIndex:
             folder = account_vectors_folder(store.index_dir(), backend, embedder.model_id)
             self.vectors = open_vector_index(folder, model_id=embedder.model_id, dim=embedder.dim, backend=backend)
             # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
-            self._state = _embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
+            self._state = embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
                                           f"{embedder.model_id}|{EMBED_RECIPE}")
-            self._vector_rows = VectorCatalogRows(folder.with_name(folder.name + ".catalog-rows.npz"))
+            self._masked = MaskedDense.over(self.vectors, catalog, self._state,
+                                            folder.with_name(folder.name + ".catalog-rows.npz"))
             self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
                                         f"{embedder.model_id}|{EMBED_RECIPE}", self.vectors, embed_text,
                                         SEARCHABLE_KINDS, passages_of=embed_passages,
@@ -208,25 +208,12 @@ class AccountIndex:
         return report
 
     def prepare_filters(self) -> bool:
-        """Build and keep on disk what broad filters are answered with (``_dense_masked``): the
-        catalog's filter columns, the vector rows' catalog rows and their sign bits; ~5 s at 1M
-        records, which the first filtered search would pay otherwise. False where search does not
-        use them (another catalog or vector backend)."""
-        prepare = getattr(getattr(self.vectors, "inner", self.vectors), "prepare_masked", None)
-        filter_mask = getattr(self.catalog, "filter_mask", None)
-        if filter_mask is None or self._state is None or prepare is None:
+        """Build and keep on disk what broad filters are answered with (``filtered.MaskedDense``):
+        ~5 s at 1M records, which the first filtered search would pay otherwise. False where search
+        does not use them (another catalog or vector backend)."""
+        if self._masked is None:
             return False
-        got = filter_mask(Filters(kinds=SEARCHABLE_KINDS, until=datetime.max.replace(tzinfo=UTC)))
-        if got is None:
-            return False
-        passing, stamp = got
-        state = self._state
-
-        def mask_of(rows: Any) -> Any:
-            return self._vector_rows.mask(rows, self.catalog, passing, stamp,  # type: ignore[arg-type]
-                                          lambda ids: passages.passage_counts(state, ids))
-
-        prepare(mask_of)
+        self._masked.prepare()
         return True
 
     def rebuild(self, progress: Progress | None = None) -> CatchUpReport:
@@ -367,29 +354,19 @@ class AccountIndex:
         self.dense_error = None
         if self.vectors is None or self.embedder is None or not query.strip():
             return None
-        with self._query_lock:
-            cached = self._query_vectors.get(query)
-            if cached is not None:  # asked again (an agent's turn often searches its message twice)
-                self._query_vectors.move_to_end(query)
-                return cached
         try:
-            vector = self.embedder.embed_batch([query])[0]
+            return self._embed_query(query)  # the last QUERY_VECTOR_CACHE queries' vectors are kept
         except BackendUnavailable as exc:  # e.g. Redis down and no local model: full text still answers
             log.warning("search %s by full text only: %s", self.store.name, exc)
             self.dense_error = str(exc)
             return None
-        with self._query_lock:
-            self._query_vectors[query] = vector
-            while len(self._query_vectors) > QUERY_VECTOR_CACHE:
-                self._query_vectors.popitem(last=False)
-        return vector
 
     def _dense(self, vector: Any, depth: int, filters: Filters) -> list[str]:
         """Ids of the ``depth`` records nearest ``vector`` by their own or a passage's vector
         (passing the filters), best first; their exact cosines come from ``_complete``."""
         assert self.vectors is not None
-        masked = self._dense_masked(vector, depth, filters)
-        if masked is not None:
+        masked = self._masked.nearest(vector, depth, filters) if self._masked is not None else None
+        if masked is not None:  # a broad filter over a local index: masks in numpy (filtered.py)
             return masked
         if filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id):
             # Many rows may pass (a speaker, a time range): ask the vector index for more than
@@ -411,30 +388,6 @@ class AccountIndex:
             return []
         # By the records' own vectors: the passages of a few candidates are scored in ``_complete``.
         return [i for i, _ in self.vectors.search(vector, depth, allowed=allowed)]
-
-    def _dense_masked(self, vector: Any, depth: int, filters: Filters) -> list[str] | None:
-        """``_dense`` for broad filters the catalog's filter columns answer, over a local vector
-        index: the vector rows are masked in numpy (``filtered.py``), so only the ``depth`` found
-        are checked in SQLite. None when that does not apply (no such filter, another backend)."""
-        inner = getattr(self.vectors, "inner", self.vectors)
-        search_masked = getattr(inner, "search_masked", None)
-        if search_masked is None or self._state is None or not filters.selective:
-            return None
-        filter_mask = getattr(self.catalog, "filter_mask", None)
-        got = filter_mask(filters) if filter_mask is not None else None
-        if got is None:
-            return None
-        passing, stamp = got
-        state = self._state
-
-        def mask_of(rows: Any) -> Any:
-            return self._vector_rows.mask(rows, self.catalog, passing, stamp,  # type: ignore[arg-type]
-                                          lambda ids: passages.passage_counts(state, ids))
-
-        # A record's passages may fill several of the nearest rows: half as many again as needed.
-        nearest = list(passages.best_per_record(search_masked(vector, depth + depth // 2, mask_of)))
-        ok = self.catalog.passing(nearest, filters)
-        return [i for i in nearest if i in ok][:depth]
 
     def _cosines(self, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
         """Exact dense scores of records: the best of their own vector's and their passages'."""
@@ -629,24 +582,6 @@ def _standardised(values: list[float]) -> list[float]:
     mean = sum(values) / len(values)
     sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
     return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
-
-
-def _embedded_state(path: Path, model_id: str) -> sqlite3.Connection:
-    """Which record texts are embedded (by text hash), for which model, up to which version."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    with conn:
-        conn.execute("CREATE TABLE IF NOT EXISTS embed_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
-        conn.execute("CREATE TABLE IF NOT EXISTS embedded (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)")
-        passages.create_table(conn)  # kept across model changes: it says what the vector folder holds
-        conn.execute("INSERT OR IGNORE INTO embed_meta VALUES ('version', '0'), ('model_id', ?)", (model_id,))
-        stored = conn.execute("SELECT value FROM embed_meta WHERE key = 'model_id'").fetchone()[0]
-        if stored != model_id:  # another model: its vectors are useless, start over
-            conn.execute("DELETE FROM embedded")
-            conn.execute("UPDATE embed_meta SET value = '0' WHERE key = 'version'")
-            conn.execute("UPDATE embed_meta SET value = ? WHERE key = 'model_id'", (model_id,))
-    return conn
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

@@ -6,7 +6,6 @@ import heapq
 import json
 import logging
 import math
-import os
 import shutil
 import sqlite3
 import threading
@@ -39,7 +38,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from .columns import CatalogColumns, ColumnStamp
+    from .columns import CatalogMasks, ColumnStamp
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +51,6 @@ _WIDEST = 4096  # the most sidecar hits checked against broad filters before sea
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
 _FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
 _ALL_MATCHES = 20_000  # FTS5 matches of a query scored in one pass and kept for its candidates' scores
-_MASKS_KEPT = 8  # filter masks kept per catalog state (a search asks twice; agents repeat their filters)
 FullText = Literal["fts5", "tantivy"]
 FULLTEXT_ENGINES: tuple[FullText, ...] = ("fts5", "tantivy")
 # What ranks full text when neither the caller nor the catalog names an engine. Never decided by what
@@ -113,8 +111,7 @@ class Catalog:
             raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
                                field="fulltext")
         self._tantivy: Any = None
-        self._columns: CatalogColumns | None = None  # broad filters checked in numpy (columns.py), on first use
-        self._masks: dict[tuple[ColumnStamp, Filters], npt.NDArray[np.bool_]] = {}  # the last few, read-only
+        self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
@@ -484,42 +481,13 @@ class Catalog:
     def filter_mask(self, filters: Filters) -> tuple[npt.NDArray[np.bool_], ColumnStamp] | None:
         """Whether each catalog row (by row number) passes ``filters``, from the filter columns
         caught up now, and what they reflect; None for filters only SQLite answers (``columns.py``)."""
-        from .columns import CatalogColumns
-
-        if not CatalogColumns.handles(filters):
-            return None
         with self._lock:
-            if self._columns is None:
-                born = self._born()
-                meta = self._meta()
-                self._columns = CatalogColumns.load(self._columns_path(), born, int(meta.get("generation", 0)),
-                                                    int(meta.get("deleted_rows", 0)))
-            stamp = self._columns.sync(self._conn)
-            self._columns.save_if_grown(self._columns_path())
-            if self._masks and next(iter(self._masks))[0] != stamp:
-                self._masks.clear()  # the catalog moved on
-            mask = self._masks.get((stamp, filters))
-            if mask is None:
-                mask = self._columns.mask(filters)
-                if mask is None:
-                    return None
-                while len(self._masks) >= _MASKS_KEPT:
-                    del self._masks[next(iter(self._masks))]
-                self._masks[(stamp, filters)] = mask
-        return mask, stamp
+            if self._masks is None:
+                from .columns import CatalogMasks
 
-    def _columns_path(self) -> Path:
-        return self.path.with_name(self.path.name + ".columns.npz")  # removed with the catalog (remove_catalog)
-
-    def _born(self) -> str:
-        """A token made once per catalog file: what is derived from this catalog carries it (a
-        catalog deleted and made again starts at the same generation and version)."""
-        found = self._conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
-        if found is None:
-            with transaction(self._conn):
-                self._conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('born', ?)", (os.urandom(8).hex(),))
-            found = self._conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
-        return str(found[0])
+                # Beside the catalog, named after it: remove_catalog removes it too.
+                self._masks = CatalogMasks(self.path.with_name(self.path.name + ".columns.npz"))
+            return self._masks.mask(self._conn, filters)
 
     def rows_in_force(self, ids: Iterable[str] | None = None) -> dict[str, int]:
         """The row number of each id's copy in force now (of the given ids, or of all)."""

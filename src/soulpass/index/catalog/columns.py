@@ -37,12 +37,14 @@ import numpy.typing as npt
 
 from .query import Filters, as_utc
 from .rows import to_us
+from .schema import transaction
 
-__all__ = ["CatalogColumns", "ColumnStamp"]
+__all__ = ["CatalogColumns", "CatalogMasks", "ColumnStamp", "catalog_born"]
 
 _NO_TIME = np.iinfo(np.int64).min  # a row without an event time: outside every time range
 _GROW = 1.25  # arrays grow by a quarter (amortised appends)
 SAVE_MIN_ROWS = 16_384  # columns of fewer rows are not written to disk (a load costs next to nothing)
+MASKS_KEPT = 8  # filter masks kept per catalog state (a search asks twice; agents repeat their filters)
 _A = TypeVar("_A", bound="np.ndarray[Any, Any]")
 
 
@@ -218,6 +220,51 @@ class CatalogColumns:
                 self._kind_masks.clear()
             self._kind_masks[key] = found
         return found
+
+
+class CatalogMasks:
+    """The filter columns of one catalog, loaded (from their file, else from SQLite) on first use
+    and caught up at each ask, and the masks of the last few filters asked for."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path  # where the columns are kept
+        self.columns: CatalogColumns | None = None
+        self._masks: dict[tuple[ColumnStamp, Filters], npt.NDArray[np.bool_]] = {}
+
+    def mask(self, conn: sqlite3.Connection, filters: Filters) -> tuple[npt.NDArray[np.bool_], ColumnStamp] | None:
+        """``CatalogColumns.mask`` of the catalog ``conn`` reads, as it is now, and the stamp it
+        reflects; None for filters the columns do not hold. The caller serialises calls."""
+        if not CatalogColumns.handles(filters):
+            return None
+        if self.columns is None:
+            born = catalog_born(conn)
+            meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('generation', 'deleted_rows')"))
+            self.columns = CatalogColumns.load(self.path, born, int(meta.get("generation", 0)),
+                                               int(meta.get("deleted_rows", 0)))
+        stamp = self.columns.sync(conn)
+        self.columns.save_if_grown(self.path)
+        if self._masks and next(iter(self._masks))[0] != stamp:
+            self._masks.clear()  # the catalog moved on
+        mask = self._masks.get((stamp, filters))
+        if mask is None:
+            mask = self.columns.mask(filters)
+            if mask is None:
+                return None
+            while len(self._masks) >= MASKS_KEPT:
+                del self._masks[next(iter(self._masks))]
+            self._masks[(stamp, filters)] = mask
+        return mask, stamp
+
+
+def catalog_born(conn: sqlite3.Connection) -> str:
+    """A token made once per catalog file: what is derived from the catalog carries it (a catalog
+    deleted and made again starts at the same generation and version)."""
+    found = conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
+    if found is None:
+        with transaction(conn):
+            conn.execute("INSERT OR IGNORE INTO meta (key, value) VALUES ('born', ?)", (os.urandom(8).hex(),))
+        found = conn.execute("SELECT value FROM meta WHERE key = 'born'").fetchone()
+    return str(found[0])
 
 
 def _us(when: datetime) -> int:
