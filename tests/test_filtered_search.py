@@ -277,7 +277,10 @@ def _count_full_builds(idx: AccountIndex, monkeypatch: pytest.MonkeyPatch) -> li
     return calls
 
 
-def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def _account_with_kept_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, search_first: bool,
+                             ) -> tuple[Any, list[Path]]:
+    """An account of 400 turns whose index was caught up (and, with ``search_first``, searched with
+    filters) by a handle now closed; the files it kept the masks in (saved from the first row on)."""
     from soulpass.index import filtered
     from soulpass.index.catalog import columns
 
@@ -287,10 +290,16 @@ def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkey
     acct.bulk_append(_turns(400, 1, START))
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
     idx.catch_up()
-    _check_all(idx)
+    if search_first:
+        _check_all(idx)
     idx.close()
     kept = [*acct.store.index_dir().rglob("*.columns.npz"), *acct.store.index_dir().rglob("*.catalog-rows.npz")]
     assert len(kept) == 2
+    return acct, kept
+
+
+def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct, kept = _account_with_kept_masks(tmp_path, monkeypatch, search_first=True)
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
     full_builds = _count_full_builds(idx, monkeypatch)
     _check_all(idx)
@@ -336,19 +345,10 @@ def test_a_repeated_query_is_embedded_once(index: Any) -> None:
 def test_a_large_catch_up_prepares_the_filters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a catch-up that wrote many vectors the masks are built and kept: the first filtered
     search of the next handle builds nothing."""
-    from soulpass.index import filtered, search
-    from soulpass.index.catalog import columns
+    from soulpass.index import search
 
-    monkeypatch.setattr(columns, "SAVE_MIN_ROWS", 1)
-    monkeypatch.setattr(filtered, "SAVE_MIN_ROWS", 1)
     monkeypatch.setattr(search, "PREPARE_FILTERS_AFTER", 300)
-    acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
-    acct.bulk_append(_turns(400, 1, START))
-    idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
-    idx.catch_up()
-    idx.close()
-    kept = [*acct.store.index_dir().rglob("*.columns.npz"), *acct.store.index_dir().rglob("*.catalog-rows.npz")]
-    assert len(kept) == 2
+    acct, _ = _account_with_kept_masks(tmp_path, monkeypatch, search_first=False)  # the catch-up alone
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
     full_builds = _count_full_builds(idx, monkeypatch)
     _check_all(idx)

@@ -60,6 +60,7 @@ import numpy as np
 
 from soulpass.errors import BackendUnavailable
 from soulpass.index.vectors.exact import ExactIndex, Rows, Scores
+from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming
 from soulpass.store.fsio import fsync_dir
 
@@ -229,13 +230,7 @@ class HnswIndex(ExactIndex):
         return int(min(256, max(64, round(64 * math.sqrt(size / 100_000)))))
 
     def _graph_files(self) -> list[tuple[int, Path]]:
-        prefix = f"graph-{self._rows.generation}-"
-        found = []
-        for path in self.folder.glob(f"{prefix}*.usearch"):
-            covered = path.name[len(prefix):-len(".usearch")]
-            if covered.isdigit():
-                found.append((int(covered), path))
-        return sorted(found)
+        return numbered_files(self.folder, f"graph-{self._rows.generation}-", ".usearch")
 
     def _drop(self, path: Path) -> None:
         if not self.read_only:  # a reader leaves the writer's files alone

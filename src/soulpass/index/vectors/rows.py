@@ -55,11 +55,22 @@ from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.vectors.base import Matrix
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
 
-__all__ = ["RowStore"]
+__all__ = ["RowStore", "numbered_files"]
 
 _HEADER = struct.Struct("<II")
 _GEN_FILE = re.compile(r"^(vectors|journal|graph|ids|signs)-(\d+)(-\d+)?\.(f32|log|usearch|keys\.npy|rows\.npy|b1)$")
 CHECKPOINT_MIN_ROWS = 16_384  # no sorted-ids checkpoint below this; then one each time rows grow by a quarter
+
+
+def numbered_files(folder: Path, prefix: str, suffix: str) -> list[tuple[int, Path]]:
+    """The files ``<prefix><N><suffix>`` in ``folder`` (a derived file names the rows it covers) as
+    ``(N, path)``, fewest rows first."""
+    found = []
+    for path in folder.glob(f"{prefix}*{suffix}"):
+        covered = path.name[len(prefix):-len(suffix)]
+        if covered.isdigit():
+            found.append((int(covered), path))
+    return sorted(found)
 
 
 class RowStore:
@@ -337,12 +348,8 @@ class RowStore:
 
     def _load_checkpoint(self) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64], int] | None:
         """The newest readable checkpoint of this generation covering no more rows than there are."""
-        found = []
-        for path in self.folder.glob(f"ids-{self._generation}-*.keys.npy"):
-            covered = path.name[len(f"ids-{self._generation}-"):-len(".keys.npy")]
-            if covered.isdigit() and int(covered) <= self.rows:
-                found.append(int(covered))
-        for start in sorted(found, reverse=True):
+        found = [n for n, _ in numbered_files(self.folder, f"ids-{self._generation}-", ".keys.npy") if n <= self.rows]
+        for start in reversed(found):
             keys_path, rows_path = self._checkpoint_paths(start)
             try:
                 keys, rows = np.load(keys_path, mmap_mode="r"), np.load(rows_path, mmap_mode="r")

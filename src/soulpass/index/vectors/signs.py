@@ -25,6 +25,7 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.index.vectors.base import Matrix
+from soulpass.index.vectors.rows import numbered_files
 from soulpass.store.fsio import fsync_dir
 
 __all__ = ["SignBits", "hamming"]
@@ -50,13 +51,7 @@ class SignBits:
         return len(self._saved) + self._tail_rows
 
     def _files(self) -> list[tuple[int, Path]]:
-        prefix = f"signs-{self.generation}-"
-        found = []
-        for path in self.folder.glob(f"{prefix}*.b1"):
-            covered = path.name[len(prefix):-len(".b1")]
-            if covered.isdigit():
-                found.append((int(covered), path))
-        return sorted(found)
+        return numbered_files(self.folder, f"signs-{self.generation}-", ".b1")
 
     def _load(self) -> None:
         for covered, path in reversed(self._files()):
