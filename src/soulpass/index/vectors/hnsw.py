@@ -52,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any, Literal
 
@@ -264,34 +264,36 @@ class HnswIndex(ExactIndex):
         if allowed is not None and len(allowed) <= self.exact_allowed:
             return self._exact_rows(query, k, self._rows_of(allowed))
         start, end = self._graph_rows, self._rows.rows
-        tail = start + np.flatnonzero(self._rows.live_mask()[start:end])
+        live = self._rows.live_mask()
+        tail = start + np.flatnonzero(live[start:end])
         if allowed is not None:
             tail = self._keep_allowed(tail, allowed)
-        from_graph = self._graph_candidates(query, k, allowed)
+        graph_live = max(1, self._rows.live_count)
+        from_graph = self._graph_candidates(
+            query, k, 1.0 if allowed is None else min(1.0, len(allowed) / graph_live),
+            lambda keys: keys[live[keys]] if allowed is None else self._keep_allowed(keys[live[keys]], allowed),
+            most=self.max_fetch if allowed is not None else None)
         if from_graph is None:  # the graph cannot find k (allowed) rows cheaply: exact over them all
             return super()._ranked(query, k, allowed)
         return self._exact_rows(query, k, np.concatenate([from_graph, tail]))
 
-    def _graph_candidates(self, query: Scores, k: int, allowed: Collection[str] | None) -> Rows | None:
-        """Live (and allowed) graph rows among the nearest, at least ``k`` of them if there are."""
+    def _graph_candidates(self, query: Scores, k: int, share: float, keep: Callable[[Rows], Rows],
+                          most: int | None) -> Rows | None:
+        """At least ``k`` of the graph rows nearest ``query`` that ``keep`` keeps (live and passing;
+        ``share``: the part of the live rows expected to pass), sorted; asking for more while short.
+        None when the graph would have to return more than ``most`` or half of what it holds:
+        cheaper (and exact) to scan."""
         graph_live = max(1, self._rows.live_count)
-        fraction = min(1.0, graph_live / max(1, len(self._graph)))
-        if allowed is not None:
-            fraction *= min(1.0, len(allowed) / graph_live)
+        fraction = min(1.0, graph_live / max(1, len(self._graph))) * share
         wanted = (_b1_candidates(k, len(self._graph), self.b1_base) if self.quantization == "b1"
                   else math.ceil(1.25 * k) + 8)
         fetch = math.ceil(wanted / max(fraction, 1e-9))
-        live = self._rows.live_mask()
-        while True:
-            if (fetch > self.max_fetch and allowed is not None) or 2 * fetch > len(self._graph):
-                return None  # cheaper (and exact) to scan
-            keys = np.asarray(self._graph.search(self._graph_vectors(query), fetch).keys, dtype=np.int64)
-            keys = keys[live[keys]]
-            if allowed is not None:
-                keys = self._keep_allowed(keys, allowed)
+        while (most is None or fetch <= most) and 2 * fetch <= len(self._graph):
+            keys = keep(np.asarray(self._graph.search(self._graph_vectors(query), fetch).keys, dtype=np.int64))
             if len(keys) >= k:
                 return np.sort(keys)
             fetch *= 4
+        return None
 
     def _ranked_mask(self, query: Scores, k: int, mask: np.ndarray[Any, np.dtype[np.bool_]]) -> tuple[Rows, Scores]:
         allowed = np.flatnonzero(mask)
@@ -302,18 +304,11 @@ class HnswIndex(ExactIndex):
             return self._exact_rows(query, k, self._sign_candidates(query, k, allowed))
         start, end = self._graph_rows, self._rows.rows
         tail = start + np.flatnonzero(mask[start:end])
-        graph_live = max(1, self._rows.live_count)
-        fraction = min(1.0, graph_live / max(1, len(self._graph))) * share
-        wanted = (_b1_candidates(k, len(self._graph), self.b1_base) if self.quantization == "b1"
-                  else math.ceil(1.25 * k) + 8)
-        fetch = math.ceil(wanted / max(fraction, 1e-9))
-        while 2 * fetch <= len(self._graph):
-            keys = np.asarray(self._graph.search(self._graph_vectors(query), fetch).keys, dtype=np.int64)
-            keys = keys[mask[keys]]
-            if len(keys) + len(tail) >= k:
-                return self._exact_rows(query, k, np.concatenate([np.sort(keys), tail]))
-            fetch *= 4
-        return self._exact_rows(query, k, allowed)  # the graph cannot find k cheaply: exact over them all
+        from_graph = self._graph_candidates(query, max(0, k - len(tail)), share, lambda keys: keys[mask[keys]],
+                                            most=None)
+        if from_graph is None:  # the graph cannot find k cheaply: exact over them all
+            return self._exact_rows(query, k, allowed)
+        return self._exact_rows(query, k, np.concatenate([from_graph, tail]))
 
     def _prepare_mask(self) -> None:
         """Pack every row's sign bits (and keep them on disk) when a graph will rank masked rows by them."""
