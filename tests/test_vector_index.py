@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -354,8 +355,8 @@ def test_lost_graph_is_rebuilt(tmp_path: Path) -> None:
     for graph in folder.glob("graph-*.usearch"):
         graph.write_bytes(b"not a graph")
     index = _open_hnsw_graph(folder)
-    assert isinstance(index, HnswIndex) and index._graph is not None
     assert [i for i, _ in index.search(data[3], 10)][:5] == [i for i, _ in hits][:5]
+    assert isinstance(index, HnswIndex) and index._graph is not None  # rebuilt when first needed
     index.close()
 
 
@@ -417,12 +418,12 @@ def test_row_store_replays_a_batch_with_an_id_twice(tmp_path: Path) -> None:
     rows = RowStore(tmp_path / "v", DIM)
     rows.append(["a", "b", "a", "c"], data[:4])
     rows.append(["b", "d"], data[4:6])
-    state = (rows.ids, rows.row_of, rows.live_mask().tolist())
+    state = (list(rows.ids), rows.row_of, rows.live_mask().tolist())
     assert state == ([None, None, "a", "c", "b", "d"], {"a": 2, "b": 4, "c": 3, "d": 5},
                      [False, False, True, True, True, True])
     rows.close()
     again = RowStore(tmp_path / "v", DIM)
-    assert (again.ids, again.row_of, again.live_mask().tolist()) == state
+    assert (list(again.ids), again.row_of, again.live_mask().tolist()) == state
     again.close()
 
 
@@ -448,7 +449,7 @@ def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_
     rows.append(["b", "d", "d"], data[3:6])  # b updated; d twice: its first row dies at once
     rows.forget(["c", "zz"])
     rows.append(["e"], data[6:7])
-    state = (rows.ids, dict(rows.row_of), rows.live_mask().tolist(), rows.live_count)
+    state = (list(rows.ids), dict(rows.row_of), rows.live_mask().tolist(), rows.live_count)
     assert state == (["a", None, None, "b", None, "d", "e"], {"a": 0, "b": 3, "d": 5, "e": 6},
                      [True, False, False, True, False, True, True], 4)
     rows.close()
@@ -458,7 +459,7 @@ def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_
 
     again = RowStore(tmp_path / "v", DIM)
     assert again._row_of is None  # opening built no map
-    assert (again.ids, again.live_mask().tolist(), again.live_count) == (state[0], state[2], state[3])
+    assert (list(again.ids), again.live_mask().tolist(), again.live_count) == (state[0], state[2], state[3])
     assert again.row_of == state[1] and again._row_of is not None
     again.append(["a"], data[7:8])  # with the map built, it follows the writes
     assert again.row_of == {"a": 7, "b": 3, "d": 5, "e": 6} and again.live_count == 4
@@ -474,7 +475,8 @@ def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_
             payload = json.dumps(frame).encode()
             fh.write(struct.pack("<II", len(payload), zlib.crc32(payload)) + payload)
     old = RowStore(legacy, DIM)
-    assert (old.ids, old.row_of, old.live_count) == (["a", None, None, "b", None, "d"], {"a": 0, "b": 3, "d": 5}, 3)
+    assert (list(old.ids), old.row_of, old.live_count) == (["a", None, None, "b", None, "d"],
+                                                           {"a": 0, "b": 3, "d": 5}, 3)
     old.close()
 
 
@@ -492,7 +494,8 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
     folder = tmp_path / "v"
     store = RowStore(folder, DIM)
     store.append([f"id-{n}" for n in range(10)], data[:10])  # 10 rows: a checkpoint of rows [0, 10)
-    assert sorted(p.name for p in folder.glob("ids-*")) == ["ids-0-10.keys.npy", "ids-0-10.rows.npy"]
+    assert sorted(p.name for p in folder.glob("ids-*")) == ["ids-0-10.at.json", "ids-0-10.keys.npy",
+                                                           "ids-0-10.rows.npy"]
     store.append(["id-3", "new-é"], data[10:12])  # id-3 moves on; an id past the checkpoint
     store.forget(["id-5"])
     expected = dict(store.row_of)
@@ -521,6 +524,56 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
     last.close()
 
 
+def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A checkpoint that says where in the journal it was taken gives the rows it covers (their ids
+    decoded when asked for); only later frames are replayed, kills of its rows included. The state
+    is the one a full replay gives; a damaged note, changed arrays or a journal that does not follow
+    on fall back to replaying it all."""
+    from soulpass.index.vectors import rows as rows_mod
+    from soulpass.index.vectors.rows import RowStore
+
+    monkeypatch.setattr(rows_mod, "CHECKPOINT_MIN_ROWS", 8)
+    data = clustered(20)
+    folder = tmp_path / "v"
+    store = RowStore(folder, DIM)
+    store.append([f"id-{n}" for n in range(9)] + ["ü-9"], data[:10])  # the checkpoint of rows [0, 10)
+    store.append(["id-3", "new"], data[10:12])  # kills row 3 (in the checkpoint) after it
+    store.forget(["id-5", "new"])
+    full = (list(store.ids), store.live_mask().tolist(), store.live_count, dict(store.row_of))
+    store.close()
+    assert full[0][:6] == ["id-0", "id-1", "id-2", None, "id-4", None] and full[0][9:] == ["ü-9", "id-3", None]
+
+    def state(store: RowStore) -> tuple[list[str | None], list[bool], int, dict[str, int]]:
+        return list(store.ids), store.live_mask().tolist(), store.live_count, dict(store.row_of)
+
+    again = RowStore(folder, DIM)
+    assert again.ids[9] == "ü-9" and again.ids[3] is None and again.ids[-1] is None
+    assert len(again.ids._head) == 10, "the rows of the checkpoint came from its arrays"
+    assert state(again) == full
+    again.append(["id-0", "later"], data[12:14])  # writes go on from there
+    full = state(again)
+    again.close()
+    assert state(RowStore(folder, DIM)) == full
+
+    note = folder / "ids-0-10.at.json"
+    saved = note.read_bytes()
+    for damage in (b"{not json", saved.replace(b'"crc32": ', b'"crc32": 1')):
+        note.write_bytes(damage)
+        replayed = RowStore(folder, DIM)
+        assert len(replayed.ids._head) == 0 and state(replayed) == full
+        replayed.close()
+    at = json.loads(saved)
+    keys, rows = np.load(folder / "ids-0-10.keys.npy"), np.load(folder / "ids-0-10.rows.npy")
+    journal = (folder / "journal-0.log").read_bytes()
+    for end in (at["journal_end"] - 3, at["journal_end"] + 5):  # vouched for, yet not where a frame starts
+        note.write_bytes(json.dumps({"journal_end": end, "crc32": rows_mod._crc(keys, rows, end)}).encode())
+        replayed = RowStore(folder, DIM)
+        assert len(replayed.ids._head) == 0 and state(replayed) == full
+        replayed.close()
+        assert (folder / "journal-0.log").read_bytes() == journal, "the journal is never cut short"
+
+
 @pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
 def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path) -> None:
     """The saved graph is memory-mapped on open (read-only); the first seal after it copies it into
@@ -531,13 +584,57 @@ def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path) -> None:
     index.upsert([f"r{i}" for i in range(600)], data[:600])
     index.close()
     index = _open_hnsw_graph(folder)
-    assert isinstance(index, HnswIndex) and index._viewed
     assert index.search(data[5], 1)[0][0] == "r5"
+    assert isinstance(index, HnswIndex) and index._viewed
     index.upsert([f"r{i}" for i in range(600, 1200)], data[600:])  # sealed into the graph
     assert not index._viewed and index._graph_rows == 1200
     assert index.search(data[1100], 1)[0][0] == "r1100" and index.search(data[5], 1)[0][0] == "r5"
     index.close()
     index = _open_hnsw_graph(folder)
-    assert isinstance(index, HnswIndex) and index._viewed and index._graph_rows == 1200
     assert [index.search(data[i], 1)[0][0] for i in (7, 700, 1199)] == ["r7", "r700", "r1199"]
+    assert isinstance(index, HnswIndex) and index._viewed and index._graph_rows == 1200
     index.close()
+
+
+@pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
+def test_a_first_search_is_answered_from_the_saved_sign_bits(tmp_path: Path) -> None:
+    """A handle's first unfiltered search ranks the rows by their saved sign bits and leaves the
+    graph unloaded (a one-question process imports no usearch); the next search loads the graph.
+    Both re-score exactly, and the sign-bit answer finds at least what the graph finds."""
+    folder, dim = tmp_path / "v", 128
+    data = clustered(3000, dim=dim)
+    ids = [f"r{i}" for i in range(len(data))]
+    index = _open_hnsw_b1(folder, dim=dim)
+    assert isinstance(index, HnswIndex)
+    index.upsert(ids, data)
+    index.delete(["r5"])
+    index.prepare_masked(lambda rows: np.ones(rows.rows, dtype=np.bool_))  # packs the sign bits; kept on close
+    index.close()
+    assert list(folder.glob("signs-*.b1")) and list(folder.glob("graph-*.usearch"))
+
+    queries = clustered(20, dim=dim, sample_seed=9)
+    cold_recall: list[float] = []
+    graph_recall: list[float] = []
+    for query in queries:
+        want = set(exact_top(data, ids, query, 10, among=set(ids) - {"r5"}))
+        index = _open_hnsw_b1(folder, dim=dim)
+        assert isinstance(index, HnswIndex)
+        cold = index.search(query, 10)
+        assert index._graph is None, "the first search leaves the graph unloaded"
+        warm = index.search(query, 10)
+        assert index._graph is not None, "the second loads it"
+        index.close()
+        assert all(score <= 1.0001 for _, score in cold) and "r5" not in {i for i, _ in cold}
+        cold_recall.append(len({i for i, _ in cold} & want) / 10)
+        graph_recall.append(len({i for i, _ in warm} & want) / 10)
+    assert np.mean(cold_recall) >= np.mean(graph_recall) - 0.01 and np.mean(cold_recall) >= 0.9
+
+    script = ("import sys, numpy as np\n"
+              "from soulpass.index.vectors import HnswIndex\n"
+              f"index = HnswIndex({str(folder)!r}, model_id={MODEL!r}, dim={dim}, ann_threshold=64, seal_rows=48,"
+              " exact_allowed=8, quantization='b1')\n"
+              f"hits = index.search(np.load({str(tmp_path / 'q.npy')!r}), 3)\n"
+              "print(hits[0][0], 'usearch' in sys.modules, 'onnxruntime' in sys.modules)\n")
+    np.save(tmp_path / "q.npy", data[7])
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["r7", "False", "False"]

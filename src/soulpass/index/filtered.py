@@ -22,7 +22,7 @@ import json
 import os
 import sqlite3
 import zipfile
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -183,7 +183,7 @@ class VectorCatalogRows:
         self._saved_rows = n
 
 
-def _samples(ids: list[str | None], n: int) -> list[str | None]:
+def _samples(ids: Sequence[str | None], n: int) -> list[str | None]:
     """The ids of ``_SAMPLES`` rows spread over the first ``n`` (the last one included)."""
     return [ids[int(r)] for r in np.unique(np.linspace(0, n - 1, _SAMPLES).astype(np.int64))] if n else []
 
