@@ -13,6 +13,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+import soulpass
 from soulpass.cli.main import cli
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "cli.md"
@@ -224,3 +225,21 @@ def test_startup_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert 0 < now["python (nothing)"] <= now["import soulpass"] and now["soulpass --help"] > 0
     assert result["pass"] == (now["soulpass --help"] <= result["target_help_s"])
     assert "soulpass --help" in capsys.readouterr().out
+
+
+def test_a_search_in_a_fresh_process_builds_no_validator(tmp_path: Path) -> None:
+    """Opening an account and searching builds only the pydantic validators of what it reads (the
+    hit's record model; the others are built when first used: ~0.07 s of a cold start) and not the
+    consolidation rules."""
+    acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
+    sandbox = acct.create_sandbox("s")
+    sandbox.add_turn("user", "the violin lesson moved to Tuesday")
+    sandbox.archive()
+    code = ("import sys, soulpass\nfrom pydantic import BaseModel\n"
+            f"sp = soulpass.open({str(tmp_path)!r}, embedder='none')\n"
+            "hits = sp.account('a').search('violin', 3)\n"
+            "def subs(c):\n    for s in c.__subclasses__():\n        yield s\n        yield from subs(s)\n"
+            "print(len(hits), sorted(c.__name__ for c in subs(BaseModel) if c.__dict__.get('__pydantic_complete__')),"
+            " sp._rules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip() == "1 ['TurnUser'] None"

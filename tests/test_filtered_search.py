@@ -245,6 +245,18 @@ def test_sign_bits_are_saved_reloaded_and_recomputed_when_short(tmp_path: Path) 
     assert hamming(expect[:3], q).tolist() == [int(np.unpackbits(expect[i] ^ q).sum()) for i in range(3)]
 
 
+@pytest.mark.parametrize("dim", [64, 100, 384])  # one word, bytes (not whole words), six words
+def test_hamming_counts_the_differing_bits_in_steps(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    from soulpass.index.vectors import signs as signs_mod
+
+    monkeypatch.setattr(signs_mod, "CHUNK_ROWS", 64)  # 1000 rows: 16 steps, the last one short
+    packed = np.packbits(clustered(1000, dim) > 0, axis=-1)
+    q = np.packbits(clustered(1, dim, seed=9)[0] > 0)
+    want = np.unpackbits(packed ^ q, axis=-1).sum(axis=1)
+    assert hamming(packed, q).tolist() == want.tolist() and hamming(packed[:0], q).shape == (0,)
+    assert hamming(packed[::2], q).tolist() == want[::2].tolist()  # not contiguous: byte by byte
+
+
 def test_passage_rows_take_their_records_mask(tmp_path: Path) -> None:
     acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
     long_text = " ".join(f"Sentence number {i} talks about the violin and the river." for i in range(12))

@@ -67,16 +67,8 @@ from soulpass.sessions.sandbox import (
     session_buffer_view,
 )
 from soulpass.store import contract
+from soulpass.store import keys as store_keys
 from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
-from soulpass.store.keys import (
-    CORE_MEMORY,
-    RECORD_DIRS,
-    STATE_DIR,
-    USER_PROFILE,
-    buffer_key,
-    kind_of_id,
-    state_path,
-)
 from soulpass.store.open import open_backend
 from soulpass.store.postgres.url import is_url, local_root, masked
 from soulpass.store.versions import diff_entries
@@ -126,13 +118,18 @@ class Soulpass:
         self.home = local_root(str(home)) if is_url(home) else Path(home).expanduser()
         self.location = masked(str(home)) if is_url(home) else str(self.home)  # for messages: no password
         self.backend = open_backend(home if is_url(home) else self.home)
-        self.rules = rules or Rules()
+        self._rules = rules  # the defaults are built when first needed (an archive, not a search)
         self.limits = limits or Limits()
         self.vector_backend = vector_backend
         self._embedder_choice = embedder
         self._embedder: Embedder | None = None
         self._reranker_choice = reranker
         self._reranker: Reranker | None = None
+
+    @property
+    def rules(self) -> Rules:
+        self._rules = self._rules or Rules()
+        return self._rules
 
     def reranker(self) -> Reranker | None:
         """The cross-encoder that re-orders search hits, if one was asked for (loaded once)."""
@@ -241,7 +238,7 @@ class Account:
         return outcome.version
 
     def record(self, record_id: str, at: int | None = None) -> Record:
-        kind_of_id(record_id)  # a clear error for what is no record id
+        store_keys.kind_of_id(record_id)  # a clear error for what is no record id
         snap = self.store.snapshot(at)
         rec = snap.record(record_id)
         if rec is None:
@@ -261,8 +258,9 @@ class Account:
         return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
-        if kind not in RECORD_DIRS:
-            raise InvalidInput(f"unknown record kind {kind!r} (one of {', '.join(RECORD_DIRS)})", field="kind")
+        if kind not in store_keys.RECORD_DIRS:
+            known = ", ".join(store_keys.RECORD_DIRS)
+            raise InvalidInput(f"unknown record kind {kind!r} (one of {known})", field="kind")
         return self.store.snapshot(at).records(kind)
 
     def _document(self, key: str, model: type[D], at: int | None) -> D | None:
@@ -275,19 +273,19 @@ class Account:
             raise Corrupted(f"{key} does not match the {model.__name__} schema: {exc}", path=key) from exc
 
     def core_memory(self, at: int | None = None) -> CoreMemory:
-        return self._document(CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
+        return self._document(store_keys.CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
 
     def user_profile(self, at: int | None = None) -> UserProfile:
-        return self._document(USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
+        return self._document(store_keys.USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
 
     def state(self, name: str, at: int | None = None) -> StateBlob | None:
         check_name(name, "state name")
-        return self._document(state_path(name.removesuffix("_state")), StateBlob, at)
+        return self._document(store_keys.state_path(name.removesuffix("_state")), StateBlob, at)
 
     def states(self, at: int | None = None) -> dict[str, StateBlob]:
         out: dict[str, StateBlob] = {}
         snap = self.store.snapshot(at)
-        for rel in snap.keys(STATE_DIR):
+        for rel in snap.keys(store_keys.STATE_DIR):
             name = rel.rsplit("/", 1)[-1].removesuffix("_state.json")
             blob = self.state(name, snap.version)
             if blob is not None:
@@ -318,7 +316,7 @@ class Account:
         elif ref.startswith("JE_"):
             return self.journal().get(ref, at=version)[0].model_dump(mode="json")
         else:
-            kind_of_id(ref)
+            store_keys.kind_of_id(ref)
             doc = self.record(ref, version)
         return doc.model_dump(mode="json")
 
@@ -575,7 +573,7 @@ class Sandbox:
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
         events = self._buffer.events()
-        path = buffer_key(self.id)
+        path = store_keys.buffer_key(self.id)
         rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]
         with acct.exclusive():
             index = acct.index()

@@ -34,7 +34,7 @@ MAX_CLIPBOARD_ITEM = 10_000
 class ClipboardOp(BaseModel):
     """One buffered change to ``agent``'s clipboard. ``items`` of a ``clear`` are the items it saw."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)  # built on first use
 
     agent: str
     op: Literal["add", "remove", "clear"]

@@ -28,7 +28,8 @@ __all__ = ["CoreRule", "EpisodeRule", "JournalRule", "LatestWinsRule", "Rules", 
 
 
 class _Rule(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # built when first used, not at import: a process that only searches never needs the rules
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class EpisodeRule(_Rule):
@@ -77,12 +78,12 @@ class JournalRule(_Rule):
 
 
 class Rules(_Rule):
-    episodes: EpisodeRule = EpisodeRule()
-    semantic: SemanticRule = SemanticRule()
-    states: LatestWinsRule = LatestWinsRule()
-    profile: LatestWinsRule = LatestWinsRule()
-    core: CoreRule = CoreRule()
-    journal: JournalRule = JournalRule()
+    episodes: EpisodeRule = Field(default_factory=EpisodeRule)
+    semantic: SemanticRule = Field(default_factory=SemanticRule)
+    states: LatestWinsRule = Field(default_factory=LatestWinsRule)
+    profile: LatestWinsRule = Field(default_factory=LatestWinsRule)
+    core: CoreRule = Field(default_factory=CoreRule)
+    journal: JournalRule = Field(default_factory=JournalRule)
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<rules>") -> Rules:

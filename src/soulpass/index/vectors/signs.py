@@ -138,7 +138,7 @@ def hamming(packed: Packed, query: Packed) -> npt.NDArray[np.uint16]:
     """Hamming distance of each packed row to the packed ``query`` (whole 64-bit words when they fit).
 
     In steps of ``CHUNK_ROWS`` into reused buffers: at 1M rows one pass over the whole array made
-    two 48 MB temporaries, whose first touch cost a fresh process ~0.15 s (0.03 s in steps)."""
+    two 48 MB temporaries, whose first touch cost a fresh process ~0.15 s (0.012 s in steps)."""
     if len(packed) == 0:
         return np.zeros(0, dtype=np.uint16)
     words: npt.NDArray[np.unsignedinteger[Any]] = packed
@@ -154,5 +154,11 @@ def hamming(packed: Packed, query: Packed) -> npt.NDArray[np.uint16]:
         n = min(step, len(words) - start)
         np.bitwise_xor(words[start:start + n], q, out=xor[:n])
         np.bitwise_count(xor[:n], out=bits[:n])
-        bits[:n].sum(axis=1, dtype=np.uint16, out=out[start:start + n])
+        total = out[start:start + n]  # the columns added one by one: a sum along 6 columns is 2x slower
+        if words.shape[1] == 1:
+            total[:] = bits[:n, 0]
+            continue
+        np.add(bits[:n, 0], bits[:n, 1], out=total, dtype=np.uint16)
+        for column in range(2, words.shape[1]):
+            np.add(total, bits[:n, column], out=total)
     return out
