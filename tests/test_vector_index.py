@@ -638,3 +638,33 @@ def test_a_first_search_is_answered_from_the_saved_sign_bits(tmp_path: Path) -> 
     np.save(tmp_path / "q.npy", data[7])
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["r7", "False", "False"]
+
+
+def _mapped_kib(path: Path) -> int:
+    """Resident KiB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        fields = line.split()
+        if fields and "-" in fields[0] and len(fields) >= 5:  # a mapping's header line
+            inside = fields[-1] == str(path)
+        elif inside and fields[:1] == ["Rss:"]:
+            total += int(fields[1])
+    return total
+
+
+@pytest.mark.skipif(not Path("/proc/self/smaps").exists(), reason="needs Linux's /proc/self/smaps")
+def test_populate_maps_every_page_of_a_file_mapping(tmp_path: Path) -> None:
+    """``base.populate`` faults a file mapping's pages in at once (an array's, or every mapping of a
+    file another library made), so searches do not fault their rows in one by one."""
+    from soulpass.index.vectors.base import populate
+
+    path, other = tmp_path / "rows.f32", tmp_path / "graph.bin"
+    np.ones((2048, 1024), dtype=np.float32).tofile(path)  # 8 MiB each
+    np.ones((2048, 1024), dtype=np.float32).tofile(other)
+    mapped = np.memmap(path, dtype=np.float32, mode="r", shape=(2048, 1024)).view(np.ndarray)
+    elsewhere = np.memmap(other, dtype=np.float32, mode="r", shape=(2048, 1024))  # found by its file name
+    assert _mapped_kib(path) < 1024 and _mapped_kib(other) < 1024
+    assert populate(mapped, other)
+    assert _mapped_kib(path) >= 8 * 1024 * 0.95 and _mapped_kib(other) >= 8 * 1024 * 0.95
+    assert not populate(np.zeros((0, 4), dtype=np.float32)) and not populate(path=tmp_path / "unmapped")
+    del elsewhere

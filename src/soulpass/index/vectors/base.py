@@ -9,6 +9,9 @@ from two embedders are never mixed (a new model means a re-embed into a fresh fo
 from __future__ import annotations
 
 import contextlib
+import mmap
+import os
+import sys
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
@@ -29,6 +32,7 @@ __all__ = [
     "as_id_set",
     "one_blas_thread",
     "check_ids",
+    "populate",
     "open_meta",
     "unit_query",
     "unit_rows",
@@ -36,6 +40,7 @@ __all__ = [
 
 FORMAT = 1
 META_FILE = "meta.json"
+MADV_POPULATE_READ = 22  # Linux 5.14 on
 
 Matrix = npt.NDArray[np.float32]
 
@@ -194,3 +199,40 @@ def one_blas_thread() -> Iterator[None]:
         return
     with _BLAS[0].limit(limits=1, user_api="blas"):
         yield
+
+
+def populate(array: npt.NDArray[Any] | None = None, path: Path | None = None) -> bool:
+    """Fault every page of a read-only file mapping into this process's page tables now: ``array``'s
+    (a memory-mapped array) or every mapping of the file ``path`` (one a library mapped, found in
+    /proc/self/maps), with Linux's ``MADV_POPULATE_READ``, so that searches do not fault their rows
+    in one by one. Measured at 1M rows (1.5 GB of vectors), the first 100 searches of a process: p50
+    / p95 2.1 / 13.8 -> 1.0 / 4.4 ms, for ~0.15 s once. False (nothing done) off Linux, on a kernel
+    without it, or for a mapping larger than half the memory."""
+    if sys.platform != "linux":
+        return False
+    ranges = []
+    if array is not None and array.nbytes:
+        ranges.append((array.ctypes.data, array.ctypes.data + array.nbytes))
+    if path is not None:
+        with contextlib.suppress(OSError):
+            name = os.path.realpath(path)  # as the kernel names the file
+            for line in Path("/proc/self/maps").read_text().splitlines():
+                fields = line.split(maxsplit=5)
+                if len(fields) == 6 and fields[5] == name:
+                    first, last = fields[0].split("-")
+                    ranges.append((int(first, 16), int(last, 16)))
+    try:
+        half = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return False
+    if not ranges or sum(high - low for low, high in ranges) > half:
+        return False
+    import ctypes
+
+    madvise = ctypes.CDLL(None, use_errno=True).madvise
+    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    done = True
+    for low, high in ranges:
+        start = low - low % mmap.PAGESIZE
+        done = madvise(start, high - start, MADV_POPULATE_READ) == 0 and done  # EINVAL before Linux 5.14
+    return done

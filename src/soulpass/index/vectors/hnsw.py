@@ -61,6 +61,7 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
+from soulpass.index.vectors.base import populate
 from soulpass.index.vectors.exact import ExactIndex, Rows, Scores
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming
@@ -140,6 +141,7 @@ class HnswIndex(ExactIndex):
         self._signs: SignBits | None = None  # the rows' packed sign bits (filtered searches), on first use
         self._pending_rows = 0  # rows of the saved graph not loaded yet (``_has_graph`` loads it)
         self._cold = True  # no search yet: the first may be answered from the saved sign bits
+        self._graph_path: Path | None = None  # the saved graph memory-mapped, if it is
         try:
             self._find_graph()
             self._seal_if_due()
@@ -255,6 +257,8 @@ class HnswIndex(ExactIndex):
             self._load_graph()
             if self._graph is None:  # unreadable or of another kind: rebuilt from the rows
                 self._seal_if_due()
+            else:  # a handle that searches the graph will search again: map its pages now
+                populate(self._rows.matrix(), self._graph_path)
         return self._graph is not None
 
     def _answer_cold(self) -> bool:
@@ -283,7 +287,7 @@ class HnswIndex(ExactIndex):
                 self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
             graph.expansion_search = self._ef_for(len(graph))
-            self._graph, self._graph_rows, self._saved_rows = graph, covered, covered
+            self._graph, self._graph_rows, self._saved_rows, self._graph_path = graph, covered, covered, path
             self._viewed = True
             return
 
