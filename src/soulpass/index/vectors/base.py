@@ -205,8 +205,8 @@ def populate(array: npt.NDArray[Any] | None = None, path: Path | None = None) ->
     """Fault every page of a read-only file mapping into this process's page tables now: ``array``'s
     (a memory-mapped array) or every mapping of the file ``path`` (one a library mapped, found in
     /proc/self/maps), with Linux's ``MADV_POPULATE_READ``, so that searches do not fault their rows
-    in one by one. Measured at 1M rows (1.5 GB of vectors), the first 100 searches of a process: p50
-    / p95 2.1 / 13.8 -> 1.0 / 4.4 ms, for ~0.15 s once. False (nothing done) off Linux, on a kernel
+    in one by one. Measured at 1M rows (1.5 GB of vectors, a 196 MB graph), the first 100 searches of a
+    process: p50 / p95 2.06 / 13.8 -> 0.92 / 1.31 ms, for ~0.15 s once. False (nothing done) off Linux, on a kernel
     without it, or for a mapping larger than half the memory."""
     if sys.platform != "linux":
         return False

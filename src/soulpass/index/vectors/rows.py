@@ -322,10 +322,14 @@ class RowStore:
         start = self._resume()
         try:
             self._apply_frames(start)
-        except Corrupted:
-            if start == 0:
+            # no intact frame where the checkpoint says: replaying from there would cut the journal
+            moved_on = self._journal_end > start or os.fstat(self._journal_fd).st_size == start
+        except Corrupted:  # the journal after the checkpoint does not follow on from it
+            if not start:
                 raise
-            self._reset_rows()  # the journal after the checkpoint did not follow it: replay it all
+            moved_on = False
+        if start and not moved_on:
+            self._reset_rows()
             self._apply_frames(0)
         self._checkpoint = self._load_checkpoint()
         if self.read_only:
@@ -364,11 +368,8 @@ class RowStore:
             end, crc = int(at["journal_end"]), int(at["crc32"])
         except (OSError, ValueError, KeyError, TypeError, Corrupted):  # derived: not there, or damaged
             return 0
-        size = os.fstat(self._journal_fd).st_size
-        if end > size or _crc(keys, rows, end) != crc:
+        if end > os.fstat(self._journal_fd).st_size or _crc(keys, rows, end) != crc:
             return 0
-        if end < size and next(_read_frames(self.journal_path, end), None) is None:
-            return 0  # not where an intact frame starts: replaying from there would cut the journal
         if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= covered):
             return 0
         head = np.zeros(covered, dtype=keys.dtype)

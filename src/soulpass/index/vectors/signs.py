@@ -155,10 +155,7 @@ def hamming(packed: Packed, query: Packed) -> npt.NDArray[np.uint16]:
         np.bitwise_xor(words[start:start + n], q, out=xor[:n])
         np.bitwise_count(xor[:n], out=bits[:n])
         total = out[start:start + n]  # the columns added one by one: a sum along 6 columns is 2x slower
-        if words.shape[1] == 1:
-            total[:] = bits[:n, 0]
-            continue
-        np.add(bits[:n, 0], bits[:n, 1], out=total, dtype=np.uint16)
-        for column in range(2, words.shape[1]):
+        total[:] = bits[:n, 0]
+        for column in range(1, words.shape[1]):
             np.add(total, bits[:n, column], out=total)
     return out
