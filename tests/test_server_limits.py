@@ -45,6 +45,8 @@ def test_record_routes_and_pages(client: TestClient, world: World) -> None:
     assert [r["text_excerpt"] for r in page["items"]] == ["turn 3", "turn 2"] and page["total"] == 5
     last = client.get(f"{base}/records", headers=h, params={"kind": "turn_user", "limit": 2, "offset": 4}).json()
     assert len(last["items"]) == 1 and last["next_offset"] is None
+    past = client.get(f"{base}/records", headers=h, params={"kind": "turn_user", "offset": 2**63})  # the fuzzer's
+    assert past.status_code == 200 and past.json()["items"] == [] and past.json()["total"] == 5
     old = client.get(f"{base}/records", headers=h, params={"kind": "turn_user", "at": 1}).json()
     assert old["total"] == 1
     assert client.get(f"{base}/records", headers=h, params={"kind": "bogus"}).status_code == 422

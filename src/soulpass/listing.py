@@ -6,6 +6,7 @@ bounded (``MAX_LIMIT``) whatever the caller asks.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +35,7 @@ def record_page(acct: Account, kind: str, limit: int = 20, offset: int = 0, at: 
         raise InvalidInput(f"kind must be one of {', '.join(LISTED_KINDS)}, not {kind!r}", field="kind")
     _bounds(limit, offset)
     version = acct.check_version(at)
-    newest: deque[Any] = deque(maxlen=offset + limit)
+    newest: deque[Any] = deque(maxlen=min(offset + limit, sys.maxsize))  # an offset past any count: no page
     total = 0
     for rec in acct.records(kind, version):  # in id order: oldest first
         newest.append(rec)
