@@ -6,9 +6,10 @@
 ``--home`` is an account built by ``search_scale.py --sections hybrid --keep`` (its ``hybrid-<n>``
 folder; its query vectors ``queries-*.npy`` beside it). Each repeat starts a fresh interpreter
 that imports Soulpass, opens the home and the account and runs one ``Account.search`` with the
-query vector given (the benchmark's table embedder, no model), timing each step from the start of
-the process; with ``--before`` the earlier commit's code (a git worktree first on ``PYTHONPATH``)
-runs alternately with this checkout's. The page cache is warm (the files were read before): this
+query vector given (no model), timing each step from the start of the process
+(``cold_open_child.py``: it imports numpy and Soulpass, none of the benchmark's modules); with
+``--before`` the earlier commit's code (a git worktree first on ``PYTHONPATH``) runs alternately
+with this checkout's. The page cache is warm (the files were read before): this
 measures the work a process does on open, not the disk. Loading MiniLM for the query
 (``--minilm``) is timed on its own. Prints medians and writes ``benchmarks/results/cold_open.json``.
 Targets (issue 19) at 1M records: first result <= 0.3 s with the vector given, <= 0.6 s with MiniLM.
@@ -23,6 +24,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -30,33 +32,12 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # the sibling modules, also when this file is loaded by path
 
-from scale_common import earlier_source  # noqa: E402
+from scale_common import MODEL_ID, earlier_source  # noqa: E402
+from search_scale_hybrid import HYBRID_ACCOUNT  # noqa: E402
 
 TARGET_VECTOR_S = 0.3
 TARGET_MINILM_S = 0.6
 STEPS = ("import", "open", "first_result")
-
-
-def child(home: Path, queries: Path) -> dict[str, float]:
-    """In a fresh process: seconds from the interpreter's start to each step's end."""
-    start = time.perf_counter() - (time.time() - float(os.environ["COLD_OPEN_T0"]))
-    import numpy as np
-    from search_scale_hybrid import HYBRID_ACCOUNT, TableEmbedder
-
-    import soulpass
-
-    at: dict[str, float] = {"import": time.perf_counter() - start}
-    query = "what did they say about the plan?"
-    embedder = TableEmbedder({query: 0}, np.load(queries, mmap_mode="r")[:1])  # the vector is given
-    t0 = time.perf_counter()
-    acct = soulpass.open(home, embedder=embedder).account(HYBRID_ACCOUNT)
-    at["open"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    hits = acct.search(query, 10)
-    at["first_result"] = time.perf_counter() - t1
-    at["total"] = at["import"] + at["open"] + at["first_result"]  # process start to result, set-up left out
-    at["hits"] = len(hits)
-    return at
 
 
 def child_minilm() -> dict[str, float]:
@@ -69,10 +50,17 @@ def child_minilm() -> dict[str, float]:
     return {"minilm_first_query_s": time.perf_counter() - t0}
 
 
-def run(args: list[str], src: Path) -> dict[str, float]:
-    env = {**os.environ, "PYTHONPATH": str(src), "COLD_OPEN_T0": repr(time.time())}
-    proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), *args], env=env, capture_output=True,
-                          text=True, check=False)
+def run(args: list[str], src: Path, pycache: Path) -> dict[str, float]:
+    """A fresh interpreter with ``src`` first on its path: ``args`` for this script, or a search
+    (``cold_open_child.py``, which imports only numpy and Soulpass) when they start with "search".
+    Compiled modules are cached in ``pycache``, as an installed package's are: with
+    PYTHONDONTWRITEBYTECODE set (this project's machines set it) every process would compile the
+    source again (~0.09 s of a cold open here), which no installed copy does."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(PYTHONPATH=str(src), PYTHONPYCACHEPREFIX=str(pycache), COLD_OPEN_T0=repr(time.time()))
+    script = [str(HERE / "cold_open_child.py")] if args[0] == "search" else [str(Path(__file__).resolve())]
+    proc = subprocess.run([sys.executable, *script, *(args[1:] if args[0] == "search" else args)], env=env,
+                          capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{proc.stderr[-3000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -88,25 +76,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--_child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     queries = sorted(args.home.parent.glob("queries-*.npy"))
-    if args._child == "search":
-        print(json.dumps(child(args.home, queries[0])))
-        return 0
     if args._child == "minilm":
         print(json.dumps(child_minilm()))
         return 0
     if not (args.home / "build.json").exists() or not queries:
         ap.error(f"{args.home} is not a search_scale.py hybrid home (build.json, ../queries-*.npy)")
     build = json.loads((args.home / "build.json").read_text("utf-8"))
+    search = ["search", str(args.home), str(queries[0]), MODEL_ID, HYBRID_ACCOUNT]
     with contextlib.ExitStack() as stack:
+        pycache = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="cold-open-pycache-")))
         sides = {"now": HERE.parent / "src"}
         if args.before:
             sides = {"before": stack.enter_context(earlier_source(HERE.parent, args.before)), **sides}
         for src in sides.values():  # warm the page cache and the interpreters' bytecode once
-            run(["--home", str(args.home), "--_child", "search"], src)
+            run(search, src, pycache)
         times: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
         for n in range(args.repeats):
             for side, src in (sides.items() if n % 2 == 0 else reversed(sides.items())):
-                times[side].append(run(["--home", str(args.home), "--_child", "search"], src))
+                times[side].append(run(search, src, pycache))
         result: dict[str, Any] = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "home": str(args.home),
                                   "records": build.get("catalog_rows"), "repeats": args.repeats,
                                   "before": args.before, "page_cache": "warm", "median_s": {}}
@@ -117,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{side:7s} import {med['import']:.3f} s  open {med['open']:.3f} s  first result "
                   f"{med['first_result']:.3f} s  process start to result {med['total']:.3f} s", flush=True)
         if args.minilm:
-            loads = [run(["--home", str(args.home), "--_child", "minilm"], sides["now"]) for _ in range(args.repeats)]
+            loads = [run(["--home", str(args.home), "--_child", "minilm"], sides["now"], pycache)
+                     for _ in range(args.repeats)]
             result["minilm_first_query_s"] = round(statistics.median(x["minilm_first_query_s"] for x in loads), 4)
             print(f"MiniLM load + first query: {result['minilm_first_query_s']:.3f} s", flush=True)
         now = result["median_s"]["now"]

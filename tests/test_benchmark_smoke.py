@@ -151,3 +151,17 @@ def test_cold_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert result["records"] == 2000 and result["pass_vector"] == (now["total"] <= 0.3)
     with pytest.raises(SystemExit):  # not a hybrid home
         bench.main(["--home", str(tmp_path), "--out", str(out)])
+
+
+def test_graph_bits_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/graph_bits.py`` on 3,000 vectors: both graphs built and timed, and among as many
+    candidates the graph of two projections finds at least what the signs alone find."""
+    pytest.importorskip("usearch", reason="usearch (the search extra) is not installed")
+    out = tmp_path / "graph_bits.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "graph_bits.py")
+    assert bench.main(["--size", "3000", "--widths", "20,60", "--queries", "40", "--json", str(out)]) == 0
+    assert "2 projection(s)" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    one, two = (result["projections"][p]["widths"] for p in ("1", "2"))
+    assert set(one) == set(two) == {"20", "60"} and all(row["p95_ms"] > 0 for row in (*one.values(), *two.values()))
+    assert two["20"]["recall"] >= one["20"]["recall"] and two["60"]["recall"] >= two["20"]["recall"]

@@ -641,14 +641,21 @@ def test_sidecar_follows_rows_added_by_another_handle(acct: soulpass.Account, tm
         assert [p.name for p in tmp_path.glob("c.fulltext-*")] == ["c.fulltext-0"]
 
 
-def test_sidecar_is_replaced_on_rebuild_and_when_damaged(acct: soulpass.Account, tmp_path: Path,
-                                                         engine: str) -> None:
+def _caught_up_sidecar(acct: soulpass.Account, tmp_path: Path, engine: str) -> Path:
+    """A catalog of ``build_history`` with its tantivy sidecar, caught up (skips the FTS5 run)."""
     if engine != "tantivy":
         pytest.skip("sidecar only")
     path = tmp_path / "c.sqlite"
     build_history(acct)
     with Catalog(path, fulltext="tantivy") as c:
         c.catch_up(acct.store)
+    return path
+
+
+def test_sidecar_is_replaced_on_rebuild_and_when_damaged(acct: soulpass.Account, tmp_path: Path,
+                                                         engine: str) -> None:
+    path = _caught_up_sidecar(acct, tmp_path, engine)
+    with Catalog(path, fulltext="tantivy") as c:
         before = c.fts_search("Pixel cat sourdough", k=20)
         c.rebuild(acct.store)
         assert [p.name for p in tmp_path.glob("c.fulltext-*")] == ["c.fulltext-1"]
@@ -660,6 +667,32 @@ def test_sidecar_is_replaced_on_rebuild_and_when_damaged(acct: soulpass.Account,
         assert c.fts_search("Pixel cat sourdough", k=20) == before
     with Catalog(path, fulltext="fts5") as c:
         assert ids(c.fts_search("Pixel cat sourdough", k=20)) and not (tmp_path / "c.fulltext-2").exists()
+
+
+def test_sidecar_knows_how_far_it_is_by_one_lookup(acct: soulpass.Account, tmp_path: Path, engine: str) -> None:
+    """How far the sidecar is: the catalog's newest row when the index holds it (one term lookup),
+    else the highest row it holds (every row read): never further than it is, so a sync after a
+    partial one adds exactly what is missing."""
+    path = _caught_up_sidecar(acct, tmp_path, engine)
+    import tantivy
+
+    from soulpass.index.catalog.sidecar import TantivySidecar
+
+    rows = [r for (r,) in sqlite3.connect(path).execute("SELECT row FROM catalog WHERE text != '' ORDER BY row")]
+
+    sidecar = TantivySidecar(tantivy, path, 0)
+    newest = rows[-1]
+    assert sidecar.indexed_upto(newest) == newest == sidecar.indexed_upto()
+    assert sidecar.indexed_upto(newest + 5) == newest  # not there: read from the rows themselves
+    writer = sidecar.index.writer(heap_size=15_000_000, num_threads=1)
+    writer.delete_documents_by_term("row", newest)  # as if the last commit had not happened
+    writer.commit()
+    writer.wait_merging_threads()
+    assert sidecar.indexed_upto(newest) == rows[-2]
+    with sqlite3.connect(path) as conn:
+        assert sidecar.sync(conn)
+    assert sidecar.indexed_upto(newest) == newest
+    assert len(sidecar.index.searcher().search(tantivy.Query.all_query(), 10_000).hits) == len(rows)
 
 
 def test_tantivy_required_but_missing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

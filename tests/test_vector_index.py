@@ -360,6 +360,46 @@ def test_lost_graph_is_rebuilt(tmp_path: Path) -> None:
     index.close()
 
 
+@pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
+def test_a_sign_bit_graph_holds_the_signs_of_a_rotation_too(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new sign-bit graph holds 2 x dim bits a row (the vector's signs, then its rotation's), which
+    find more of the exact top 10 among the same number of re-scored candidates than the signs alone;
+    a graph saved with dim bits (before) is searched as it is, not rebuilt."""
+    from soulpass.index.vectors import hnsw
+
+    dim, n = 128, 4000
+    data, queries = clustered(n, dim=dim), clustered(60, dim=dim, sample_seed=5)
+    ids = [f"r{i}" for i in range(n)]
+    rotation = hnsw._rotation(dim)
+    assert np.allclose(rotation @ rotation.T, np.eye(dim), atol=1e-4)  # a rotation: keeps angles
+    bits = hnsw.graph_bits(data[:3], 2)
+    assert bits.shape == (3, 2 * dim // 8) and np.array_equal(bits[:, :dim // 8], np.packbits(data[:3] > 0, axis=-1))
+
+    def recall(folder: Path, projections: int) -> float:
+        monkeypatch.setattr(hnsw, "GRAPH_PROJECTIONS", projections)
+        index = _open_hnsw_b1(folder, dim=dim)
+        assert isinstance(index, HnswIndex)
+        index.b1_base = 40  # few candidates: how good the first stage is shows
+        if not index._graph_files():
+            index.upsert(ids, data)
+        found = [len({i for i, _ in index.search(q, 10)} & set(exact_top(data, ids, q, 10))) / 10 for q in queries]
+        assert index._has_graph() and index._graph.ndim == dim * projections
+        index.close()
+        return float(np.mean(found))
+
+    one, two = recall(tmp_path / "one", 1), recall(tmp_path / "two", 2)
+    assert two > one + 0.02, (one, two)
+    saved = sorted((tmp_path / "one").glob("graph-*.usearch"))
+    stamp = [p.stat().st_mtime_ns for p in saved]
+    monkeypatch.setattr(hnsw, "GRAPH_PROJECTIONS", 2)
+    index = _open_hnsw_b1(tmp_path / "one", dim=dim)  # the dim-bit graph of before, opened by today's code
+    assert isinstance(index, HnswIndex) and index._has_graph() and index._graph.ndim == dim
+    assert index.search(data[11], 3)[0][0] == "r11"
+    index.close()
+    assert sorted((tmp_path / "one").glob("graph-*.usearch")) == saved
+    assert [p.stat().st_mtime_ns for p in saved] == stamp  # not rebuilt
+
+
 def test_open_vector_index_picks_the_backend(tmp_path: Path) -> None:
     index = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")
     assert isinstance(index, SharedIndex) and index.meta.backend == "exact" and index.meta.model_id == MODEL
@@ -522,6 +562,60 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
     assert (folder / "ids-0-20.keys.npy").exists() and (folder / "ids-0-20.rows.npy").exists()
     assert last.rows_for(["more-7"]) == {"more-7": 19}
     last.close()
+
+
+def test_row_ids_slices_span_the_checkpoint_and_the_tail() -> None:
+    """``RowIds`` (ids by row: a checkpoint's array, then a list) slices like the list of its ids."""
+    from soulpass.index.vectors.rows import RowIds
+
+    ids = RowIds(np.array([b"a", b"", "é".encode(), b"c"], dtype="S4"))
+    ids.extend(["d", None, "f"])
+    ids.kill(0)
+    ids.kill(6)
+    plain = list(ids)
+    assert plain == [None, None, "é", "c", "d", None, None]
+    for cut in (slice(None), slice(2, 5), slice(4, None), slice(-3, -1), slice(1, 2), slice(5, 1), slice(0, 7, 2),
+                slice(None, None, -1), slice(3, 4), slice(10, 20)):
+        assert ids[cut] == plain[cut], cut
+
+
+def test_a_writer_closing_far_past_its_checkpoint_saves_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A writer that closes with at least ``CHECKPOINT_MIN_ROWS`` rows (and a 32nd of the covered
+    ones) after its checkpoint saves a new one, so the next open replays none of them; fewer rows,
+    a reader, or a checkpoint that cannot be written (a full disk) change nothing else: the store
+    still closes and lets go of its folder."""
+    from soulpass.index.vectors import rows as rows_mod
+    from soulpass.index.vectors.rows import RowStore
+
+    monkeypatch.setattr(rows_mod, "CHECKPOINT_MIN_ROWS", 8)
+    data = clustered(60)
+    folder = tmp_path / "v"
+    store = RowStore(folder, DIM)
+    store.append([f"a{n}" for n in range(40)], data[:40])  # a checkpoint of rows [0, 40)
+    store.append([f"b{n}" for n in range(7)], data[40:47])  # 7 rows after it: fewer than 8
+    store.close()
+    assert store._checkpoint is not None and store._checkpoint[2] == 40
+
+    reader_of = RowStore(folder, DIM)  # the writer now
+    reader = RowStore(folder, DIM)
+    assert reader.read_only
+    reader_of.append(["c0"], data[47:48])  # 8 rows after the checkpoint
+    reader.close()  # a reader never writes one
+    assert not (folder / "ids-0-48.keys.npy").exists()
+
+    def full_disk() -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(reader_of, "_save_checkpoint", full_disk)
+    reader_of.close()  # the checkpoint fails: closed all the same, the folder let go
+    writer = RowStore(folder, DIM)
+    assert not writer.read_only and writer.rows == 48
+    writer.close()  # this one saves it
+    assert (folder / "ids-0-48.keys.npy").exists() and not (folder / "ids-0-40.keys.npy").exists()
+    again = RowStore(folder, DIM)
+    assert again._checkpoint is not None and again._checkpoint[2] == 48 and len(again.ids._head) == 48
+    assert again.rows_for(["a3", "b6", "c0"]) == {"a3": 3, "b6": 46, "c0": 47}
+    again.close()
 
 
 def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_it(

@@ -11,19 +11,11 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from soulpass import editing, forgetting
-from soulpass.consolidation.bulk import plan_bulk_append
-from soulpass.consolidation.document_diff import document_changes
-from soulpass.consolidation.gks import assemble_graph
 from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
-from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
-from soulpass.consolidation.rollback import plan_rollback
-from soulpass.consolidation.rules import Rules
-from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
@@ -35,8 +27,6 @@ from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
-from soulpass.journal import Journal
-from soulpass.prose import JournalEntry
 from soulpass.records import (
     EPOCH,
     BufferEvent,
@@ -56,22 +46,22 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
+from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.buffer import Limits
 from soulpass.sessions.inputs import dump, episode_model, string_list, turn_model, validate
-from soulpass.sessions.sandbox import (
-    SandboxInfo,
-    create_sandbox,
-    discard_sandbox,
-    list_sandboxes,
-    load_sandbox,
-    session_buffer_view,
-)
+from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
 from soulpass.store import keys as store_keys
 from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
 from soulpass.store.open import open_backend
 from soulpass.store.postgres.url import is_url, local_root, masked
 from soulpass.store.versions import diff_entries
+
+if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
+    from soulpass.consolidation.plan import ConsolidationPlan
+    from soulpass.consolidation.rules import Rules
+    from soulpass.forgetting import ForgetResult
+    from soulpass.journal import Journal
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
            "open"]
@@ -128,6 +118,7 @@ class Soulpass:
 
     @property
     def rules(self) -> Rules:
+        from soulpass.consolidation.rules import Rules
         self._rules = self._rules or Rules()
         return self._rules
 
@@ -187,13 +178,13 @@ class Account:
     # --- sandboxes -------------------------------------------------------------------
 
     def create_sandbox(self, name: str, sandbox_id: str | None = None) -> Sandbox:
-        return Sandbox(self, create_sandbox(self.store, name, sandbox_id))
+        return Sandbox(self, sandboxes.create_sandbox(self.store, name, sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
-        return Sandbox(self, load_sandbox(self.store, sandbox_id))
+        return Sandbox(self, sandboxes.load_sandbox(self.store, sandbox_id))
 
     def sandboxes(self) -> list[SandboxInfo]:
-        return [s for s in list_sandboxes(self.store) if s.archived_as is None]
+        return [s for s in sandboxes.list_sandboxes(self.store) if s.archived_as is None]
 
     # --- versions ---------------------------------------------------------------------
 
@@ -215,6 +206,7 @@ class Account:
             if type(value) is not int:
                 raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
             self.check_version(value)
+        from soulpass.consolidation.document_diff import document_changes
         log = [dict(e.fields) for e in self.store.log(a)]
         out = diff_entries(log, a, b).to_json()
         out["documents"] = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
@@ -222,6 +214,7 @@ class Account:
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""
+        from soulpass.consolidation.rollback import plan_rollback
         version = self.check_version(target)
         return self.commit(lambda head: plan_rollback(head, self.store.snapshot(version),
                                                       [dict(e.fields) for e in self.store.log(version)], utc_now()),
@@ -247,14 +240,17 @@ class Account:
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
         """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
+        from soulpass import editing
         return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
+        from soulpass import editing
         return editing.record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
 
-    def forget(self, ids: Iterable[str] = (), **how: Any) -> forgetting.ForgetResult:
+    def forget(self, ids: Iterable[str] = (), **how: Any) -> ForgetResult:
         """Erase records from HEAD, history and index (forgetting.py: subject, query, reason, by, dry_run)."""
+        from soulpass import forgetting
         return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
@@ -294,6 +290,7 @@ class Account:
 
     def gks(self, at: int | None = None) -> GKSGraph:
         """The whole knowledge graph assembled from its shards."""
+        from soulpass.consolidation.gks import assemble_graph
         return assemble_graph(self.store.snapshot(at))
 
     def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
@@ -365,6 +362,7 @@ class Account:
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
+        from soulpass.journal import Journal
         return Journal(self)
 
     def close(self) -> None:
@@ -385,6 +383,7 @@ class Account:
 
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""
+        from soulpass.consolidation.bulk import plan_bulk_append
         batch = list(records)
         return self.commit(lambda head: plan_bulk_append(head, batch, utc_now(), self.sp.rules.semantic))
 
@@ -400,7 +399,7 @@ class Account:
         if type(dry_run) is not bool:
             raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
         try:
-            info = load_sandbox(self.store, sandbox_id)
+            info = sandboxes.load_sandbox(self.store, sandbox_id)
         except NotFound:
             return self._already_archived(sandbox_id)
         buffer = info.buffer(self.sp.limits)
@@ -429,6 +428,7 @@ class Account:
         return Committed(plan.version, plan)
 
     def _plan_archive(self, info: SandboxInfo, events: list[BufferEvent]) -> ConsolidationPlan:
+        from soulpass.consolidation.plan import plan_consolidation
         lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
         try:
             head = self.store.snapshot()
@@ -454,7 +454,7 @@ class Account:
         return None
 
     def discard(self, sandbox_id: str) -> None:
-        discard_sandbox(self.store, sandbox_id)
+        sandboxes.discard_sandbox(self.store, sandbox_id)
 
 
 class Sandbox:
@@ -552,12 +552,13 @@ class Sandbox:
                                 "brief_summary": brief_summary, "agent": agent}
         if timestamp is not None:
             data["created_at"] = timestamp
+        from soulpass.prose import JournalEntry
         entry = validate(JournalEntry, data)
         self._append(("journal", entry))
         return str(entry.id)
 
     def buffer(self) -> SessionBuffer:
-        return session_buffer_view(self.info, self._buffer.events())
+        return sandboxes.session_buffer_view(self.info, self._buffer.events())
 
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
@@ -578,6 +579,7 @@ class Sandbox:
         with acct.exclusive():
             index = acct.index()
             found = search_results(index, index.search(query, k, filters, extra=rows))
+        from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
         if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
             superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
             found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)

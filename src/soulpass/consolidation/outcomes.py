@@ -7,8 +7,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from soulpass.consolidation.plan import ConsolidationPlan
+if TYPE_CHECKING:  # a type here only: importing the planner is an archive's cost, not a search's
+    from soulpass.consolidation.plan import ConsolidationPlan
 
 __all__ = ["AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Unchanged"]
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulpass.errors import ConfigError
@@ -88,6 +87,8 @@ class Rules(_Rule):
     @classmethod
     def from_yaml(cls, text: str, source: str = "<rules>") -> Rules:
         """Parse rules from YAML text; unknown keys and bad values raise ``ConfigError``."""
+        import yaml  # here, not at import: only rules read from YAML need it (a search never does)
+
         try:
             raw: Any = yaml.safe_load(text) or {}
         except yaml.YAMLError as exc:
@@ -104,4 +105,6 @@ class Rules(_Rule):
             raise ConfigError(f"{source}: nested too deeply to read", path=source) from None
 
     def to_yaml(self) -> str:
+        import yaml
+
         return yaml.safe_dump(self.model_dump(mode="json"), sort_keys=False)

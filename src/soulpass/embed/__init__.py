@@ -5,7 +5,20 @@
 :class:`soulpass.errors.BackendUnavailable` saying so. Importing this package never needs them.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from soulpass.embed.base import Embedder, Vectors, embed_query
-from soulpass.embed.minilm import MiniLM
+
+if TYPE_CHECKING:
+    from soulpass.embed.minilm import MiniLM
 
 __all__ = ["Embedder", "MiniLM", "Vectors", "embed_query"]
+
+
+def __getattr__(name: str) -> Any:
+    """``MiniLM`` loads its module when first asked for: a process given its vectors never needs it."""
+    if name == "MiniLM":
+        from soulpass.embed.minilm import MiniLM
+
+        return MiniLM
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

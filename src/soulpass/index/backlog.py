@@ -21,6 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -30,7 +31,6 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.embed.base import Embedder, Vectors
-from soulpass.embed.remote import RemoteEmbedder
 from soulpass.errors import Corrupted
 from soulpass.index import passages
 from soulpass.index.catalog import CatalogRow
@@ -50,7 +50,8 @@ _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 def indexing_embed(embedder: Embedder, cancelled: Callable[[], bool] | None = None) -> EmbedFn:
     """How the backlog is embedded: the workers' batch path for a remote embedder (bulk work does not
     silently fall back to the local model; ``cancelled`` ends a wait for them), else the embedder."""
-    if isinstance(embedder, RemoteEmbedder):
+    remote_module = sys.modules.get("soulpass.embed.remote")  # not imported: no RemoteEmbedder exists
+    if remote_module is not None and isinstance(embedder, remote_module.RemoteEmbedder):
         remote = embedder
         return lambda texts: remote.embed_for_index(texts, cancelled=cancelled)
     return lambda texts: embedder.embed_batch(texts)

@@ -468,7 +468,8 @@ class Catalog:
             self._sidecar = TantivySidecar(self._tantivy, self.path, generation)
             self._sidecar_generation, self._sidecar_upto = generation, -1
         if self._sidecar_upto < 0:
-            self._sidecar_upto = self._sidecar.indexed_upto()
+            last = self._conn.execute("SELECT row FROM catalog WHERE text != '' ORDER BY row DESC LIMIT 1").fetchone()
+            self._sidecar_upto = self._sidecar.indexed_upto(last[0] if last else None)
         newer = self._conn.execute("SELECT max(row) FROM catalog WHERE row > ? AND text != ''",
                                    (self._sidecar_upto,)).fetchone()[0]
         if newer is None:

@@ -16,7 +16,6 @@ from typing import Any
 from pydantic import ValidationError
 
 from soulpass.errors import Corrupted, InvalidInput
-from soulpass.prose import JournalEntry
 from soulpass.records import (
     RECORD_MODELS,
     BufferEvent,
@@ -156,6 +155,8 @@ def make_row(relpath: str, data: bytes, raw: dict[str, Any], replaced_at: int | 
     content_hash = hashlib.sha256(data).hexdigest()
     rid = row_id(relpath)
     if is_journal_path(relpath):  # a prose record: its id is in its front matter
+        from soulpass.prose import JournalEntry  # here: only journal records need it (and YAML)
+
         try:
             entry = JournalEntry.model_validate(raw)
         except (ValidationError, InvalidInput) as exc:
@@ -196,6 +197,8 @@ def buffer_event_row(event: BufferEvent, relpath: str, session_id: str) -> Catal
     if event.type in ("turn", "episode", "sensory") and data.get("kind") in RECORD_MODELS:
         return buffer_row(RECORD_MODELS[data["kind"]].model_validate(data), relpath, session_id)
     if event.type == "journal":
+        from soulpass.prose import JournalEntry
+
         return buffer_row(JournalEntry.model_validate(data), relpath, session_id)
     if event.type == "semantic_candidate" and data.get("id"):
         fact = SemanticCandidate.model_validate(data)

@@ -60,10 +60,17 @@ class TantivySidecar:
                     .filter(tantivy.Filter.stemmer("english")).build())
         self.index.register_tokenizer(_TOKENIZER, analyzer)
 
-    def indexed_upto(self) -> int:
-        """The highest catalog row id in the index (0 when empty)."""
+    def indexed_upto(self, newest: int | None = None) -> int:
+        """The highest catalog row id in the index (0 when empty). ``newest``: the catalog's highest
+        row with text; when the index holds it, that is the answer, found by one term lookup (rows
+        go in in order and each commit keeps a prefix: holding the newest, it holds them all).
+        Otherwise every document's row is read (~10 ms at 1M rows)."""
         self.index.reload()
         searcher = self.index.searcher()
+        if newest is not None:
+            query = self._t.Query.term_query(self.schema, "row", newest, index_option="basic")
+            if searcher.search(query, 1, count=False).hits:
+                return newest
         hits = searcher.search(self._t.Query.all_query(), 1, order_by_field="row").hits
         return int(hits[0][0]) if hits else 0
 

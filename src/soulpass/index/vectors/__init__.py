@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from soulpass.index.vectors.base import IndexMeta, VectorIndex
-from soulpass.index.vectors.chroma import ChromaIndex
 from soulpass.index.vectors.exact import ExactIndex
 from soulpass.index.vectors.hnsw import HnswIndex
 from soulpass.index.vectors.shared import SharedIndex, open_shared
+
+if TYPE_CHECKING:  # loaded when first asked for: most processes never use ChromaDB
+    from soulpass.index.vectors.chroma import ChromaIndex
 
 __all__ = [
     "VECTORS_DIR",
@@ -67,4 +69,14 @@ def _open_backend(folder: Path, *, model_id: str, dim: int, backend: Backend) ->
         case "exact":
             return ExactIndex(folder, model_id=model_id, dim=dim)
         case "chroma":
+            from soulpass.index.vectors.chroma import ChromaIndex
+
             return ChromaIndex(folder, model_id=model_id, dim=dim)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ChromaIndex":
+        from soulpass.index.vectors.chroma import ChromaIndex
+
+        return ChromaIndex
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,12 @@ process, clustered synthetic vectors, ``benchmarks/search_scale.py``; figures in
   (recall 0.96), and it builds 5-8x faster (1M in ~2 min instead of ~15). Sign bits keep
   cosine order well for sentence embeddings: on 5.9k real MiniLM vectors (LoCoMo turns,
   questions as queries) the exact top-10 lies within the Hamming top-100 for 98.7% and the
-  top-200 for 99.6% (synthetic: 93% / 98%). Below 256-d too few bits are left: f16 there.
+  top-200 for 99.6% (synthetic: 93% / 98%). Below 256-d too few bits are left: f16 there;
+* a graph over twice the bits (the signs of the vector and of the vector turned by one fixed
+  rotation, ``graph_bits``: 96 bytes for 384-d) needs a third fewer candidates for the same recall:
+  at 1M 200 re-scored reach recall@10 0.967 where the signs alone need 300 for 0.968, at 100k 150
+  reach 0.982 (0.966 alone; ``benchmarks/graph_bits.py``). New graphs hold these; a graph saved
+  with the signs alone is still searched as it is.
 
 How:
 
@@ -52,6 +57,7 @@ How:
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 from collections.abc import Callable, Collection
@@ -61,8 +67,8 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
-from soulpass.index.vectors.base import populate
-from soulpass.index.vectors.exact import ExactIndex, Rows, Scores
+from soulpass.index.vectors.base import one_blas_thread, populate
+from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming
 from soulpass.store.fsio import fsync_dir
@@ -92,15 +98,45 @@ SMALL_GRAPH = 20_000  # rows up to which the graph is built on one thread (deter
 GRAPH_SHARE = 0.3
 
 
-def _b1_candidates(k: int, graph_rows: int, base: int | None = None) -> int:
-    """How many sign-bit neighbours to re-score for a top ``k``: 150 for a top 10 at 100k graph rows,
-    rising with log(rows) to 250 at 1M (measured recall@10 0.966 and 0.961; 150 rather than 250 at
-    100k saves a third of the query)."""
+def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections: int = 1) -> int:
+    """How many sign-bit neighbours to re-score for a top ``k``. By the vectors' own signs (one
+    projection): 150 for a top 10 at 100k rows, rising with log(rows) to 250 at 1M (measured
+    recall@10 0.966 and 0.961). By those and a rotation's (two, a graph's): 150 at 100k to 220 at
+    1M (0.982 and ~0.97: the same rows re-scored find more of the top 10)."""
     growth = min(1.0, max(0.0, math.log10(max(1, graph_rows) / 100_000)))
     # Beyond the first 10, four more a row: a hybrid search asks for ~75 candidates to fuse, which
     # need not be as exact as a top 10 (25 per row would re-score ~1,900 at 1M: ~20 ms).
-    first = base if base is not None else math.ceil(10 * (15 + 10 * growth))
+    first = base if base is not None else math.ceil(10 * (15 + (10 if projections == 1 else 7) * growth))
     return first + 4 * max(0, k - 10)
+
+
+# A new sign-bit graph holds 2 x dim bits a row: the signs of the vector and of the vector turned by
+# one fixed rotation. Hamming distance over twice the bits tracks the angle more closely, so fewer
+# candidates reach the same recall (``benchmarks/graph_bits.py``, clustered 384-d, M=16: at 1M rows
+# 200 re-scored give recall@10 0.967 against 0.939 with the signs alone, whose 300 give 0.968; at
+# 100k, 150 give 0.982 against 0.966), for 48 more bytes a node and about as fast a step. A graph
+# saved with dim bits (before) is still searched with the signs alone.
+GRAPH_PROJECTIONS = 2
+
+
+@functools.cache
+def _rotation(dim: int) -> np.ndarray[Any, np.dtype[np.float32]]:
+    """The fixed rotation of ``dim``-d vectors: the Q of the QR of a seeded Gaussian matrix, columns
+    signed so that R's diagonal is positive (the QR is then unique: every LAPACK gives this Q up to
+    rounding, and numpy's legacy ``RandomState`` stream never changes)."""
+    gauss = np.random.RandomState(19_2026).standard_normal((dim, dim))
+    with one_blas_thread():  # LAPACK's threads would spin on after it, beside the searches (~0.1 s)
+        q, r = np.linalg.qr(gauss)
+    return (q * np.where(np.diag(r) < 0, -1.0, 1.0)).astype(np.float32)
+
+
+def graph_bits(vectors: Scores, projections: int) -> np.ndarray[Any, np.dtype[np.uint8]]:
+    """What a sign-bit graph holds for these unit vectors: their signs, packed, and with two
+    projections the signs of the rotated vectors after them."""
+    signs = vectors > 0
+    if projections == 2:
+        signs = np.concatenate([signs, (vectors @ _rotation(vectors.shape[-1])) > 0], axis=-1)  # a query: ~7 us
+    return np.packbits(signs, axis=-1)
 
 
 class HnswIndex(ExactIndex):
@@ -190,8 +226,8 @@ class HnswIndex(ExactIndex):
             self._graph, self._viewed = self._graph.copy(), False
         if self._graph is None:
             metric, dtype = ("hamming", "b1x8") if self.quantization == "b1" else ("cos", "f16")
-            self._graph = _usearch_index_class()(ndim=self._meta.dim, metric=metric, dtype=dtype,
-                                                 **self._graph_options)
+            ndim = self._meta.dim * (GRAPH_PROJECTIONS if self.quantization == "b1" else 1)
+            self._graph = _usearch_index_class()(ndim=ndim, metric=metric, dtype=dtype, **self._graph_options)
         start, end = self._graph_rows, self._rows.rows
         keys = start + np.flatnonzero(self._rows.live_mask()[start:end])
         for chunk in range(0, len(keys), 65536):
@@ -223,9 +259,13 @@ class HnswIndex(ExactIndex):
                 old[1].unlink(missing_ok=True)
         self._saved_rows = end
 
+    def _projections(self) -> int:
+        """How many sign projections the graph holds (``GRAPH_PROJECTIONS``; 1 in a graph saved before)."""
+        return int(self._graph.ndim) // self._meta.dim if self._graph is not None else GRAPH_PROJECTIONS
+
     def _graph_vectors(self, vectors: Scores) -> Any:
         """What the graph holds for these unit vectors: their sign bits, packed (b1), or themselves (f16)."""
-        return np.packbits(vectors > 0, axis=-1) if self.quantization == "b1" else vectors
+        return graph_bits(vectors, self._projections()) if self.quantization == "b1" else vectors
 
     def _ef_for(self, size: int) -> int:
         """``expansion_search``: as given, else 64 up to 100k vectors growing as sqrt(size) to 256.
@@ -235,7 +275,8 @@ class HnswIndex(ExactIndex):
         if self._expansion_search is not None:
             return self._expansion_search
         if self.quantization == "b1":
-            return _b1_candidates(10, size, self.b1_base)  # measured: as good as a wider search, and faster
+            # measured: as good as a wider search, and faster
+            return _b1_candidates(10, size, self.b1_base, self._projections())
         return int(min(256, max(64, round(64 * math.sqrt(size / 100_000)))))
 
     def _graph_files(self) -> list[tuple[int, Path]]:
@@ -264,9 +305,9 @@ class HnswIndex(ExactIndex):
     def _answer_cold(self) -> bool:
         """Whether this (unfiltered) search is answered from the sign bits, leaving the graph unloaded:
         only a handle's first search, and only where a saved sign-bit file covers the saved graph's
-        rows. The same number of rows nearest by Hamming distance are re-scored as the graph would
-        return, found exactly instead of approximately (~30 ms at 1M rows, where importing usearch
-        and mapping the graph cost ~0.3 s); the next search loads the graph."""
+        rows. The rows nearest by Hamming distance are re-scored, found exactly instead of
+        approximately (~20 ms at 1M rows, where importing usearch and mapping the graph cost ~0.3 s);
+        the next search loads the graph."""
         cold, self._cold = self._cold, False
         return (cold and self._pending_rows > 0 and self.quantization == "b1"
                 and self._sign_bits().saved_rows >= self._pending_rows)
@@ -283,11 +324,12 @@ class HnswIndex(ExactIndex):
             except (RuntimeError, ValueError, OSError):  # OSError: a reader saw the writer replace it
                 graph = None
             binary = graph is not None and str(graph.dtype).endswith(".B1")
-            if graph is None or graph.ndim != self._meta.dim or binary != (self.quantization == "b1"):
+            dims = (self._meta.dim, self._meta.dim * GRAPH_PROJECTIONS) if binary else (self._meta.dim,)
+            if graph is None or graph.ndim not in dims or binary != (self.quantization == "b1"):
                 self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
-            graph.expansion_search = self._ef_for(len(graph))
             self._graph, self._graph_rows, self._saved_rows, self._graph_path = graph, covered, covered, path
+            graph.expansion_search = self._ef_for(len(graph))  # after: the width depends on the graph's bits
             self._viewed = True
             return
 
@@ -323,7 +365,7 @@ class HnswIndex(ExactIndex):
         cheaper (and exact) to scan."""
         graph_live = max(1, self._rows.live_count)
         fraction = min(1.0, graph_live / max(1, len(self._graph))) * share
-        wanted = (_b1_candidates(k, len(self._graph), self.b1_base) if self.quantization == "b1"
+        wanted = (_b1_candidates(k, len(self._graph), self.b1_base, self._projections()) if self.quantization == "b1"
                   else math.ceil(1.25 * k) + 8)
         fetch = math.ceil(wanted / max(fraction, 1e-9))
         while (most is None or fetch <= most) and 2 * fetch <= len(self._graph):
@@ -362,7 +404,8 @@ class HnswIndex(ExactIndex):
 
     def _sign_candidates(self, query: Scores, k: int, allowed: Rows | None) -> Rows:
         """The allowed (None: live) rows nearest ``query`` by the Hamming distance of their sign
-        bits, as many as the graph would re-score for a top ``k`` among that many rows (sorted)."""
+        bits, as many as a graph of the signs alone would re-score for a top ``k`` among that many
+        rows (unfiltered: up to twice that, see below), sorted."""
         signs, packed_query = self._sign_bits(), np.packbits(query > 0)
         if allowed is None:
             distance = signs.distances(packed_query, self._rows.rows, self._rows.matrix())
@@ -372,7 +415,12 @@ class HnswIndex(ExactIndex):
         else:
             distance = hamming(signs.take(allowed, self._rows.rows, self._rows.matrix()), packed_query)
             count = len(allowed)
-        wanted = min(count, _b1_candidates(k, count, self.b1_base))
+        wanted = _b1_candidates(k, count, self.b1_base)
+        if allowed is None:  # a handle's first search: up to twice as many, as the graph's two projections
+            # find more among as many; no more than one product without BLAS re-scores (threadpoolctl's
+            # import alone would cost a cold start ~10 ms)
+            wanted = max(wanted, min(2 * wanted, SMALL_PRODUCT))
+        wanted = min(count, wanted)
         if allowed is None:
             picked = (np.argpartition(distance, wanted - 1)[:wanted] if wanted < len(distance)
                       else np.arange(len(distance)))

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.index.vectors.base import Matrix
+from soulpass.index.vectors.base import Matrix, populate
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.store.fsio import fsync_dir
 
@@ -43,6 +43,7 @@ class SignBits:
         self._saved: Packed = np.zeros((0, self.width), dtype=np.uint8)  # rows [0, len): the file's
         self._tail: Packed = np.zeros((0, self.width), dtype=np.uint8)  # rows after it (grows by half)
         self._tail_rows = 0
+        self._populated = False  # the file's pages mapped (``distances``)
         self._load()
 
     @property
@@ -90,6 +91,9 @@ class SignBits:
         if upto > self.rows:
             self._pack(upto, matrix)
         saved = min(upto, len(self._saved))
+        if not self._populated:  # every page is read: mapped at once, not faulted in one by one
+            populate(self._saved)  # 1M rows: a scan 22 -> 14 ms, for 1 ms once
+            self._populated = True
         head = hamming(self._saved[:saved], query)
         if upto <= saved:
             return head
@@ -128,6 +132,7 @@ class SignBits:
                 old.unlink(missing_ok=True)
         rows = self.rows
         self._saved = np.memmap(final, dtype=np.uint8, mode="r", shape=(rows, self.width))
+        self._populated = False
         self._tail, self._tail_rows = np.zeros((0, self.width), dtype=np.uint8), 0
 
 

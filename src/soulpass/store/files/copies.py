@@ -8,17 +8,18 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import BaseModel
 
 from soulpass.errors import Corrupted
-from soulpass.prose import JournalEntry, parse_markdown, render_markdown
 from soulpass.store.contract import Change, DocumentPut
 from soulpass.store.files.bulk_lists import set_apart
 from soulpass.store.files.commit import Changeset, FileWrite, version_doc
 from soulpass.store.files.session_log import ARCHIVED_MARKER
 from soulpass.store.fsio import dump_json, load_json
 from soulpass.store.keys import record_path, sandbox_dir
+
+# Markdown (prose entries, clipboards) needs YAML and the prose models: imported where a Markdown
+# copy is read or written, so a process that only searches JSON records never loads them.
 
 __all__ = [
     "COPY_SUFFIXES",
@@ -36,6 +37,8 @@ COPY_SUFFIXES = (".json", ".md")
 def parse_copy(name: str, data: bytes) -> dict[str, Any]:
     """The bytes of a file named ``name`` as a dict (a Markdown entry: front matter + ``text``)."""
     if name.endswith(".md"):
+        from soulpass.prose import parse_markdown
+
         return parse_markdown(data, name)
     try:
         raw = json.loads(data)
@@ -49,6 +52,8 @@ def parse_copy(name: str, data: bytes) -> dict[str, Any]:
 def load_copy(path: Path) -> dict[str, Any]:
     """``path`` read and parsed by its suffix; ``FileNotFoundError`` when absent."""
     if path.suffix == ".md":
+        from soulpass.prose import parse_markdown
+
         return parse_markdown(path.read_bytes(), str(path))
     raw: dict[str, Any] = load_json(path)
     return raw
@@ -57,6 +62,8 @@ def load_copy(path: Path) -> dict[str, Any]:
 def encode_clipboard(doc: Mapping[str, Any]) -> bytes:
     """A clipboard: YAML front matter (``items`` is the truth) and a Markdown body rendering them
     (the parsed ``text`` of a stored copy when there is one)."""
+    import yaml
+
     front = {k: v for k, v in doc.items() if k != "text"}
     head = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1_000_000)
     if "text" in doc:
@@ -72,12 +79,16 @@ def encode_copy(relpath: str, doc: dict[str, Any]) -> bytes:
     if relpath.endswith(".md"):
         if doc.get("kind") == "clipboard":
             return encode_clipboard(doc)
+        from soulpass.prose import JournalEntry, render_markdown
+
         return render_markdown(JournalEntry.model_validate(doc))
     return dump_json(doc)
 
 
 def encode_document(put: DocumentPut) -> bytes:
     """A document's bytes: a prose entry as Markdown, anything else by its key's suffix."""
+    from soulpass.prose import JournalEntry, render_markdown
+
     if isinstance(put.body, JournalEntry):
         return render_markdown(put.body)
     if isinstance(put.body, BaseModel):
