@@ -577,6 +577,11 @@ def test_row_ids_slices_span_the_checkpoint_and_the_tail() -> None:
     for cut in (slice(None), slice(2, 5), slice(4, None), slice(-3, -1), slice(1, 2), slice(5, 1), slice(0, 7, 2),
                 slice(None, None, -1), slice(3, 4), slice(10, 20)):
         assert ids[cut] == plain[cut], cut
+    keys, nul = ids.encoded(np.array([2, 3, 4], dtype=np.int64))  # a checkpoint's rows, then the list's
+    assert keys.tolist() == ["é".encode(), b"c", b"d"] and not nul
+    ids.extend(["tail\0"])
+    keys, nul = ids.encoded(np.array([3, 7], dtype=np.int64))
+    assert keys.tolist() == [b"c", b"tail"] and nul  # the NUL a fixed-width array drops is reported
 
 
 def test_a_writer_closing_far_past_its_checkpoint_saves_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
