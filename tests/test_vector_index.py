@@ -566,7 +566,7 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
 
 def test_row_ids_slices_span_the_checkpoint_and_the_tail() -> None:
     """``RowIds`` (ids by row: a checkpoint's array, then a list) slices like the list of its ids."""
-    from soulpass.index.vectors.rows import RowIds
+    from soulpass.index.vectors.row_ids import RowIds
 
     ids = RowIds(np.array([b"a", b"", "é".encode(), b"c"], dtype="S4"))
     ids.extend(["d", None, "f"])

@@ -33,7 +33,7 @@ the frame that names them, so a reader never sees a row that is not whole.
 Opening replays the journal into the row -> id list and the live mask only: because each frame
 names the rows it killed, no id -> row map is needed for that (building one for 1M rows costs
 ~0.5 s). Where a checkpoint says where in the journal it was taken (and its bytes check), the rows
-it covers come from its arrays (``RowIds``: an id is decoded when asked for) and only the frames
+it covers come from its arrays (``row_ids.RowIds``: an id is decoded when asked for) and only the frames
 after it are replayed: parsing 1M ids out of the journal's JSON cost a fresh process ~0.15 s.
 ``rows_for`` finds a few ids' rows by binary search in the sorted-ids checkpoint, then by
 a small map of the rows written after it; the whole map is built when a write first needs it and
@@ -49,15 +49,16 @@ import os
 import re
 import struct
 import zlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, cast, overload
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.vectors.base import Matrix
+from soulpass.index.vectors.row_ids import RowIds
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
 
 __all__ = ["RowIds", "RowStore", "numbered_files"]
@@ -81,66 +82,6 @@ def numbered_files(folder: Path, prefix: str, suffix: str) -> list[tuple[int, Pa
         if covered.isdigit():
             found.append((int(covered), path))
     return sorted(found)
-
-
-class RowIds(Sequence[str | None]):
-    """Row -> its live id, None for a dead row, as a list of them would answer: rows below
-    ``len(head)`` from a checkpoint's fixed-width UTF-8 array (b"" for a dead row; decoded when
-    asked for), later ones from a list."""
-
-    def __init__(self, head: npt.NDArray[Any] | None = None) -> None:
-        self._head = head if head is not None else np.zeros(0, dtype="S1")
-        self._split = len(self._head)
-        self._tail: list[str | None] = []
-
-    def __len__(self) -> int:
-        return self._split + len(self._tail)
-
-    @overload
-    def __getitem__(self, row: int) -> str | None: ...
-
-    @overload
-    def __getitem__(self, row: slice) -> list[str | None]: ...
-
-    def __getitem__(self, row: int | slice) -> str | list[str | None] | None:
-        if isinstance(row, slice):
-            start, stop, step = row.indices(len(self))
-            if step != 1:
-                return [self[r] for r in range(start, stop, step)]
-            head = [raw.decode("utf-8") if raw else None for raw in self._head[start:min(stop, self._split)].tolist()]
-            return head + self._tail[max(0, start - self._split):max(0, stop - self._split)]
-        if row < 0:
-            row += len(self)
-        if 0 <= row < self._split:
-            raw = self._head[row]
-            return raw.decode("utf-8") if raw else None
-        return self._tail[row - self._split]
-
-    def __iter__(self) -> Iterator[str | None]:
-        for raw in self._head.tolist():
-            yield raw.decode("utf-8") if raw else None
-        yield from self._tail
-
-    def kill(self, row: int) -> None:
-        """Row ``row`` is dead: it holds no id any more."""
-        if row < self._split:
-            self._head[row] = b""
-        else:
-            self._tail[row - self._split] = None
-
-    def extend(self, ids: Iterable[str | None]) -> None:
-        self._tail.extend(ids)
-
-    def encoded(self, rows: npt.NDArray[np.int64]) -> tuple[npt.NDArray[Any], bool]:
-        """The ids of live ``rows`` (ascending) as one fixed-width bytes array, in their order, and
-        whether one ends with NUL (which such an array drops). The checkpoint's rows are taken as the
-        bytes they are (1M ids: a checkpoint saved in ~0.15 s, not ~0.6 s); none of them ends with NUL, or
-        they would not have been resumed from."""
-        head = self._head[rows[rows < self._split]]
-        tail = [str(self._tail[r - self._split]).encode("utf-8") for r in rows[rows >= self._split].tolist()]
-        width = max(1, head.dtype.itemsize if len(head) else 1, max(map(len, tail), default=1))
-        keys = np.concatenate([head.astype(f"S{width}"), np.array(tail, dtype=f"S{width}")])
-        return keys, any(key.endswith(b"\0") for key in tail)
 
 
 class RowStore:
