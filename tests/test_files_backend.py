@@ -46,6 +46,34 @@ def test_a_head_not_logged_yet_reads_its_header_from_the_version_file(tmp_path: 
     assert (entry.version, entry.parent, entry.counts) == (1, 0, {"episode": 5})
 
 
+def test_a_snapshot_whose_header_moved_on_finds_its_line_in_the_log(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """A snapshot taken between a commit's VERSION.json and its log line, read after that line and
+    a later commit landed (seen with four writers under load): its line is read from the log then,
+    not reported missing. A version the log never gets is still ``Corrupted``."""
+    _bulk_account(tmp_path)
+    acct = soulpass.open(tmp_path, embedder="none").account("alice")
+    for n in range(2):
+        sandbox = acct.create_sandbox(f"s{n}")
+        sandbox.add_turn("user", f"turn {n}")
+        sandbox.archive()
+    store = AccountStore(tmp_path, "alice")
+    snap = store.snapshot(2)
+    full, reads = store.log(), []
+
+    def log_as_the_race_saw_it(expand_after: int | None = None) -> list[dict[str, object]]:
+        reads.append(expand_after)
+        return [e for e in full if e["version"] != 2] if len(reads) == 1 else full  # line 2 came after
+
+    monkeypatch.setattr(store, "log", log_as_the_race_saw_it)
+    monkeypatch.setattr("soulpass.store.files.account.last_log_line", lambda _log: b"")  # not HEAD's line
+    entry = snap.entry()
+    assert (entry.version, entry.parent, len(reads)) == (2, 1, 2)
+    monkeypatch.setattr(store, "log", lambda expand_after=None: [e for e in full if e["version"] != 2])
+    with pytest.raises(Corrupted, match="version 2 has no line"):
+        snap.entry()
+
+
 @pytest.mark.parametrize("n", [3, 200])  # one after another, and from several threads
 @pytest.mark.parametrize("flush", ["syncfs", "fsync each"])
 def test_a_bulk_write_is_made_durable_by_one_flush_and_never_by_the_machine(

@@ -309,9 +309,13 @@ class FilesSnapshot:
             raw = next((e for e in self._store.log() if int(e["version"]) == self._version), None)
         if raw is None:
             doc = self._store.version_doc()  # a commit between VERSION.json and its log line: the header
-            if int(doc["version"]) != self._version:
+            if int(doc["version"]) == self._version:
+                raw = doc
+            elif int(doc["version"]) > self._version:  # that commit appended its line since, and others
+                # followed (each under the lock, after the line before it): the log has it now
+                raw = next((e for e in self._store.log() if int(e["version"]) == self._version), None)
+            if raw is None:
                 raise Corrupted(f"version {self._version} has no line in the version log", account=self._store.name)
-            raw = doc
         return VersionEntry(_LoggedEntry(self._store, raw) if raw.get("added_file") else raw)
 
     def record(self, record_id: str) -> Record | None:
