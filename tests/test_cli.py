@@ -252,3 +252,24 @@ def test_a_search_in_a_fresh_process_builds_no_validator(tmp_path: Path) -> None
             f"print(sorted(m for m in {WRITE_ONLY_MODULES!r} if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
     assert out.strip().splitlines() == ["1 ['TurnUser'] None", "[]"]
+
+
+def test_a_search_of_a_current_index_loads_no_pydantic(tmp_path: Path) -> None:
+    """Where the index is current (the cold open of a large account), opening it and searching
+    reads catalog rows, never a record: neither pydantic nor the record models load (~0.05 s of a
+    cold start), nor what sandboxes validate and archive with; a write afterwards loads them and works."""
+    acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
+    sandbox = acct.create_sandbox("s")
+    sandbox.add_turn("user", "the violin lesson moved to Tuesday")
+    sandbox.archive()
+    assert [h.id for h in acct.search("violin", 3)]  # the catalog catches up here, not in the child
+    heavy = ("pydantic", "soulpass.records", "soulpass.index.catalog.make_rows", "soulpass.sessions.inputs",
+             "soulpass.consolidation.archive")
+    code = ("import sys, soulpass\n"
+            f"acct = soulpass.open({str(tmp_path)!r}, embedder='none').account('a')\n"
+            "hits = acct.search('violin', 3)\n"
+            f"print(len(hits), hits[0].text, sorted(m for m in {heavy!r} if m in sys.modules))\n"
+            "s = acct.create_sandbox('t'); s.add_turn('user', 'the cello lesson too'); s.archive()\n"
+            f"print(len(acct.search('lesson', 3)), sorted(m for m in {heavy!r} if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert out.strip().splitlines() == ["1 the violin lesson moved to Tuesday []", f"2 {sorted(heavy)}"]

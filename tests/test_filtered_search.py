@@ -24,7 +24,7 @@ from soulpass.index.catalog import Filters, remove_catalog
 from soulpass.index.catalog.columns import CatalogColumns
 from soulpass.index.search import SEARCHABLE_KINDS, AccountIndex
 from soulpass.index.vectors import ExactIndex, HnswIndex
-from soulpass.index.vectors.signs import SignBits, hamming
+from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.records import TurnLLM, TurnUser
 from test_vector_index import clustered
 
@@ -255,6 +255,15 @@ def test_hamming_counts_the_differing_bits_in_steps(dim: int, monkeypatch: pytes
     want = np.unpackbits(packed ^ q, axis=-1).sum(axis=1)
     assert hamming(packed, q).tolist() == want.tolist() and hamming(packed[:0], q).shape == (0,)
     assert hamming(packed[::2], q).tolist() == want[::2].tolist()  # not contiguous: byte by byte
+
+
+@pytest.mark.parametrize("wanted", [0, 1, 7, 50, 999, 1000, 1200])
+def test_nearest_takes_the_smallest_distances_first_of_the_ties(wanted: int) -> None:
+    distance = np.random.default_rng(wanted).integers(0, 40, 1000).astype(np.uint16)
+    distance[::97] = np.iinfo(np.uint16).max  # dead rows: last
+    got = nearest(distance, wanted)
+    want = np.sort(np.argsort(distance, kind="stable")[:wanted])  # stable: the first of equal distances
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
 
 
 def test_passage_rows_take_their_records_mask(tmp_path: Path) -> None:

@@ -13,42 +13,19 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from pydantic import BaseModel, ValidationError
-
 from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
-from soulpass.index.catalog import CatalogHashLookup, Filters, FullText
-from soulpass.index.catalog.rows import buffer_event_row
+from soulpass.index.catalog import Filters, FullText
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
-from soulpass.records import (
-    EPOCH,
-    BufferEvent,
-    CoreMemory,
-    CoreProposal,
-    Document,
-    Episode,
-    GKSGraph,
-    ProfileUpdate,
-    Record,
-    SemanticCandidate,
-    SensoryRecord,
-    SessionBuffer,
-    StateBlob,
-    StateDelta,
-    TurnLLM,
-    TurnUser,
-    UserProfile,
-)
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.buffer import Limits
-from soulpass.sessions.inputs import dump, episode_model, string_list, turn_model, validate
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
 from soulpass.store import keys as store_keys
@@ -58,16 +35,29 @@ from soulpass.store.postgres.url import is_url, local_root, masked
 from soulpass.store.versions import diff_entries
 
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
-    from soulpass.consolidation.plan import ConsolidationPlan
+    from pydantic import BaseModel
+
     from soulpass.consolidation.rules import Rules
     from soulpass.forgetting import ForgetResult
     from soulpass.journal import Journal
+    from soulpass.records import (
+        CoreMemory,
+        Document,
+        Episode,
+        GKSGraph,
+        Record,
+        SessionBuffer,
+        StateBlob,
+        TurnLLM,
+        TurnUser,
+        UserProfile,
+    )
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
            "open"]
 
 
-D = TypeVar("D", bound=Document)
+D = TypeVar("D", bound="Document")
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
 RerankerChoice = Reranker | Literal["auto", "none"]
@@ -260,6 +250,7 @@ class Account:
         return self.store.snapshot(at).records(kind)
 
     def _document(self, key: str, model: type[D], at: int | None) -> D | None:
+        from pydantic import ValidationError
         raw = self.store.snapshot(at).document(key)
         if raw is None:
             return None
@@ -269,12 +260,15 @@ class Account:
             raise Corrupted(f"{key} does not match the {model.__name__} schema: {exc}", path=key) from exc
 
     def core_memory(self, at: int | None = None) -> CoreMemory:
+        from soulpass.records import EPOCH, CoreMemory
         return self._document(store_keys.CORE_MEMORY, CoreMemory, at) or CoreMemory(updated_at=EPOCH)
 
     def user_profile(self, at: int | None = None) -> UserProfile:
+        from soulpass.records import EPOCH, UserProfile
         return self._document(store_keys.USER_PROFILE, UserProfile, at) or UserProfile(updated_at=EPOCH)
 
     def state(self, name: str, at: int | None = None) -> StateBlob | None:
+        from soulpass.records import StateBlob
         check_name(name, "state name")
         return self._document(store_keys.state_path(name.removesuffix("_state")), StateBlob, at)
 
@@ -390,75 +384,20 @@ class Account:
     # --- archive and discard ------------------------------------------------------------
 
     def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on); a sandbox with
-        nothing to store commits no version (``Unchanged``) and is removed all the same.
-
-        The buffer's lock is held throughout, so no write is between the plan and the commit, and
-        a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
-        the plan and the commit, the store says so and the plan is made again on the new HEAD."""
-        if type(dry_run) is not bool:
-            raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
-        try:
-            info = sandboxes.load_sandbox(self.store, sandbox_id)
-        except NotFound:
-            return self._already_archived(sandbox_id)
-        buffer = info.buffer(self.sp.limits)
-        with buffer.locked():
-            try:
-                info = info.current()  # a discard or another archive may have had the lock first
-            except NotFound:
-                return self._already_archived(sandbox_id)
-            if info.archived_as is not None:
-                return AlreadyArchived(sandbox_id, info.archived_as)
-            events = buffer.events()
-            plan = self._plan_archive(info, events)
-            if dry_run:
-                return Planned(plan)
-            while not plan.empty:
-                outcome = self.store.commit(plan.change, parent=plan.version - 1, hook=hook)
-                if isinstance(outcome, contract.Committed):
-                    info.remove()
-                    break
-                plan = self._plan_archive(info, events)
-            else:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
-                info.remove()
-                return Unchanged(sandbox_id, plan.base_version, plan)
-        if self._indexer is not None:
+        """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``)."""
+        from soulpass.consolidation.archive import archive_sandbox
+        result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run, hook=hook)
+        if self._indexer is not None and isinstance(result, Committed):
             self._indexer.wake()  # committed: the indexer catches up behind this call
-        return Committed(plan.version, plan)
-
-    def _plan_archive(self, info: SandboxInfo, events: list[BufferEvent]) -> ConsolidationPlan:
-        from soulpass.consolidation.plan import plan_consolidation
-        lookup = CatalogHashLookup(self.store)  # journal entries: semantic hashes already stored
-        try:
-            head = self.store.snapshot()
-            parent = head if info.parent_version == head.version else self.store.snapshot(info.parent_version)
-            return plan_consolidation(head, info, events, self.sp.rules, utc_now(), journal_lookup=lookup,
-                                      parent=parent)
-        finally:
-            lookup.close()
-
-    def _already_archived(self, sandbox_id: str) -> AlreadyArchived:
-        """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``)."""
-        version = self._archived_as(sandbox_id)
-        if version is None:
-            raise NotFound(f"sandbox {sandbox_id} does not exist in account {self.name}",
-                           sandbox_id=sandbox_id, account=self.name)
-        return AlreadyArchived(sandbox_id, version)
-
-    def _archived_as(self, sandbox_id: str) -> int | None:
-        """The version a sandbox whose folder is gone was archived as (from the log), if any."""
-        for entry in reversed(self.store.log(lists=False)):
-            if entry.source_sandbox == sandbox_id:
-                return entry.version
-        return None
+        return result
 
     def discard(self, sandbox_id: str) -> None:
         sandboxes.discard_sandbox(self.store, sandbox_id)
 
 
 class Sandbox:
-    """A conversation's writable view: every write goes to the session buffer only."""
+    """A conversation's writable view: every write goes to the session buffer only. What it is given
+    is validated into record models when written (pydantic loads then: a search never needs it)."""
 
     def __init__(self, account: Account, info: SandboxInfo) -> None:
         self.account, self.info = account, info
@@ -467,6 +406,8 @@ class Sandbox:
 
     def _append(self, *items: tuple[str, BaseModel]) -> None:
         """Append events all-or-nothing (a seed episode and its inline turns go in one write)."""
+        from soulpass.records import Record
+        from soulpass.sessions.inputs import dump
         batch = []
         for type_, model in items:
             # Fields Soulpass derived itself are not the caller's text: don't size-check them.
@@ -481,6 +422,7 @@ class Sandbox:
 
     def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:
         """Append a user or LLM turn; returns its temporary id."""
+        from soulpass.sessions.inputs import turn_model
         model = turn_model(turn)
         self._append(("turn", model))
         return model.id
@@ -494,6 +436,7 @@ class Sandbox:
 
     def write_episode(self, episode: Episode | dict[str, Any]) -> str:
         """Append an episode (an ``Episode``, a V3 dict or a seed dict with inline turns)."""
+        from soulpass.sessions.inputs import episode_model
         ep, turns = episode_model(episode)
         self._append(*(("turn", t) for t in turns), ("episode", ep))
         return ep.id
@@ -501,6 +444,8 @@ class Sandbox:
     def write_many(self, episodes: Iterable[Episode | dict[str, Any]] = (),
                    states: dict[str, dict[str, Any]] | None = None) -> list[str]:
         """Episodes (with their inline turns) and state deltas in one all-or-nothing write."""
+        from soulpass.records import StateDelta
+        from soulpass.sessions.inputs import episode_model, validate
         items: list[tuple[str, BaseModel]] = []
         ids = []
         for episode in episodes:
@@ -514,6 +459,8 @@ class Sandbox:
 
     def add_fact(self, subject: str | None = None, predicate: str | None = None, object: str | None = None,
                  *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
+        from soulpass.records import SemanticCandidate
+        from soulpass.sessions.inputs import string_list, validate
         cand = validate(SemanticCandidate, {
             "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
             "confidence": confidence, "content": content, "source_refs": string_list(source_refs, "source_refs")})
@@ -526,17 +473,25 @@ class Sandbox:
         return None if why is None else f"this fact will be rejected at archive: {why}"
 
     def update_state(self, name: str, data: dict[str, Any]) -> None:
+        from soulpass.records import StateDelta
+        from soulpass.sessions.inputs import validate
         self._append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
 
     def update_profile(self, data: dict[str, Any]) -> None:
+        from soulpass.records import ProfileUpdate
+        from soulpass.sessions.inputs import validate
         self._append(("profile_update", validate(ProfileUpdate, {"data": data})))
 
     def propose_core(self, section: str, value: Any, *, confidence: float, reason: str, key: str | None = None) -> None:
+        from soulpass.records import CoreProposal
+        from soulpass.sessions.inputs import validate
         self._append(("core_proposal", validate(CoreProposal, {
             "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason})))
 
     def add_sensory(self, content: str, *, source: str | None = None, modality: str = "text",
                     media_type: str = "text/plain") -> str:
+        from soulpass.records import SensoryRecord
+        from soulpass.sessions.inputs import validate
         rec = validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
                                         "modality": modality, "media_type": media_type})
         self._append(("sensory", rec))
@@ -547,12 +502,13 @@ class Sandbox:
                     agent: str | None = None) -> str:
         """Append a prose record (journal, experiment, reflection or conversation entry), stored
         verbatim as Markdown on archive; returns its temporary id."""
+        from soulpass.prose import JournalEntry
+        from soulpass.sessions.inputs import string_list, validate
         data: dict[str, Any] = {"id": new_temp_id("journal"), "text": text, "type": type, "title": title,
                                 "tags": string_list(tags, "tags"), "core_insight": core_insight,
                                 "brief_summary": brief_summary, "agent": agent}
         if timestamp is not None:
             data["created_at"] = timestamp
-        from soulpass.prose import JournalEntry
         entry = validate(JournalEntry, data)
         self._append(("journal", entry))
         return str(entry.id)
@@ -573,6 +529,7 @@ class Sandbox:
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=None if at == head else at)
+        from soulpass.index.catalog.make_rows import buffer_event_row
         events = self._buffer.events()
         path = store_keys.buffer_key(self.id)
         rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]

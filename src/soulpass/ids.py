@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from soulpass.errors import InvalidInput
 
 __all__ = [
+    "EPOCH",
     "IMPORT_TAG_PREFIX",
     "MAX_NAME_LENGTH",
     "PERMANENT_PREFIXES",
@@ -50,6 +51,9 @@ TEMP_PREFIXES: dict[str, str] = {kind: f"{p.lower()}_temp_" for kind, p in PERMA
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _PERMANENT_RE = re.compile(r"^(EP|TU|TL|SF|SR|JE)_(\d{8})_(\d{3,9})$")
 _TEMP_RE = re.compile(r"^(ep|tu|tl|sf|sr|je)_temp_[0-9a-f]{6,32}$")
+
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # updated_at of a document that was never written
 
 
 def utc_now() -> datetime:

@@ -28,7 +28,8 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
 from soulpass.index.catalog import Catalog, CatalogRow, catalog_file, remove_catalog
-from soulpass.index.catalog.rows import is_catalogued, make_row
+from soulpass.index.catalog.make_rows import make_row
+from soulpass.index.catalog.rows import is_catalogued
 from soulpass.index.opening import open_catalog
 from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
 from soulpass.store.contract import AccountBackend, UnreadableCopy

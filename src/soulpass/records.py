@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
-from soulpass.ids import check_name, check_record_id, is_permanent_id, is_temp_id, utc_now
+from soulpass.ids import EPOCH, check_name, check_record_id, is_permanent_id, is_temp_id, utc_now
 
 __all__ = [
     "DOCUMENT_MODELS",
@@ -49,7 +49,6 @@ __all__ = [
 ]
 
 SCHEMA_VERSION = 1
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)  # updated_at of a document that was never written
 
 _PUNCT = re.compile(f"[{re.escape(string.punctuation)}]")
 _SPACE = re.compile(r"\s+")

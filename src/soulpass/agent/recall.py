@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from soulpass.index.catalog import CatalogRow, Filters
-from soulpass.index.catalog.rows import buffer_event_row
+from soulpass.index.catalog.make_rows import buffer_event_row
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent
 from soulpass.store.keys import buffer_key

@@ -9,10 +9,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
+from soulpass.ids import EPOCH
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.catalog.query import as_utc, fts_query
 from soulpass.index.catalog.schema import TOKENIZER
-from soulpass.records import EPOCH
 
 __all__ = ["buffer_fts", "buffer_links", "passes"]
 

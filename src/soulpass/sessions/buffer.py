@@ -11,11 +11,13 @@ import math
 import re
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import InvalidInput
-from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent, SandboxStore, SessionTail
+
+if TYPE_CHECKING:
+    from soulpass.records import BufferEvent
 
 __all__ = ["BODY_FIELDS", "MAX_DEPTH", "Limits", "SandboxBuffer", "check_json_safe"]
 

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import Conflict, InvalidInput
 from soulpass.ids import check_name
-from soulpass.records import BufferEvent, SessionBuffer
 from soulpass.sessions.buffer import Limits, SandboxBuffer
 from soulpass.store.contract import AccountBackend, SandboxMeta, SandboxStore
+
+if TYPE_CHECKING:
+    from soulpass.records import BufferEvent, SessionBuffer
 
 __all__ = [
     "SandboxInfo",
@@ -105,6 +107,8 @@ def discard_sandbox(store: AccountBackend, sandbox_id: str) -> None:
 
 def session_buffer_view(info: SandboxInfo, events: list[BufferEvent]) -> SessionBuffer:
     """The seed's session-buffer schema, derived from the buffer's events."""
+    from soulpass.records import SessionBuffer
+
     episodes, turns, candidates, proposals, sensory = [], [], [], [], []
     journal: list[dict[str, Any]] = []  # prose records (not in the seed's schema: an extra key)
     deltas: dict[str, dict[str, Any]] = {}

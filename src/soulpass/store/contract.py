@@ -18,12 +18,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Protocol, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # annotations only: a search loads neither pydantic nor the record models
+    from pydantic import BaseModel
 
-from soulpass.records import BufferEvent, Record
-from soulpass.store.redact import Erasure
+    from soulpass.records import BufferEvent, Record
+    from soulpass.store.redact import Erasure
 
 __all__ = [
     "AccountBackend",

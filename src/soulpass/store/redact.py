@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from soulpass.records import RECORD_MODELS
-
 __all__ = ["FORGOTTEN", "Erasure", "forgotten_journal_key", "redacted", "redacted_copy", "redacted_entry"]
 
 FORGOTTEN = "[forgotten]"
@@ -39,6 +37,8 @@ def redacted(body: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[name] = type(value)()
     out["tags"], out["text"], out["semantic_hash"] = [FORGOTTEN], FORGOTTEN, ""
+    from soulpass.records import RECORD_MODELS  # here: erasing is rare, opening an account is not
+
     model = RECORD_MODELS.get(str(body.get("kind")))
     if model is None:
         return out

@@ -2,7 +2,7 @@
 
 Catch-up reads only the copies each new version put or retired (``MasterStore.changes``); rebuild
 reads every copy the account holds (``AccountBackend.copies``). Both turn copies into rows with
-:func:`make_row`, and both stamp the store version they reflect in the same SQLite transaction
+``make_rows.make_row``, and both stamp the store version they reflect in the same SQLite transaction
 as the rows, so a crash at any point leaves the catalog at some version it fully reflects.
 """
 
@@ -24,7 +24,7 @@ from soulpass.store.contract import (
 )
 from soulpass.store.keys import is_journal_path
 
-from .rows import COLUMNS, CatalogRow, is_catalogued, make_row, row_id
+from .rows import COLUMNS, CatalogRow, is_catalogued, row_id
 
 __all__ = ["CatchUpReport", "Followed", "Progress", "RowWriter", "SqliteRows", "SyncCounts", "apply_changes",
            "catch_up_from", "follow_versions", "last_logged", "logged_entry", "rebuild_rows", "version_stamp"]
@@ -103,6 +103,8 @@ class SqliteRows:
 
 def apply_changes(rows: RowWriter, changes: VersionChanges, counts: SyncCounts) -> None:
     """Rows for what one version put and retired (``MasterStore.changes``), inside the caller's transaction."""
+    from .make_rows import make_row  # here: a search that finds the catalog current needs no record model
+
     version = changes.entry.version
     counts.skipped.extend(f"{key}@{version}: {why}" for key, why in changes.unreadable if is_catalogued(key))
     for put in changes.puts:
@@ -210,6 +212,8 @@ def rebuild_rows(rows: RowWriter, copies: CopyWalk, version: int, progress: Prog
     newer than ``version`` are left for the next catch-up, a copy replaced after ``version`` counts
     as current, and one that cannot be read is named in ``counts.skipped``.
     """
+    from .make_rows import make_row
+
     total = len(copies)
     for n, found in enumerate(copies, 1):
         copy = found.copy

@@ -1,6 +1,6 @@
 """The catalog of one account kept in PostgreSQL, beside its store (:class:`PgCatalog`).
 
-The same rows as the SQLite catalog (``soulpass.index.catalog.rows.make_row``), in ``index_rows``
+The same rows as the SQLite catalog (``soulpass.index.catalog.make_rows.make_row``), in ``index_rows``
 keyed by account; ``index_state`` holds the store version they reflect. Every process and host
 serving the account reads and follows the same catalog: a catch-up takes the account's state row
 ``FOR UPDATE``, so two processes never apply one version twice, and writes the rows and the new

@@ -70,7 +70,7 @@ from soulpass.errors import BackendUnavailable
 from soulpass.index.vectors.base import one_blas_thread, populate
 from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
 from soulpass.index.vectors.rows import numbered_files
-from soulpass.index.vectors.signs import SignBits, hamming
+from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.store.fsio import fsync_dir
 
 __all__ = ["HnswIndex"]
@@ -421,13 +421,10 @@ class HnswIndex(ExactIndex):
             # import alone would cost a cold start ~10 ms)
             wanted = max(wanted, min(2 * wanted, SMALL_PRODUCT))
         wanted = min(count, wanted)
+        picked = nearest(distance, wanted)
         if allowed is None:
-            picked = (np.argpartition(distance, wanted - 1)[:wanted] if wanted < len(distance)
-                      else np.arange(len(distance)))
-            return np.sort(picked[live[picked]])
-        if wanted < len(allowed):
-            allowed = allowed[np.argpartition(distance, wanted - 1)[:wanted]]
-        return np.sort(allowed)
+            return picked[live[picked]]
+        return np.sort(allowed[picked])
 
     def _keep_allowed(self, rows: Rows, allowed: Collection[str]) -> Rows:
         ids = self._rows.ids

@@ -28,7 +28,7 @@ from soulpass.index.vectors.base import Matrix, populate
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.store.fsio import fsync_dir
 
-__all__ = ["SignBits", "hamming"]
+__all__ = ["SignBits", "hamming", "nearest"]
 
 Packed = npt.NDArray[np.uint8]
 SAVE_MIN_ROWS = 16_384  # rows packed in memory before a file is written
@@ -164,3 +164,17 @@ def hamming(packed: Packed, query: Packed) -> npt.NDArray[np.uint16]:
         for column in range(1, words.shape[1]):
             np.add(total, bits[:n, column], out=total)
     return out
+
+
+def nearest(distance: npt.NDArray[np.uint16], wanted: int) -> npt.NDArray[np.int64]:
+    """The positions of the ``wanted`` smallest distances, sorted; of equal distances at the cut,
+    the first. Hamming distances are small integers: counting them finds the cut in one pass
+    (1M rows: ~4 ms, where ``argpartition`` took ~10)."""
+    if wanted >= len(distance):
+        return np.arange(len(distance), dtype=np.int64)
+    if wanted <= 0:
+        return np.zeros(0, dtype=np.int64)
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), wanted))  # count(distance <= cut) >= wanted
+    below = np.flatnonzero(distance < cut)
+    # not np.union1d: its first call imports enough of numpy to cost a fresh process ~40 ms
+    return np.sort(np.concatenate([below, np.flatnonzero(distance == cut)[:wanted - len(below)]]))

@@ -9,13 +9,10 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
-from soulpass.records import RECORD_MODELS, Document, Record
 from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
@@ -43,7 +40,10 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AccountStore", "FilesSnapshot", "list_accounts", "parse_model"]
 
-D = TypeVar("D", bound=Document)
+if TYPE_CHECKING:  # the record models load when a record is read (a search reads rows, not records)
+    from soulpass.records import Document, Record
+
+D = TypeVar("D", bound="Document")
 
 
 def list_accounts(home: Path) -> list[str]:
@@ -215,7 +215,7 @@ class AccountStore:
         raw = self.read_at(record_path(record_id), version)
         if raw is None:
             raise NotFound(f"record {record_id} does not exist at version {version}", id=record_id)
-        rec: Record = parse_model(RECORD_MODELS[kind], raw, record_path(record_id))
+        rec: Record = parse_model(record_model(kind), raw, record_path(record_id))
         return rec
 
     def document(self, relpath: str, model: type[D], at: int | None = None) -> D | None:
@@ -254,7 +254,7 @@ class AccountStore:
         file cannot be read is left out with a warning naming it (``audit`` reports it too): one
         damaged file does not hide the rest of its kind."""
         version = self.check_version(at)
-        model = RECORD_MODELS[kind]
+        model = record_model(kind)
         for rel in self.iter_paths(RECORD_DIRS[kind], version):
             try:
                 raw = self.read_at(rel, version)
@@ -279,7 +279,16 @@ def _header_readable(account: Path) -> bool:
     return True
 
 
+def record_model(kind: str) -> type[Record]:
+    """The pydantic model of a record kind (loading the record models once, when first needed)."""
+    from soulpass.records import RECORD_MODELS
+
+    return RECORD_MODELS[kind]
+
+
 def parse_model(model: type[Any], raw: dict[str, Any], relpath: str) -> Any:
+    from pydantic import ValidationError
+
     try:
         return model.model_validate(raw)
     except (ValidationError, InvalidInput) as exc:
@@ -321,7 +330,7 @@ class FilesSnapshot:
     def record(self, record_id: str) -> Record | None:
         rel = record_path(record_id)
         raw = self._store.read_at(rel, self._version)
-        return None if raw is None else parse_model(RECORD_MODELS[kind_of_id(record_id)], raw, rel)
+        return None if raw is None else parse_model(record_model(kind_of_id(record_id)), raw, rel)
 
     def document(self, key: str) -> dict[str, Any] | None:
         return self._store.read_at(key, self._version)

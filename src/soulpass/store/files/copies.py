@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-
 from soulpass.errors import Corrupted
 from soulpass.store.contract import Change, DocumentPut
 from soulpass.store.files.bulk_lists import set_apart
@@ -87,6 +85,8 @@ def encode_copy(relpath: str, doc: dict[str, Any]) -> bytes:
 
 def encode_document(put: DocumentPut) -> bytes:
     """A document's bytes: a prose entry as Markdown, anything else by its key's suffix."""
+    from pydantic import BaseModel
+
     from soulpass.prose import JournalEntry, render_markdown
 
     if isinstance(put.body, JournalEntry):

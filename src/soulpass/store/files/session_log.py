@@ -20,15 +20,16 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-
-from pydantic import ValidationError
+from typing import TYPE_CHECKING
 
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput
 from soulpass.ids import utc_now
-from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent
 from soulpass.store.fsio import file_lock, fsync_dir
 from soulpass.store.keys import BUFFER_FILE
+
+if TYPE_CHECKING:  # the event model loads when a buffer is written or read, not when an account opens
+    from soulpass.records import BufferEvent
 
 __all__ = [
     "ARCHIVED_MARKER",
@@ -85,6 +86,10 @@ class FileSessionLog:
 
     def append_many(self, events: Sequence[PendingEvent], at: datetime | None = None) -> list[BufferEvent]:
         """Append several events all-or-nothing: every one is checked and encoded before one write."""
+        from pydantic import ValidationError
+
+        from soulpass.records import BufferEvent
+
         out, lines = [], []
         for pending in events:
             self._check(pending)
@@ -170,6 +175,10 @@ def with_crc(line: bytes) -> bytes:
 
 def event_of(raw: bytes, path: Path, n: int) -> BufferEvent:
     """Line ``n`` of a buffer as an event; ``Corrupted`` naming ``path:n`` when it is damaged."""
+    from pydantic import ValidationError
+
+    from soulpass.records import BufferEvent
+
     body, found = raw, _CRC.search(raw)
     if found is not None:
         body = raw[:found.start()] + b"}"
