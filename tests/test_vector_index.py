@@ -673,10 +673,42 @@ def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_
         assert (folder / "journal-0.log").read_bytes() == journal, "the journal is never cut short"
 
 
+def _huge_pages_on_request() -> bool:
+    from soulpass.index.vectors.base import THP_SETTING
+
+    return sys.platform == "linux" and THP_SETTING.exists() and any(
+        f"[{mode}]" in THP_SETTING.read_text() for mode in ("always", "madvise"))
+
+
+def test_huge_copy_holds_the_files_bytes_where_the_kernel_gives_huge_pages(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    from soulpass.index.vectors import base
+
+    path = tmp_path / "graph.bin"
+    path.write_bytes(bytes(range(256)) * 40_000)  # ~10 MB
+    assert base.huge_copy(path) is None  # under HUGE_COPY_BYTES: mapped from the file as before
+    monkeypatch.setattr(base, "HUGE_COPY_BYTES", 1 << 20)
+    copy = base.huge_copy(path)
+    if not _huge_pages_on_request():
+        assert copy is None
+        return
+    assert copy is not None and copy[:] == path.read_bytes()
+    assert base.huge_copy(tmp_path / "gone.bin") is None
+
+
 @pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
-def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path) -> None:
-    """The saved graph is memory-mapped on open (read-only); the first seal after it copies it into
-    memory, adds the tail and saves it, and a later open finds every row."""
+@pytest.mark.parametrize("copied", [False, True], ids=["file", "huge-pages"])
+def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                     copied: bool) -> None:
+    """The saved graph is memory-mapped on open (read-only), from the file or, a large one, from its
+    copy in huge pages (the threshold lowered here); the first seal after it copies it into memory,
+    adds the tail and saves it, and a later open finds every row."""
+    from soulpass.index.vectors import base
+
+    if copied:
+        if not _huge_pages_on_request():
+            pytest.skip("this kernel gives no transparent huge pages on request: graphs map their files")
+        monkeypatch.setattr(base, "HUGE_COPY_BYTES", 1)
     folder = tmp_path / "v"
     data = clustered(1200)
     index = _open_hnsw_graph(folder)
@@ -685,6 +717,7 @@ def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path) -> None:
     index = _open_hnsw_graph(folder)
     assert index.search(data[5], 1)[0][0] == "r5"
     assert isinstance(index, HnswIndex) and index._viewed
+    assert hasattr(index._graph, "soulpass_copy") == copied
     index.upsert([f"r{i}" for i in range(600, 1200)], data[600:])  # sealed into the graph
     assert not index._viewed and index._graph_rows == 1200
     assert index.search(data[1100], 1)[0][0] == "r1100" and index.search(data[5], 1)[0][0] == "r5"

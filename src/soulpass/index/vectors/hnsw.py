@@ -67,7 +67,7 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
-from soulpass.index.vectors.base import one_blas_thread, populate
+from soulpass.index.vectors.base import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming, nearest
@@ -299,7 +299,7 @@ class HnswIndex(ExactIndex):
             if self._graph is None:  # unreadable or of another kind: rebuilt from the rows
                 self._seal_if_due()
             else:  # a handle that searches the graph will search again: map its pages now
-                populate(self._rows.matrix(), self._graph_path)
+                populate(self._rows.matrix(), None if hasattr(self._graph, "soulpass_copy") else self._graph_path)
         return self._graph is not None
 
     def _answer_cold(self) -> bool:
@@ -318,11 +318,15 @@ class HnswIndex(ExactIndex):
             if covered > self._rows.rows:  # names rows the journal never committed
                 self._drop(path)
                 continue
-            try:  # memory-mapped, and with no key -> slot table (keys are rows, never looked up):
+            copy = huge_copy(path)  # a large graph: its bytes in huge pages, walked faster than the file's
+            try:  # mapped, and with no key -> slot table (keys are rows, never looked up):
                 # 0.09 s at 1M rows instead of 0.33 s with the table, 0.3+ s loading it whole
-                graph = _usearch_index_class().restore(str(path), view=True, enable_key_lookups=False)
+                graph = _usearch_index_class().restore(str(path) if copy is None else copy, view=True,
+                                                       enable_key_lookups=False)
             except (RuntimeError, ValueError, OSError):  # OSError: a reader saw the writer replace it
                 graph = None
+            if graph is not None and copy is not None:
+                graph.soulpass_copy = copy  # the bytes it maps live as long as the graph does
             binary = graph is not None and str(graph.dtype).endswith(".B1")
             dims = (self._meta.dim, self._meta.dim * GRAPH_PROJECTIONS) if binary else (self._meta.dim,)
             if graph is None or graph.ndim not in dims or binary != (self.quantization == "b1"):
