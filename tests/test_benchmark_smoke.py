@@ -3,13 +3,18 @@ hybrid section of ``search_scale.py`` (2000 turns, 8 queries)."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import sys
 from pathlib import Path
 from types import ModuleType
 
+import numpy as np
 import pytest
+
+with contextlib.suppress(ImportError):  # before usearch (graph_bits' smoke test imports it): the other order
+    import onnxruntime  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401  # segfaults
 
 BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "commit_scaling.py"
 RECORD_KINDS = ("episode", "turn_user", "turn_llm", "fact", "sensory")
@@ -165,3 +170,30 @@ def test_graph_bits_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     one, two = (result["projections"][p]["widths"] for p in ("1", "2"))
     assert set(one) == set(two) == {"20", "60"} and all(row["p95_ms"] > 0 for row in (*one.values(), *two.values()))
     assert two["20"]["recall"] >= one["20"]["recall"] and two["60"]["recall"] >= two["20"]["recall"]
+
+
+def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/graph_pages.py`` on a saved 3,000-row graph: the file's and the copy's walks are
+    both timed, and the two answer alike (the same bytes)."""
+    if importlib.util.find_spec("usearch") is None:  # not imported here: ONNX Runtime must load first
+        pytest.skip("usearch (the search extra) is not installed")
+    from soulpass.index.vectors import HnswIndex
+    from soulpass.index.vectors.base import THP_SETTING
+
+    if sys.platform != "linux" or not THP_SETTING.exists() or "[never]" in THP_SETTING.read_text():
+        pytest.skip("this kernel gives no transparent huge pages on request: the benchmark has nothing to compare")
+    rng = np.random.default_rng(5)
+    data = rng.standard_normal((3000, 384)).astype(np.float32)
+    folder = tmp_path / "v"
+    index = HnswIndex(folder, model_id="synthetic/clustered-384", dim=384, ann_threshold=64, seal_rows=48)
+    index.upsert([f"r{i}" for i in range(len(data))], data)
+    index.close()  # saves the graph
+    np.save(tmp_path / "q.npy", rng.standard_normal((30, 384)).astype(np.float32))
+    out = tmp_path / "graph_pages.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "graph_pages.py")
+    assert bench.main(["--vectors", str(folder), "--queries", str(tmp_path / "q.npy"), "--rounds", "2",
+                       "--json", str(out)]) == 0
+    assert "same answers: True" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    assert result["rows"] == 3000 and result["same_answers"] and result["copy"] == "huge pages"
+    assert all(result["median"][side]["p95_ms"] > 0 for side in ("file", "copy"))

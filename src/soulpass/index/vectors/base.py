@@ -250,8 +250,9 @@ def huge_copy(path: Path) -> mmap.mmap | None:
     of the free memory, or when the file cannot be read whole.
 
     A graph walk is a chain of reads at random places: through 4 kB pages nearly each one misses the
-    TLB as well as the cache. Measured on a 1M-row sign-bit graph (244 MB): p50 / p95 of the walk
-    2.0 / 3.4 -> 1.6 / 2.6 ms; the copy costs ~0.1 s once (the file's pages were populated anyway)."""
+    TLB as well as the cache. Measured on a 1M-row sign-bit graph (244 MB, ``benchmarks/graph_pages.py``):
+    p50 / p95 of the walk 2.05 / 3.39 -> 1.32 / 2.27 ms; the copy costs ~0.1 s once (the file's pages
+    were populated anyway)."""
     if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
         return None
     try:
