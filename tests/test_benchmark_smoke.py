@@ -178,9 +178,9 @@ def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     if importlib.util.find_spec("usearch") is None:  # not imported here: ONNX Runtime must load first
         pytest.skip("usearch (the search extra) is not installed")
     from soulpass.index.vectors import HnswIndex
-    from soulpass.index.vectors.base import THP_SETTING
+    from soulpass.index.vectors.base import huge_pages_on_request
 
-    if sys.platform != "linux" or not THP_SETTING.exists() or "[never]" in THP_SETTING.read_text():
+    if not huge_pages_on_request():
         pytest.skip("this kernel gives no transparent huge pages on request: the benchmark has nothing to compare")
     rng = np.random.default_rng(5)
     data = rng.standard_normal((3000, 384)).astype(np.float32)

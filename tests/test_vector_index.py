@@ -673,13 +673,6 @@ def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_
         assert (folder / "journal-0.log").read_bytes() == journal, "the journal is never cut short"
 
 
-def _huge_pages_on_request() -> bool:
-    from soulpass.index.vectors.base import THP_SETTING
-
-    return sys.platform == "linux" and THP_SETTING.exists() and any(
-        f"[{mode}]" in THP_SETTING.read_text() for mode in ("always", "madvise"))
-
-
 def test_huge_copy_holds_the_files_bytes_where_the_kernel_gives_huge_pages(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     from soulpass.index.vectors import base
@@ -689,7 +682,7 @@ def test_huge_copy_holds_the_files_bytes_where_the_kernel_gives_huge_pages(tmp_p
     assert base.huge_copy(path) is None  # under HUGE_COPY_BYTES: mapped from the file as before
     monkeypatch.setattr(base, "HUGE_COPY_BYTES", 1 << 20)
     copy = base.huge_copy(path)
-    if not _huge_pages_on_request():
+    if not base.huge_pages_on_request():
         assert copy is None
         return
     assert copy is not None and copy[:] == path.read_bytes()
@@ -706,7 +699,7 @@ def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path, monkeypatch
     from soulpass.index.vectors import base
 
     if copied:
-        if not _huge_pages_on_request():
+        if not base.huge_pages_on_request():
             pytest.skip("this kernel gives no transparent huge pages on request: graphs map their files")
         monkeypatch.setattr(base, "HUGE_COPY_BYTES", 1)
     folder = tmp_path / "v"

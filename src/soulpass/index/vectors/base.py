@@ -33,6 +33,7 @@ __all__ = [
     "one_blas_thread",
     "check_ids",
     "huge_copy",
+    "huge_pages_on_request",
     "populate",
     "open_meta",
     "unit_query",
@@ -243,6 +244,16 @@ HUGE_COPY_BYTES = 64 << 20  # a saved graph from this size on is searched from a
 THP_SETTING = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 
 
+def huge_pages_on_request() -> bool:
+    """Whether this system backs memory advised ``MADV_HUGEPAGE`` with 2 MB pages (Linux, THP not "never")."""
+    if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return False
+    try:
+        return any(f"[{mode}]" in THP_SETTING.read_text() for mode in ("always", "madvise"))
+    except OSError:
+        return False
+
+
 def huge_copy(path: Path) -> mmap.mmap | None:
     """The bytes of file ``path`` in anonymous memory backed by 2 MB pages (Linux transparent huge
     pages), for a read-only library to map instead of the file; None (nothing done) off Linux, where
@@ -253,11 +264,9 @@ def huge_copy(path: Path) -> mmap.mmap | None:
     TLB as well as the cache. Measured on a 1M-row sign-bit graph (244 MB, ``benchmarks/graph_pages.py``):
     p50 / p95 of the walk 2.05 / 3.39 -> 1.32 / 2.27 ms; the copy costs ~0.1 s once (the file's pages
     were populated anyway)."""
-    if sys.platform != "linux" or not hasattr(mmap, "MADV_HUGEPAGE"):
+    if not huge_pages_on_request():
         return None
     try:
-        if not any(f"[{mode}]" in THP_SETTING.read_text() for mode in ("always", "madvise")):
-            return None
         size = path.stat().st_size
         if size < HUGE_COPY_BYTES or size > os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES") // 4:
             return None
