@@ -37,6 +37,7 @@ replace theirs, per size, the others are kept.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import platform
 import shutil
@@ -294,7 +295,9 @@ def main(argv: list[str] | None = None) -> int:
                                              args.k, args.profile)))
         return 0
 
+    made_workdir = not args.workdir.exists()
     args.workdir.mkdir(parents=True, exist_ok=True)
+    already = set(args.workdir.iterdir())  # without --keep only what this run made is removed
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report: dict[str, Any] = {
         "benchmark": "search_scale",
@@ -324,11 +327,24 @@ def main(argv: list[str] | None = None) -> int:
                       f"cpu p95 ours/chroma = {vector['cpu_p95_ratio_ours_over_chroma']:.3f}", flush=True)
     finally:
         if not args.keep:
-            shutil.rmtree(args.workdir, ignore_errors=True)
+            remove_made(args.workdir, already, made_workdir)
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(merged(args.json, report), indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.json}")
     return 0
+
+
+def remove_made(workdir: Path, already: set[Path], made_workdir: bool) -> None:
+    """Remove what this run put in ``workdir`` (and the folder itself if this run made it): a
+    ``--workdir`` that already held other files, or other accounts, keeps them."""
+    for entry in set(workdir.iterdir()) - already:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry, ignore_errors=True)
+        else:
+            entry.unlink(missing_ok=True)
+    if made_workdir:
+        with contextlib.suppress(OSError):
+            workdir.rmdir()
 
 
 if __name__ == "__main__":

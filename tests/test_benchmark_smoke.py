@@ -96,10 +96,16 @@ def test_search_scale_hybrid_smoke(tmp_path: Path, capsys: pytest.CaptureFixture
     out = tmp_path / "search_scale.json"
     # An earlier run's other section is kept: results merge per size and section.
     out.write_text(json.dumps({"benchmark": "search_scale", "sizes": {"2000": {"vector": {"kept": True}}}}), "utf-8")
+    work = tmp_path / "work"  # a --workdir that already holds something of the user's
+    (work / "mine").mkdir(parents=True)
+    (work / "mine" / "notes.txt").write_text("not the benchmark's", "utf-8")
     rc = bench.main(["--sizes", "2000", "--queries", "8", "--rounds", "1", "--sections", "hybrid",
-                     "--hybrid-chunk", "1000", "--workdir", str(tmp_path / "work"), "--json", str(out)])
+                     "--hybrid-chunk", "1000", "--workdir", str(work), "--json", str(out)])
     assert rc == 0
     assert "hybrid all" in capsys.readouterr().out
+    # Without --keep the run removes what it made (data, queries, the account) and nothing else.
+    assert sorted(p.name for p in work.iterdir()) == ["mine"]
+    assert (work / "mine" / "notes.txt").read_text("utf-8") == "not the benchmark's"
 
     section = json.loads(out.read_text("utf-8"))["sizes"]["2000"]
     assert section["vector"] == {"kept": True}
@@ -170,6 +176,12 @@ def test_graph_bits_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     one, two = (result["projections"][p]["widths"] for p in ("1", "2"))
     assert set(one) == set(two) == {"20", "60"} and all(row["p95_ms"] > 0 for row in (*one.values(), *two.values()))
     assert two["20"]["recall"] >= one["20"]["recall"] and two["60"]["recall"] >= two["20"]["recall"]
+    # One graph per expansion_add asked for, named P@E.
+    assert bench.main(["--size", "3000", "--widths", "40", "--queries", "20", "--projections", "2",
+                       "--expansion-add", "16,64", "--json", str(out)]) == 0
+    graphs = json.loads(out.read_text("utf-8"))["projections"]
+    assert set(graphs) == {"2@16", "2@64"} and [graphs[g]["expansion_add"] for g in ("2@16", "2@64")] == [16, 64]
+    assert all(0 < graphs[g]["widths"]["40"]["recall"] <= 1 for g in graphs)
 
 
 def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -36,7 +36,7 @@ from soulpass.index.catalog import (
 from soulpass.index.catalog.rows import is_catalogued, row_id
 from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_changes
-from soulpass.records import SensoryRecord, TurnUser
+from soulpass.records import SensoryRecord, TurnLLM, TurnUser
 from soulpass.store.contract import StoredCopy
 from soulpass.store.files.layout import history_path
 from soulpass.store.keys import record_path
@@ -262,6 +262,29 @@ def test_bulk_versions_are_read_from_their_added_file(acct: soulpass.Account, ca
     assert report.to_version == version
     assert len(cat.ids_matching(Filters(kinds=("turn_user",)))) == 30
     assert len(cat.fts_search("llamas", k=50)) == 30
+
+
+@pytest.mark.parametrize("every", [1, 3, 12], ids=["all-pass", "a-third", "a-twelfth"])
+def test_a_kind_filter_gives_the_exact_top_k_however_few_matches_pass(acct: soulpass.Account, cat: Catalog,
+                                                                        every: int) -> None:
+    """Full text ranks the matches alone and filters the best few, widening while too few pass: the
+    answer is the exact top k of the passing rows (ties by id) whether all, a third or a twelfth of
+    the matches pass the filter."""
+    records = [(TurnUser if i % every == 0 else TurnLLM)(
+        id=new_temp_id("turn_user" if i % every == 0 else "turn_llm"),
+        text_excerpt=" ".join(["llamas"] * (1 + i % 7) + ["graze"] * (i % 5) + [f"filler{i}"] * (i % 11)),
+        created_at=T0 + timedelta(minutes=i)) for i in range(240)]
+    acct.bulk_append(records)
+    cat.catch_up(acct.store)
+    users = Filters(kinds=("turn_user",))
+    passing = cat.ids_matching(users)
+    assert len(passing) == len(range(0, 240, every))
+    for query, k in (("llamas graze", 10), ("llamas", 20), ("graze llamas", 5)):
+        everything = cat.fts_search(query, k=240)
+        expected = [i for i, _ in everything if i in passing][:k]
+        got = cat.fts_search(query, k=k, filters=users)
+        assert [i for i, _ in got] == expected, (query, k)
+        assert [s for _, s in got] == [s for i, s in everything if i in set(expected)]
 
 
 def test_rebuild_gives_the_rows_of_incremental_catch_up(acct: soulpass.Account, tmp_path: Path) -> None:

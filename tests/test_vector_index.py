@@ -191,6 +191,34 @@ def test_allowed_filter(open_index: Callable[..., VectorIndex], backend: str) ->
     assert index.search(data[0], 5, allowed={"missing"}) == []
 
 
+@pytest.mark.parametrize("name", LOCAL)
+def test_cosines_score_the_given_ids_as_a_search_among_them_does(name: str, tmp_path: Path) -> None:
+    """``cosines``: the exact score of each given id that has a live row, the very value a search
+    among those ids gives it (a hybrid search completes its candidates' scores by it), in the graph,
+    the tail and past the gather threshold; unknown and deleted ids are left out."""
+    index = OPENERS[name](tmp_path / "vectors")
+    shared = SharedIndex(tmp_path / "vectors", index)
+    data = clustered(400)
+    ids = [f"r{i}" for i in range(400)]
+    index.upsert(ids, data)
+    index.delete(["r5"])
+    rng = np.random.default_rng(7)
+    for size in (3, 60, 350):  # a gather of a few rows; most rows: one product over them all
+        wanted = [ids[i] for i in rng.choice(400, size, replace=False)] + ["r5", "missing"]
+        query = data[int(rng.integers(400))] * 2.0
+        got = shared.cosines(query, wanted)
+        assert got is not None and set(got) == set(wanted) - {"r5", "missing"}
+        exact = ExactIndex(tmp_path / f"exact-{size}", model_id=MODEL, dim=DIM)
+        exact.upsert(ids, data)
+        searched = dict(exact.search(query, len(wanted), allowed=wanted))
+        exact.close()
+        assert got == {i: searched[i] for i in got}  # the same floats, not just close
+        unit = query / np.linalg.norm(query)
+        assert got == pytest.approx({i: float(data[int(i[1:])] @ unit) for i in got}, abs=1e-5)
+    assert index.cosines(data[0], []) == {}  # type: ignore[attr-defined]
+    index.close()
+
+
 def test_reopen_gives_the_same_results(open_index: Callable[..., VectorIndex], tmp_path: Path) -> None:
     index = open_index()
     data = clustered(500)
@@ -398,6 +426,43 @@ def test_a_sign_bit_graph_holds_the_signs_of_a_rotation_too(tmp_path: Path, monk
     index.close()
     assert sorted((tmp_path / "one").glob("graph-*.usearch")) == saved
     assert [p.stat().st_mtime_ns for p in saved] == stamp  # not rebuilt
+
+
+@pytest.mark.skipif(not HAS_USEARCH, reason="usearch is not installed")
+def test_a_graph_notes_how_widely_it_was_built_and_is_searched_by_it(tmp_path: Path) -> None:
+    """A saved graph has a note beside it (``graph-G-R.json``) with the expansion_add its rows joined
+    with; a graph built with EXPANSION_ADD re-scores fewer candidates, one without a note (saved
+    before) is taken as built with 64 and keeps its width, also after rows are added to it."""
+    from soulpass.index.vectors import hnsw
+
+    assert hnsw._b1_candidates(10, 1_000_000, projections=2) == 220  # built with 64
+    assert hnsw._b1_candidates(10, 1_000_000, projections=2, expansion_add=hnsw.EXPANSION_ADD) == 170
+    assert hnsw._b1_candidates(10, 100_000, projections=2, expansion_add=hnsw.EXPANSION_ADD) == 150
+    assert hnsw._b1_candidates(75, 1_000_000, projections=2, expansion_add=hnsw.EXPANSION_ADD) == 170 + 4 * 65
+    folder, data = tmp_path / "v", clustered(600)
+    index = _open_hnsw_b1(folder)
+    index.upsert([f"r{i}" for i in range(500)], data[:500])
+    index.close()
+    (graph,) = folder.glob("graph-*.usearch")
+    note = graph.with_suffix(".json")
+    assert json.loads(note.read_text("utf-8")) == {"expansion_add": hnsw.EXPANSION_ADD}
+    index = _open_hnsw_b1(folder)
+    assert isinstance(index, HnswIndex) and index._has_graph()
+    assert index._graph_expansion == hnsw.EXPANSION_ADD
+    assert index._graph.expansion_search == hnsw._b1_candidates(10, 500, None, 2, hnsw.EXPANSION_ADD)
+    index.close()
+
+    note.unlink()  # a graph saved before notes
+    index = _open_hnsw_b1(folder)
+    assert isinstance(index, HnswIndex) and index._has_graph() and index._graph_expansion == 64
+    assert index._graph.expansion_search == hnsw._b1_candidates(10, 500, None, 2, 64)
+    assert index.search(data[7], 1)[0][0] == "r7"
+    index.upsert([f"r{i}" for i in range(500, 600)], data[500:])  # sealed into the graph of before
+    index.close()
+    (graph,) = folder.glob("graph-*.usearch")
+    assert graph.name.endswith("-600.usearch") and json.loads(graph.with_suffix(".json").read_text("utf-8")) == {
+        "expansion_add": 64}
+    assert sorted(p.name for p in folder.glob("graph-*")) == [graph.with_suffix(".json").name, graph.name]
 
 
 def test_open_vector_index_picks_the_backend(tmp_path: Path) -> None:

@@ -401,6 +401,10 @@ class AccountIndex:
             assert self._state is not None
             counts = passages.passage_counts(self._state, ids)
         wanted = [*ids, *(passages.passage_id(rid, n) for rid, k in counts.items() for n in range(k))]
+        cosines = getattr(self.vectors, "cosines", None)
+        scored = cosines(qvec, wanted) if cosines is not None else None
+        if scored is not None:  # a local index scores the rows of these ids without ranking them
+            return passages.best_per_record(scored.items())
         return passages.best_per_record(self.vectors.search(qvec, len(wanted), allowed=wanted))
 
     def _buffer_dense(self, qvec: Any, rows: Sequence[CatalogRow]) -> dict[str, float]:

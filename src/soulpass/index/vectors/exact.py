@@ -96,6 +96,21 @@ class ExactIndex:
             ids = self._rows.ids
             return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
 
+    def cosines(self, vector: npt.ArrayLike, ids: Collection[str]) -> dict[str, float]:
+        """The exact cosine of each of ``ids`` that has a live row (the others left out): the scores
+        ``search(vector, len(ids), allowed=ids)`` gives them, without ranking them or reading back
+        the ids of the rows (a hybrid search completes its candidates' scores by this)."""
+        query = unit_query(vector, self._meta.dim)
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            found = self._rows.rows_for(as_id_set(ids))
+            if not found:
+                return {}
+            rows = np.sort(np.fromiter(found.values(), dtype=np.int64, count=len(found)))
+            by_row = dict(zip(rows.tolist(), self._scores(query, rows).tolist(), strict=True))
+        return {i: by_row[row] for i, row in found.items()}
+
     def search_masked(self, vector: npt.ArrayLike, k: int, mask_of: RowMask) -> list[tuple[str, float]]:
         """Like ``search`` among the rows ``mask_of(rows)`` allows: one bool per row of the
         ``RowStore`` (dead rows are left out whatever it says). ``mask_of`` is called under this
@@ -169,15 +184,21 @@ class ExactIndex:
         return np.sort(np.asarray(found, dtype=np.int64))
 
     def _exact_rows(self, query: Scores, k: int, rows: Rows) -> tuple[Rows, Scores]:
-        """Exact top ``k`` among ``rows`` (live, sorted): a gather then one product."""
+        """Exact top ``k`` among ``rows`` (live, sorted)."""
         if len(rows) == 0:
             return rows, np.zeros(0, dtype=np.float32)
+        return top_k(rows, self._scores(query, rows), k)
+
+    def _scores(self, query: Scores, rows: Rows) -> Scores:
+        """The exact scores of ``rows`` (live, sorted, at least one), in their order: a gather then
+        one product."""
         matrix = self._rows.matrix()
         gather = 4 * len(rows) <= len(matrix)  # most rows: one product over the whole map beats a gather
         block = matrix[rows] if gather else matrix
+        scores: Scores
         if len(block) <= SMALL_PRODUCT:
             scores = np.einsum("ij,j->i", block, query)
         else:
             with one_blas_thread():
                 scores = np.asarray(block @ query, dtype=np.float32)
-        return top_k(rows, scores if gather else scores[rows], k)
+        return scores if gather else scores[rows]

@@ -22,7 +22,12 @@ process, clustered synthetic vectors, ``benchmarks/search_scale.py``; figures in
   rotation, ``graph_bits``: 96 bytes for 384-d) needs a third fewer candidates for the same recall:
   at 1M 200 re-scored reach recall@10 0.967 where the signs alone need 300 for 0.968, at 100k 150
   reach 0.982 (0.966 alone; ``benchmarks/graph_bits.py``). New graphs hold these; a graph saved
-  with the signs alone is still searched as it is.
+  with the signs alone is still searched as it is;
+* a graph whose rows joined it looking wider (``expansion_add`` 200, ``EXPANSION_ADD``, instead of
+  64) is better connected: at 1M rows 160 candidates reach the recall@10 (0.9735) that 64's graph
+  needs 220 for (``graph_bits.py --projections 2 --expansion-add 64,200``), for 2.7x the build
+  time. New graphs are built so and say so in a note beside them; a graph saved before
+  keeps its width.
 
 How:
 
@@ -58,6 +63,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import math
 import os
 from collections.abc import Callable, Collection
@@ -71,7 +77,7 @@ from soulpass.index.vectors.base import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming, nearest
-from soulpass.store.fsio import fsync_dir
+from soulpass.store.fsio import atomic_write, dump_json, fsync_dir
 
 __all__ = ["HnswIndex"]
 
@@ -92,21 +98,56 @@ def _usearch_index_class() -> Any:
     return Index
 
 
+def _note_path(graph: Path) -> Path:
+    """Where a saved graph's note is: ``graph-G-R.json`` beside ``graph-G-R.usearch``."""
+    return graph.with_suffix(".json")
+
+
+def _saved_expansion(graph: Path) -> int:
+    """The ``expansion_add`` a saved graph was built with (its note's; before notes: 64)."""
+    try:
+        value = json.loads(_note_path(graph).read_bytes()).get("expansion_add")
+    except (OSError, ValueError, AttributeError):
+        return EXPANSION_ADD_BEFORE
+    return value if type(value) is int and value > 0 else EXPANSION_ADD_BEFORE
+
+
 SMALL_GRAPH = 20_000  # rows up to which the graph is built on one thread (deterministic, well connected)
 # A row mask passing at least this share of the live rows is searched through the graph (asking for
 # at most 1/share times the candidates); a smaller share ranks the passing rows by their sign bits.
 GRAPH_SHARE = 0.3
 
 
-def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections: int = 1) -> int:
+# How widely a new row looks for its neighbours when it joins the graph (usearch's expansion_add, the
+# ef_construction of HNSW). A graph built wider is better connected: a walk finds as many of the
+# true top 10 among fewer candidates. Measured (``benchmarks/graph_bits.py --size 1000000
+# --projections 2 --expansion-add 64,200``, clustered 384-d, M=16, 200 queries): 64 (before) needs
+# 220 candidates for recall@10 0.9735, 200 reaches it with 160 (p95 of the walk and re-scoring
+# 0.80 -> 0.57 ms) and 0.98 with 170; 300 is no better than 200 (a harness of this session's). It
+# costs 2.7x the build time (1M rows: 64 -> 171 s on 2 cores), small next to embedding them. A
+# graph's value is kept beside it (``graph-G-R.json``): one saved without it was built with 64, and
+# rows added to such a graph leave it counted as 64.
+EXPANSION_ADD = 200
+EXPANSION_ADD_BEFORE = 64
+WIDE_FIRST = (150, 170)  # candidates for a top 10 in a graph built with EXPANSION_ADD: at 100k, at 1M rows
+
+
+def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections: int = 1,
+                   expansion_add: int = EXPANSION_ADD_BEFORE) -> int:
     """How many sign-bit neighbours to re-score for a top ``k``. By the vectors' own signs (one
     projection): 150 for a top 10 at 100k rows, rising with log(rows) to 250 at 1M (measured
     recall@10 0.966 and 0.961). By those and a rotation's (two, a graph's): 150 at 100k to 220 at
-    1M (0.982 and ~0.97: the same rows re-scored find more of the top 10)."""
+    1M (0.982 and ~0.97: the same rows re-scored find more of the top 10). A graph built with
+    ``expansion_add`` of at least ``EXPANSION_ADD`` finds as many of them among fewer: WIDE_FIRST."""
     growth = min(1.0, max(0.0, math.log10(max(1, graph_rows) / 100_000)))
     # Beyond the first 10, four more a row: a hybrid search asks for ~75 candidates to fuse, which
     # need not be as exact as a top 10 (25 per row would re-score ~1,900 at 1M: ~20 ms).
-    first = base if base is not None else math.ceil(10 * (15 + (10 if projections == 1 else 7) * growth))
+    if base is not None:
+        first = base
+    elif projections > 1 and expansion_add >= EXPANSION_ADD:
+        first = math.ceil(WIDE_FIRST[0] + (WIDE_FIRST[1] - WIDE_FIRST[0]) * growth)
+    else:
+        first = math.ceil(10 * (15 + (10 if projections == 1 else 7) * growth))
     return first + 4 * max(0, k - 10)
 
 
@@ -157,7 +198,7 @@ class HnswIndex(ExactIndex):
         max_fetch: int | None = None,
         quantization: Literal["auto", "b1", "f16"] = "auto",
         connectivity: int = 16,
-        expansion_add: int = 64,
+        expansion_add: int = EXPANSION_ADD,
         expansion_search: int | None = None,
     ) -> None:
         super().__init__(folder, model_id=model_id, dim=dim)
@@ -178,6 +219,7 @@ class HnswIndex(ExactIndex):
         self._pending_rows = 0  # rows of the saved graph not loaded yet (``_has_graph`` loads it)
         self._cold = True  # no search yet: the first may be answered from the saved sign bits
         self._graph_path: Path | None = None  # the saved graph memory-mapped, if it is
+        self._graph_expansion = expansion_add  # the narrowest expansion_add any row of the graph joined with
         try:
             self._find_graph()
             self._seal_if_due()
@@ -228,6 +270,8 @@ class HnswIndex(ExactIndex):
             metric, dtype = ("hamming", "b1x8") if self.quantization == "b1" else ("cos", "f16")
             ndim = self._meta.dim * (GRAPH_PROJECTIONS if self.quantization == "b1" else 1)
             self._graph = _usearch_index_class()(ndim=ndim, metric=metric, dtype=dtype, **self._graph_options)
+            self._graph_expansion = self._graph_options["expansion_add"]
+        self._graph_expansion = min(self._graph_expansion, self._graph_options["expansion_add"])
         start, end = self._graph_rows, self._rows.rows
         keys = start + np.flatnonzero(self._rows.live_mask()[start:end])
         for chunk in range(0, len(keys), 65536):
@@ -246,6 +290,9 @@ class HnswIndex(ExactIndex):
         gen, end = self._rows.generation, self._graph_rows
         final = self.folder / f"graph-{gen}-{end}.usearch"
         tmp = self.folder / f".graph-{gen}-{end}.usearch.tmp"
+        # How it was built, beside it, before it: a graph file never lacks its note (a crash
+        # between the two leaves a note alone, dropped with the graphs it outlived).
+        atomic_write(_note_path(final), dump_json({"expansion_add": self._graph_expansion}))
         self._graph.save(str(tmp))
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -257,6 +304,7 @@ class HnswIndex(ExactIndex):
         for old in self._graph_files():
             if old[1] != final:
                 old[1].unlink(missing_ok=True)
+                _note_path(old[1]).unlink(missing_ok=True)
         self._saved_rows = end
 
     def _projections(self) -> int:
@@ -276,7 +324,7 @@ class HnswIndex(ExactIndex):
             return self._expansion_search
         if self.quantization == "b1":
             # measured: as good as a wider search, and faster
-            return _b1_candidates(10, size, self.b1_base, self._projections())
+            return _b1_candidates(10, size, self.b1_base, self._projections(), self._graph_expansion)
         return int(min(256, max(64, round(64 * math.sqrt(size / 100_000)))))
 
     def _graph_files(self) -> list[tuple[int, Path]]:
@@ -285,6 +333,7 @@ class HnswIndex(ExactIndex):
     def _drop(self, path: Path) -> None:
         if not self.read_only:  # a reader leaves the writer's files alone
             path.unlink(missing_ok=True)
+            _note_path(path).unlink(missing_ok=True)
 
     def _find_graph(self) -> None:
         """Note the newest saved graph the journal covers, to be loaded when first needed: a process
@@ -333,6 +382,7 @@ class HnswIndex(ExactIndex):
                 self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
             self._graph, self._graph_rows, self._saved_rows, self._graph_path = graph, covered, covered, path
+            self._graph_expansion = _saved_expansion(path)
             graph.expansion_search = self._ef_for(len(graph))  # after: the width depends on the graph's bits
             self._viewed = True
             return
@@ -369,7 +419,8 @@ class HnswIndex(ExactIndex):
         cheaper (and exact) to scan."""
         graph_live = max(1, self._rows.live_count)
         fraction = min(1.0, graph_live / max(1, len(self._graph))) * share
-        wanted = (_b1_candidates(k, len(self._graph), self.b1_base, self._projections()) if self.quantization == "b1"
+        wanted = (_b1_candidates(k, len(self._graph), self.b1_base, self._projections(), self._graph_expansion)
+                  if self.quantization == "b1"
                   else math.ceil(1.25 * k) + 8)
         fetch = math.ceil(wanted / max(fraction, 1e-9))
         while (most is None or fetch <= most) and 2 * fetch <= len(self._graph):

@@ -65,7 +65,7 @@ __all__ = ["RowIds", "RowStore", "numbered_files"]
 
 _HEADER = struct.Struct("<II")
 _GEN_FILE = re.compile(
-    r"^(vectors|journal|graph|ids|signs)-(\d+)(-\d+)?\.(f32|log|usearch|keys\.npy|rows\.npy|at\.json|b1)$")
+    r"^(vectors|journal|graph|ids|signs)-(\d+)(-\d+)?\.(f32|log|usearch|json|keys\.npy|rows\.npy|at\.json|b1)$")
 CHECKPOINT_MIN_ROWS = 16_384  # no sorted-ids checkpoint below this; then one each time rows grow by a quarter
 # ... and on a writer's close when rows grew by a 32nd since: an import that ends 44k rows after the
 # last checkpoint (1M rows) made every later open replay them and map their ids (~13 ms); saving one

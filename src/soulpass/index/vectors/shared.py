@@ -46,6 +46,11 @@ class SharedIndex:
     def search(self, vector: npt.ArrayLike, k: int, allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
         return self._index.search(vector, k, allowed)
 
+    def cosines(self, vector: npt.ArrayLike, ids: Collection[str]) -> dict[str, float] | None:
+        """The index's exact cosines of ``ids`` (``ExactIndex.cosines``); None where it has none."""
+        cosines = getattr(self._index, "cosines", None)
+        return cosines(vector, ids) if cosines is not None else None
+
     @property
     def inner(self) -> VectorIndex:
         """The shared open index this handle searches."""
