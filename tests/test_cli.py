@@ -174,6 +174,42 @@ def test_search_and_index_commands(run, tmp_path: Path) -> None:  # type: ignore
     assert json.loads(run("search", "Miso", "-a", "ann", "--json"))[0]["id"] == hits[0]["id"]
 
 
+def test_index_rebuild_graph_builds_the_vector_graph_again_from_the_stored_vectors(  # type: ignore[no-untyped-def]
+        run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``index rebuild --graph``: a graph saved by an earlier release (no note beside it: built with
+    64) is built again from the stored vectors, wide, and searched; with too few vectors for a
+    graph there is nothing to rebuild. (A graph from 64 rows here instead of 16,384.)"""
+    import functools
+    from datetime import UTC, datetime, timedelta
+
+    from soulpass.ids import new_temp_id
+    from soulpass.index.vectors import hnsw
+    from soulpass.records import TurnUser
+
+    monkeypatch.setattr("soulpass.index.vectors.HnswIndex",
+                        functools.partial(hnsw.HnswIndex, ann_threshold=64, seal_rows=48))
+    run("account", "create", "ann")
+    assert json.loads(run("index", "rebuild", "--graph", "-a", "ann", "--json"))["graph_rows"] == 0
+    assert "too few vectors for a graph" in run("index", "rebuild", "--graph", "-a", "ann")
+    acct = soulpass.open(tmp_path / "home").account("ann")
+    start = datetime(2025, 3, 1, tzinfo=UTC)
+    acct.bulk_append([TurnUser(id=new_temp_id("turn_user"), created_at=start + timedelta(minutes=i),
+                               text_excerpt=f"note {i}: the {('red', 'blue', 'green')[i % 3]} kite flew at {i} metres")
+                      for i in range(120)])
+    acct.index()
+    acct.close()
+    (graph,) = (tmp_path / "home").rglob("graph-*.usearch")
+    note = graph.with_suffix(".json")
+    note.unlink()  # as an earlier release saved it
+    before = graph.stat().st_mtime_ns
+    out = run("index", "rebuild", "--graph", "-a", "ann")
+    assert "vector graph rebuilt from the stored vectors: 120 rows" in out
+    assert graph.stat().st_mtime_ns != before
+    assert json.loads(note.read_text("utf-8")) == {"expansion_add": hnsw.EXPANSION_ADD}
+    hits = json.loads(run("search", "the green kite flew at 41 metres", "-a", "ann", "--json"))
+    assert "note 41:" in hits[0]["text"]
+
+
 def test_the_command_table_matches_the_commands() -> None:
     """``soulpass.cli.commands.COMMANDS`` (what `--help` lists without importing anything) names every
     command, the module defining it, those adding its subcommands, and its help, exactly."""

@@ -464,6 +464,26 @@ def test_a_graph_notes_how_widely_it_was_built_and_is_searched_by_it(tmp_path: P
         "expansion_add": 64}
     assert sorted(p.name for p in folder.glob("graph-*")) == [graph.with_suffix(".json").name, graph.name]
 
+    # Built again from the stored rows (nothing embedded), as new graphs are: wide, noted so.
+    index = _open_hnsw_b1(folder)
+    assert isinstance(index, HnswIndex)
+    reader = HnswIndex(folder, model_id=MODEL, dim=DIM, ann_threshold=64, seal_rows=48, quantization="b1")
+    assert reader.read_only
+    with pytest.raises(BackendUnavailable, match="another process writes"):
+        reader.rebuild_graph()
+    reader.close()
+    assert index.rebuild_graph() == 600 and index._graph_expansion == hnsw.EXPANSION_ADD
+    assert json.loads(graph.with_suffix(".json").read_text("utf-8")) == {"expansion_add": hnsw.EXPANSION_ADD}
+    assert [index.search(data[i], 1)[0][0] for i in (3, 550)] == ["r3", "r550"]
+    index.close()
+    index = _open_hnsw_b1(folder)
+    assert isinstance(index, HnswIndex) and index._has_graph() and index._graph_expansion == hnsw.EXPANSION_ADD
+    index.close()
+    few = HnswIndex(tmp_path / "few", model_id=MODEL, dim=DIM, quantization="b1")  # below ann_threshold
+    few.upsert(["a"], data[:1])
+    assert few.rebuild_graph() == 0 and not list((tmp_path / "few").glob("graph-*"))
+    few.close()
+
 
 def test_open_vector_index_picks_the_backend(tmp_path: Path) -> None:
     index = open_vector_index(tmp_path / "v", model_id=MODEL, dim=DIM, backend="exact")

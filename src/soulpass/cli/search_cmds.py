@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import asdict
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -12,6 +14,9 @@ from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
 from soulpass.index.relevance import relevance
 from soulpass.integrity import reset_index
+
+if TYPE_CHECKING:
+    from soulpass.index.search import AccountIndex
 
 __all__ = ["COMMANDS"]
 
@@ -88,11 +93,17 @@ def index_status(state: State, account: str, as_json: bool) -> None:
 
 @index.command("rebuild")
 @account_option
+@click.option("--graph", "graph_only", is_flag=True,
+              help="Only rebuild the vector graph from the stored vectors (nothing is embedded again): "
+                   "a graph built by an earlier release searches with more candidates.")
 @json_option
 @click.pass_obj
-def index_rebuild(state: State, account: str, as_json: bool) -> None:
+def index_rebuild(state: State, account: str, graph_only: bool, as_json: bool) -> None:
     """Recreate the catalog from the files (identical to incremental indexing) and re-embed."""
     acct = state.account(account)
+    if graph_only:
+        _rebuild_graph(acct.index(), account, as_json)
+        return
     out = err_console if as_json else console  # with --json, stdout holds the JSON only
     reset = reset_index(acct)
     if reset:
@@ -110,6 +121,26 @@ def index_rebuild(state: State, account: str, as_json: bool) -> None:
         emit_json({"version": report.to_version, "rows": report.rows_added, "catalog_reset": reset})
     else:
         console.print(f"catalog rebuilt at version {report.to_version}: {report.rows_added} rows")
+
+
+def _rebuild_graph(idx: AccountIndex, account: str, as_json: bool) -> None:
+    """``index rebuild --graph``: the local vector index's graph built again from its rows."""
+    rebuild = getattr(idx.vectors, "rebuild_graph", None)
+    started = time.perf_counter()
+    if rebuild is not None:
+        with (err_console if as_json else console).status("rebuilding the vector graph from the stored vectors"):
+            rows = rebuild()
+    else:
+        rows = None
+    seconds = round(time.perf_counter() - started, 3)
+    if as_json:
+        emit_json({"graph_rows": rows, "seconds": seconds})
+    elif rows is None:
+        console.print(f"{account}: its vector index has no graph to rebuild (no embedder, or another backend)")
+    elif rows == 0:
+        console.print(f"{account}: too few vectors for a graph (searched exactly): nothing to rebuild")
+    else:
+        console.print(f"{account}: vector graph rebuilt from the stored vectors: {rows} rows in {seconds:.1f} s")
 
 
 COMMANDS = [search, index]

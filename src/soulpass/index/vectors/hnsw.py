@@ -290,9 +290,10 @@ class HnswIndex(ExactIndex):
         gen, end = self._rows.generation, self._graph_rows
         final = self.folder / f"graph-{gen}-{end}.usearch"
         tmp = self.folder / f".graph-{gen}-{end}.usearch.tmp"
-        # How it was built, beside it, before it: a graph file never lacks its note (a crash
-        # between the two leaves a note alone, dropped with the graphs it outlived).
-        atomic_write(_note_path(final), dump_json({"expansion_add": self._graph_expansion}))
+        # How it was built goes beside it after it: a crash between the two leaves a graph without
+        # a note, searched as one built with 64 (more candidates: slower, never less recall), and
+        # no older note may describe a graph that replaces one of the same name.
+        _note_path(final).unlink(missing_ok=True)
         self._graph.save(str(tmp))
         fd = os.open(tmp, os.O_RDONLY)
         try:
@@ -301,11 +302,28 @@ class HnswIndex(ExactIndex):
             os.close(fd)
         os.replace(tmp, final)
         fsync_dir(self.folder)
+        atomic_write(_note_path(final), dump_json({"expansion_add": self._graph_expansion}))
         for old in self._graph_files():
             if old[1] != final:
                 old[1].unlink(missing_ok=True)
                 _note_path(old[1]).unlink(missing_ok=True)
         self._saved_rows = end
+
+    def rebuild_graph(self) -> int:
+        """Build the graph again from the stored rows (nothing is embedded again), as new graphs are
+        built (``EXPANSION_ADD``), and save it: a graph built before is searched with more
+        candidates for the same recall. The rows it holds (0: too few rows for a graph)."""
+        with self._lock:
+            if self.read_only:
+                raise BackendUnavailable(f"another process writes the vector index in {self.folder}: "
+                                         "rebuild its graph there, or when it has closed it")
+            if self._rows.refresh():
+                self._refreshed()
+            self._graph, self._viewed, self._graph_path = None, False, None
+            self._graph_rows, self._saved_rows, self._pending_rows = 0, 0, 0
+            self._graph_expansion = self._graph_options["expansion_add"]
+            self._seal_if_due()
+            return self._graph_rows if self._graph is not None else 0
 
     def _projections(self) -> int:
         """How many sign projections the graph holds (``GRAPH_PROJECTIONS``; 1 in a graph saved before)."""

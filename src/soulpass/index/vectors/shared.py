@@ -51,6 +51,11 @@ class SharedIndex:
         cosines = getattr(self._index, "cosines", None)
         return cosines(vector, ids) if cosines is not None else None
 
+    def rebuild_graph(self) -> int | None:
+        """The index's ``HnswIndex.rebuild_graph``; None where it has no graph to rebuild."""
+        rebuild = getattr(self._index, "rebuild_graph", None)
+        return int(rebuild()) if rebuild is not None else None
+
     @property
     def inner(self) -> VectorIndex:
         """The shared open index this handle searches."""
