@@ -33,7 +33,7 @@ from soulpass.index.catalog import (
     fts_query,
     query_terms,
 )
-from soulpass.index.catalog.rows import is_catalogued, row_id
+from soulpass.index.catalog.rows import Traits, is_catalogued, row_id
 from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_changes
 from soulpass.records import SensoryRecord, TurnLLM, TurnUser
@@ -285,6 +285,51 @@ def test_a_kind_filter_gives_the_exact_top_k_however_few_matches_pass(acct: soul
         got = cat.fts_search(query, k=k, filters=users)
         assert [i for i, _ in got] == expected, (query, k)
         assert [s for _, s in got] == [s for i, s in everything if i in set(expected)]
+
+
+def test_traits_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
+        acct: soulpass.Account, cat: Catalog) -> None:
+    """``traits`` keeps the latest copies' traits (ranking reads them for every candidate) and reads
+    them again once the catalog changed, by this handle or by another connection; ``as_of_version``
+    reads the copy of then."""
+    from soulpass.index.catalog.traits import TraitsCache
+
+    sb = acct.create_sandbox("chat")
+    tu = sb.write_turn({"kind": "turn_user", "text_excerpt": "I moved to Paris.", "created_at": T0.isoformat()})
+    rid = archive(sb).plan.id_map[tu]
+    cat.catch_up(acct.store)
+    first = cat.traits([rid, "missing"])
+    assert set(first) == {rid} and first[rid].length == len("I moved to Paris.") and not first[rid].asks
+    assert cat.traits([rid]) == first  # kept: the same answer without reading it again
+    acct.edit(rid, text_excerpt="Did I tell you I moved to Paris?", reason="a question now")
+    with Catalog.open(acct.store) as other:  # another connection brings the catalog up to date
+        other.catch_up(acct.store)
+    now = cat.traits([rid])[rid]
+    assert now.asks and now.length == len("Did I tell you I moved to Paris?")
+    assert cat.traits([rid], as_of_version=1)[rid] == first[rid]
+    cat.catch_up(acct.store)
+    assert cat.traits([rid])[rid] == now
+
+    fetched: list[list[str]] = []
+    conn = sqlite3.connect(":memory:")
+    conn.execute("CREATE TABLE t (x)")
+    cache = TraitsCache(most=3)
+
+    def fetch(ids: Any) -> dict[str, Traits]:
+        fetched.append(list(ids))
+        return {i: Traits("turn_user", None, None, len(i), False) for i in ids if i != "gone"}
+
+    assert set(cache.get(conn, ["a", "bb", "gone"], fetch)) == {"a", "bb"}
+    assert set(cache.get(conn, ["bb", "a"], fetch)) == {"a", "bb"} and fetched == [["a", "bb", "gone"]]
+    conn.execute("INSERT INTO t VALUES (1)")  # this connection changed something: read again
+    cache.get(conn, ["a"], fetch)
+    cache.get(conn, ["cc", "ddd", "a"], fetch)  # three kept: as many as it keeps
+    assert fetched[1:] == [["a"], ["cc", "ddd"]]
+    assert cache.get(conn, ["ddd"], fetch) == {"ddd": Traits("turn_user", None, None, 3, False)}
+    assert len(fetched) == 3
+    cache.get(conn, ["eeee"], fetch)  # one more than it keeps: it starts again
+    cache.get(conn, ["a", "eeee"], fetch)
+    assert fetched[3:] == [["eeee"], ["a"]]
 
 
 def test_rebuild_gives_the_rows_of_incremental_catch_up(acct: soulpass.Account, tmp_path: Path) -> None:

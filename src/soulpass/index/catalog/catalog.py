@@ -18,7 +18,7 @@ from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
 
 from .query import Filters, filter_sql, neighbour_sql, query_terms
-from .rows import ASKS_SQL, COLUMNS, CatalogRow, Traits, is_catalogued
+from .rows import COLUMNS, CatalogRow, Traits, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import (
@@ -33,6 +33,7 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
+from .traits import TraitsCache, fetch_traits
 
 if TYPE_CHECKING:
     import numpy as np
@@ -113,6 +114,7 @@ class Catalog:
         self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
+        self._traits = TraitsCache()  # the latest copies' traits while the catalog is unchanged
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -537,17 +539,10 @@ class Catalog:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        sql = (f"SELECT c.id, c.kind, c.session_id, c.agent, length(c.text), {ASKS_SQL}"
-               f" FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value")
-        params: list[Any] = [json.dumps(wanted)]
-        if as_of_version is not None:
-            sql += " WHERE c.version <= ? AND (c.replaced_at IS NULL OR c.replaced_at > ?)"
-            params += [as_of_version, as_of_version]
         with self._lock:
-            fetched = self._conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall()
-        # Later copies come later in the key order: the last one wins.
-        return {rid: Traits(kind, session, agent, length or 0, bool(asks))
-                for rid, kind, session, agent, length, asks in fetched}
+            if as_of_version is not None:
+                return fetch_traits(self._conn, _BY_ID, wanted, as_of_version)
+            return self._traits.get(self._conn, wanted, lambda missing: fetch_traits(self._conn, _BY_ID, missing))
 
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""
