@@ -203,6 +203,7 @@ def test_index_rebuild_graph_builds_the_vector_graph_again_from_the_stored_vecto
     note.unlink()  # as an earlier release saved it
     before = graph.stat().st_mtime_ns
     out = run("index", "rebuild", "--graph", "-a", "ann")
+    assert "rebuilding the vector graph" in out and "120/120" in out  # the progress bar's last state
     assert "vector graph rebuilt from the stored vectors: 120 rows" in out
     assert graph.stat().st_mtime_ns != before
     assert json.loads(note.read_text("utf-8")) == {"expansion_add": hnsw.EXPANSION_ADD}

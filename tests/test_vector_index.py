@@ -472,7 +472,9 @@ def test_a_graph_notes_how_widely_it_was_built_and_is_searched_by_it(tmp_path: P
     with pytest.raises(BackendUnavailable, match="another process writes"):
         reader.rebuild_graph()
     reader.close()
-    assert index.rebuild_graph() == 600 and index._graph_expansion == hnsw.EXPANSION_ADD
+    seen: list[tuple[int, int]] = []
+    assert index.rebuild_graph(lambda done, total: seen.append((done, total))) == 600
+    assert index._graph_expansion == hnsw.EXPANSION_ADD and seen and seen[-1] == (600, 600)
     assert json.loads(graph.with_suffix(".json").read_text("utf-8")) == {"expansion_add": hnsw.EXPANSION_ADD}
     assert [index.search(data[i], 1)[0][0] for i in (3, 550)] == ["r3", "r550"]
     index.close()

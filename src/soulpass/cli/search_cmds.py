@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 from dataclasses import asdict
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
@@ -127,11 +128,21 @@ def _rebuild_graph(idx: AccountIndex, account: str, as_json: bool) -> None:
     """``index rebuild --graph``: the local vector index's graph built again from its rows."""
     rebuild = getattr(idx.vectors, "rebuild_graph", None)
     started = time.perf_counter()
+    rows = None
     if rebuild is not None:
-        with (err_console if as_json else console).status("rebuilding the vector graph from the stored vectors"):
-            rows = rebuild()
-    else:
-        rows = None
+        with contextlib.ExitStack() as stack:
+            shown: list[tuple[Progress, TaskID]] = []  # a bar once there are rows to add
+
+            def progress(done: int, total: int) -> None:
+                if not shown:
+                    bar = stack.enter_context(Progress(
+                        TextColumn("rebuilding the vector graph"), BarColumn(), MofNCompleteColumn(),
+                        TimeElapsedColumn(), console=err_console if as_json else console))
+                    shown.append((bar, bar.add_task("graph", total=total)))
+                bar, task = shown[0]
+                bar.update(task, completed=done, total=total)
+
+            rows = rebuild(progress)
     seconds = round(time.perf_counter() - started, 3)
     if as_json:
         emit_json({"graph_rows": rows, "seconds": seconds})

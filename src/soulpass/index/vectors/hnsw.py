@@ -262,8 +262,9 @@ class HnswIndex(ExactIndex):
             if rows - self._graph_rows >= self.seal_rows:
                 self._seal()
 
-    def _seal(self) -> None:
-        """Add the tail's live rows to the graph; save it when it grew by a quarter since the last save."""
+    def _seal(self, progress: Callable[[int, int], None] | None = None) -> None:
+        """Add the tail's live rows to the graph (``progress(added, to_add)`` after each chunk);
+        save it when it grew by a quarter since the last save."""
         if self._viewed:  # a memory-mapped graph is read-only: a copy in memory takes the new rows
             self._graph, self._viewed = self._graph.copy(), False
         if self._graph is None:
@@ -281,6 +282,8 @@ class HnswIndex(ExactIndex):
             threads = 1 if len(self._graph) + len(part) <= SMALL_GRAPH else 0
             self._graph.add(part.astype(np.uint64), self._graph_vectors(np.asarray(self._rows.matrix()[part])),
                             threads=threads)
+            if progress is not None:
+                progress(chunk + len(part), len(keys))
         self._graph_rows = end
         self._graph.expansion_search = self._ef_for(len(self._graph))
         if end - self._saved_rows >= max(self.seal_rows, self._saved_rows // 4) and not self.read_only:
@@ -309,10 +312,11 @@ class HnswIndex(ExactIndex):
                 _note_path(old[1]).unlink(missing_ok=True)
         self._saved_rows = end
 
-    def rebuild_graph(self) -> int:
+    def rebuild_graph(self, progress: Callable[[int, int], None] | None = None) -> int:
         """Build the graph again from the stored rows (nothing is embedded again), as new graphs are
         built (``EXPANSION_ADD``), and save it: a graph built before is searched with more
-        candidates for the same recall. The rows it holds (0: too few rows for a graph)."""
+        candidates for the same recall. ``progress(rows_added, rows_to_add)`` as it goes. The rows
+        it holds (0: too few rows for a graph)."""
         with self._lock:
             if self.read_only:
                 raise BackendUnavailable(f"another process writes the vector index in {self.folder}: "
@@ -322,7 +326,8 @@ class HnswIndex(ExactIndex):
             self._graph, self._viewed, self._graph_path = None, False, None
             self._graph_rows, self._saved_rows, self._pending_rows = 0, 0, 0
             self._graph_expansion = self._graph_options["expansion_add"]
-            self._seal_if_due()
+            if self._rows.live_count >= self.ann_threshold:
+                self._seal(progress)
             return self._graph_rows if self._graph is not None else 0
 
     def _projections(self) -> int:

@@ -51,10 +51,10 @@ class SharedIndex:
         cosines = getattr(self._index, "cosines", None)
         return cosines(vector, ids) if cosines is not None else None
 
-    def rebuild_graph(self) -> int | None:
+    def rebuild_graph(self, progress: Callable[[int, int], None] | None = None) -> int | None:
         """The index's ``HnswIndex.rebuild_graph``; None where it has no graph to rebuild."""
         rebuild = getattr(self._index, "rebuild_graph", None)
-        return int(rebuild()) if rebuild is not None else None
+        return int(rebuild(progress)) if rebuild is not None else None
 
     @property
     def inner(self) -> VectorIndex:
