@@ -287,12 +287,12 @@ def test_a_kind_filter_gives_the_exact_top_k_however_few_matches_pass(acct: soul
         assert [s for _, s in got] == [s for i, s in everything if i in set(expected)]
 
 
-def test_traits_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
+def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
         acct: soulpass.Account, cat: Catalog) -> None:
-    """``traits`` keeps the latest copies' traits (ranking reads them for every candidate) and reads
-    them again once the catalog changed, by this handle or by another connection; ``as_of_version``
-    reads the copy of then."""
-    from soulpass.index.catalog.traits import TraitsCache
+    """``traits`` and ``neighbours`` keep their answers (ranking reads them for every candidate) and
+    read them again once the catalog changed, by this handle or by another connection;
+    ``as_of_version`` reads the copy of then."""
+    from soulpass.index.catalog.traits import Kept
 
     sb = acct.create_sandbox("chat")
     tu = sb.write_turn({"kind": "turn_user", "text_excerpt": "I moved to Paris.", "created_at": T0.isoformat()})
@@ -310,25 +310,42 @@ def test_traits_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_c
     cat.catch_up(acct.store)
     assert cat.traits([rid])[rid] == now
 
+    # Neighbours are kept by the question (kinds, filters) and read again when the catalog changes.
+    sb = acct.create_sandbox("later")
+    temps = [sb.write_turn({"kind": "turn_user", "text_excerpt": f"turn {n}",
+                            "created_at": (T0 + timedelta(days=1, minutes=n)).isoformat()}) for n in range(3)]
+    plan = archive(sb).plan
+    a, b, c = (plan.id_map[t] for t in temps)
+    cat.catch_up(acct.store)
+    turns = ("turn_user",)
+    assert cat.neighbours([a, b, c, "missing"], turns) == {a: (None, b), b: (a, c), c: (b, None)}
+    assert cat.neighbours([b], turns) == {b: (a, c)}
+    assert cat.neighbours([b], turns, Filters(until=T0 + timedelta(days=1, minutes=1))) == {}  # b is past it
+    assert cat.neighbours([a], ("turn_llm",)) == {}  # another question: asked, not taken from the other
+    acct.forget([b])
+    cat.catch_up(acct.store)
+    assert cat.neighbours([a, c], turns) == {a: (None, c), c: (a, None)}
+
     fetched: list[list[str]] = []
     conn = sqlite3.connect(":memory:")
     conn.execute("CREATE TABLE t (x)")
-    cache = TraitsCache(most=3)
+    cache = Kept(most=3)
 
     def fetch(ids: Any) -> dict[str, Traits]:
         fetched.append(list(ids))
         return {i: Traits("turn_user", None, None, len(i), False) for i in ids if i != "gone"}
 
-    assert set(cache.get(conn, ["a", "bb", "gone"], fetch)) == {"a", "bb"}
-    assert set(cache.get(conn, ["bb", "a"], fetch)) == {"a", "bb"} and fetched == [["a", "bb", "gone"]]
+    assert set(cache.get(conn, "t", ["a", "bb", "gone"], fetch)) == {"a", "bb"}
+    assert set(cache.get(conn, "t", ["bb", "a", "gone"], fetch)) == {"a", "bb"}  # "gone" kept as unknown
+    assert fetched == [["a", "bb", "gone"]]
     conn.execute("INSERT INTO t VALUES (1)")  # this connection changed something: read again
-    cache.get(conn, ["a"], fetch)
-    cache.get(conn, ["cc", "ddd", "a"], fetch)  # three kept: as many as it keeps
+    cache.get(conn, "t", ["a"], fetch)
+    cache.get(conn, "t", ["cc", "ddd", "a"], fetch)  # three kept: as many as it keeps
     assert fetched[1:] == [["a"], ["cc", "ddd"]]
-    assert cache.get(conn, ["ddd"], fetch) == {"ddd": Traits("turn_user", None, None, 3, False)}
+    assert cache.get(conn, "t", ["ddd"], fetch) == {"ddd": Traits("turn_user", None, None, 3, False)}
     assert len(fetched) == 3
-    cache.get(conn, ["eeee"], fetch)  # one more than it keeps: it starts again
-    cache.get(conn, ["a", "eeee"], fetch)
+    cache.get(conn, "other", ["eeee"], fetch)  # one more than it keeps: it starts again
+    cache.get(conn, "t", ["a"], fetch)
     assert fetched[3:] == [["eeee"], ["a"]]
 
 

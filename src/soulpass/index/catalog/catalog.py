@@ -33,7 +33,7 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
-from .traits import TraitsCache, fetch_traits
+from .traits import Kept, fetch_traits
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +114,7 @@ class Catalog:
         self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
-        self._traits = TraitsCache()  # the latest copies' traits while the catalog is unchanged
+        self._kept = Kept()  # traits and neighbours of candidates, while the catalog is unchanged
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -330,9 +330,13 @@ class Catalog:
             return {}
         select, own, params, own_params = neighbour_sql(filters, kinds, "catalog")
         sql = f"SELECT {select} FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {own}"
+
+        def fetch(missing: Sequence[str]) -> dict[str, tuple[str | None, str | None]]:
+            found = self._conn.execute(sql, (*params, json.dumps(list(missing)), *own_params)).fetchall()
+            return {rid: (before, after) for rid, before, after in found}
+
         with self._lock:
-            found = self._conn.execute(sql, (*params, json.dumps(wanted), *own_params)).fetchall()
-        return {rid: (before, after) for rid, before, after in found}
+            return self._kept.get(self._conn, ("neighbours", tuple(kinds), filters), wanted, fetch)
 
     def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
         """The hits whose rows pass the filters, as ``(-score, id)`` in result order."""
@@ -542,7 +546,7 @@ class Catalog:
         with self._lock:
             if as_of_version is not None:
                 return fetch_traits(self._conn, _BY_ID, wanted, as_of_version)
-            return self._traits.get(self._conn, wanted, lambda missing: fetch_traits(self._conn, _BY_ID, missing))
+            return self._kept.get(self._conn, "traits", wanted, lambda ids: fetch_traits(self._conn, _BY_ID, ids))
 
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""

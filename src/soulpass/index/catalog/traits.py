@@ -1,25 +1,27 @@
-"""What ranking reads of its candidates besides their scores (``Traits``), and a cache of them.
+"""What ranking reads of its candidates besides their scores, kept while the catalog is unchanged.
 
 A search ranks a few hundred candidates by their kind, session, speaker, text length and whether
-they ask something; reading those from SQLite (the length and the question marks counted over the
-text) was ~0.4 ms of a 2.7 ms LoCoMo search. A copy never changes, so the traits of the latest
-copies are kept while the catalog stays as it was (this connection's changes and SQLite's
-``data_version``, which moves when another connection commits), the way full text keeps its last
-query's matches.
+they ask something (``Traits``), and by the turns next to them in their sessions; reading those from
+SQLite (the length and the question marks counted over the text, the neighbours by event time) was
+~0.7 ms of a 2.7 ms LoCoMo search. While the catalog stays as it was (this connection's changes and
+SQLite's ``data_version``, which moves when another connection commits) the answers stand, so they
+are kept (``Kept``), the way full text keeps its last query's matches.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Hashable, Sequence
+from typing import Any, TypeVar
 
 from .rows import ASKS_SQL, Traits
 
-__all__ = ["TraitsCache", "fetch_traits"]
+__all__ = ["Kept", "fetch_traits"]
 
-TRAITS_KEPT = 20_000  # traits kept at most (~8 MB; then the cache starts again): a small account whole
+V = TypeVar("V")
+_NONE = object()  # the catalog has no answer for this id
+TRAITS_KEPT = 20_000  # answers kept at most (~8 MB; then it starts again): a small account whole
 
 
 def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
@@ -38,24 +40,32 @@ def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
             for rid, kind, session, agent, length, asks in fetched}
 
 
-class TraitsCache:
-    """The traits of latest copies, kept while the catalog is unchanged (its caller holds its lock)."""
+class Kept:
+    """Answers about ids (their traits, their neighbours, by a key naming the question) kept while
+    the catalog is unchanged; an id the catalog does not answer for is kept as such. At most
+    ``most`` answers, then it starts again. Its caller holds the catalog's lock."""
 
     def __init__(self, most: int = TRAITS_KEPT) -> None:
         self._most = most
         self._state: tuple[int, int] | None = None
-        self._kept: dict[str, Traits] = {}
+        self._kept: dict[Hashable, dict[str, Any]] = {}
+        self._size = 0
 
-    def get(self, conn: sqlite3.Connection, wanted: Sequence[str],
-            fetch: Callable[[Sequence[str]], dict[str, Traits]]) -> dict[str, Traits]:
-        """The traits of ``wanted`` (unknown ids left out), fetching those not kept."""
+    def get(self, conn: sqlite3.Connection, key: Hashable, wanted: Sequence[str],
+            fetch: Callable[[Sequence[str]], dict[str, V]]) -> dict[str, V]:
+        """``fetch``'s answer for ``wanted`` (ids it does not answer for left out), asking it only
+        for the ids not kept under ``key``."""
         state = (conn.total_changes, int(conn.execute("PRAGMA data_version").fetchone()[0]))
         if state != self._state:
-            self._state, self._kept = state, {}
-        missing = [i for i in wanted if i not in self._kept]
+            self._state, self._kept, self._size = state, {}, 0
+        kept = self._kept.setdefault(key, {})
+        missing = [i for i in wanted if i not in kept]
         if missing:
-            if len(self._kept) + len(missing) > self._most:
-                self._kept = {}
-            self._kept.update(fetch(missing))
-        kept = self._kept
-        return {i: kept[i] for i in wanted if i in kept}
+            if self._size + len(missing) > self._most:
+                self._kept, self._size = {key: {}}, 0
+                kept = self._kept[key]
+            found = fetch(missing)
+            for i in missing:
+                kept[i] = found.get(i, _NONE)
+            self._size += len(missing)
+        return {i: value for i in wanted if (value := kept[i]) is not _NONE}
