@@ -292,7 +292,7 @@ def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_
     """``traits`` and ``neighbours`` keep their answers (ranking reads them for every candidate) and
     read them again once the catalog changed, by this handle or by another connection;
     ``as_of_version`` reads the copy of then."""
-    from soulpass.index.catalog.traits import Kept
+    from soulpass.index.catalog.traits import Kept, last_row
 
     sb = acct.create_sandbox("chat")
     tu = sb.write_turn({"kind": "turn_user", "text_excerpt": "I moved to Paris.", "created_at": T0.isoformat()})
@@ -347,6 +347,23 @@ def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_
     cache.get(conn, "other", ["eeee"], fetch)  # one more than it keeps: it starts again
     cache.get(conn, "t", ["a"], fetch)
     assert fetched[3:] == [["eeee"], ["a"]]
+    # Starting again while some of those asked for were kept: all of them are answered.
+    assert set(cache.get(conn, "t", ["a", "ff", "ggg"], fetch)) == {"a", "ff", "ggg"}
+    assert fetched[5:] == [["a", "ff", "ggg"]]
+    # A catalog larger than what is kept keeps nothing (its size read again when it changes).
+    size = [10]
+    large = Kept(most=3, rows=lambda _conn: size[0])
+    fetched.clear()
+    assert set(large.get(conn, "t", ["a"], fetch)) == set(large.get(conn, "t", ["a"], fetch)) == {"a"}
+    assert fetched == [["a"], ["a"]]
+    size[0] = 2
+    conn.execute("DELETE FROM t")
+    large.get(conn, "t", ["a"], fetch)
+    large.get(conn, "t", ["a"], fetch)
+    assert fetched == [["a"], ["a"], ["a"]]
+    assert last_row(cat._conn) >= len(list(cat.rows())) > 0  # no count over every row, about as many
+    conn.execute("CREATE TABLE catalog (row INTEGER PRIMARY KEY)")
+    assert last_row(conn) == 0
 
 
 def test_rebuild_gives_the_rows_of_incremental_catch_up(acct: soulpass.Account, tmp_path: Path) -> None:

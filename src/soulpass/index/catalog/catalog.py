@@ -33,7 +33,7 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
-from .traits import Kept, fetch_traits
+from .traits import Kept, fetch_traits, last_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +114,7 @@ class Catalog:
         self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
-        self._kept = Kept()  # traits and neighbours of candidates, while the catalog is unchanged
+        self._kept = Kept(rows=last_row)  # candidates' traits and neighbours, while the catalog is unchanged
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .rows import ASKS_SQL, Traits
 
-__all__ = ["Kept", "fetch_traits"]
+__all__ = ["Kept", "fetch_traits", "last_row"]
 
 V = TypeVar("V")
 _NONE = object()  # the catalog has no answer for this id
@@ -40,14 +40,23 @@ def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
             for rid, kind, session, agent, length, asks in fetched}
 
 
+def last_row(conn: sqlite3.Connection) -> int:
+    """About how many rows the catalog holds: its last row number (no count over every row)."""
+    return int(conn.execute("SELECT coalesce(max(row), 0) FROM catalog").fetchone()[0])
+
+
 class Kept:
     """Answers about ids (their traits, their neighbours, by a key naming the question) kept while
     the catalog is unchanged; an id the catalog does not answer for is kept as such. At most
-    ``most`` answers, then it starts again. Its caller holds the catalog's lock."""
+    ``most`` answers, then it starts again; nothing is kept while ``rows(conn)`` (the catalog's
+    size) is above ``most``: a large account's candidates are seldom asked for twice, and starting
+    again every few searches would only add the time to free what was kept. Its caller holds the
+    catalog's lock."""
 
-    def __init__(self, most: int = TRAITS_KEPT) -> None:
-        self._most = most
+    def __init__(self, most: int = TRAITS_KEPT, rows: Callable[[sqlite3.Connection], int] | None = None) -> None:
+        self._most, self._rows = most, rows
         self._state: tuple[int, int] | None = None
+        self._keeping = True
         self._kept: dict[Hashable, dict[str, Any]] = {}
         self._size = 0
 
@@ -58,12 +67,15 @@ class Kept:
         state = (conn.total_changes, int(conn.execute("PRAGMA data_version").fetchone()[0]))
         if state != self._state:
             self._state, self._kept, self._size = state, {}, 0
+            self._keeping = self._rows is None or self._rows(conn) <= self._most
+        if not self._keeping:
+            return fetch(wanted)
         kept = self._kept.setdefault(key, {})
         missing = [i for i in wanted if i not in kept]
         if missing:
-            if self._size + len(missing) > self._most:
+            if self._size + len(missing) > self._most:  # start again: every one of ``wanted`` is asked
                 self._kept, self._size = {key: {}}, 0
-                kept = self._kept[key]
+                kept, missing = self._kept[key], list(wanted)
             found = fetch(missing)
             for i in missing:
                 kept[i] = found.get(i, _NONE)
