@@ -21,7 +21,7 @@ __all__ = ["Kept", "fetch_traits", "last_row"]
 
 V = TypeVar("V")
 _NONE = object()  # the catalog has no answer for this id
-TRAITS_KEPT = 20_000  # answers kept at most (~8 MB; then it starts again): a small account whole
+ANSWERS_KEPT = 20_000  # answers kept at most (~8 MB; then it starts again): a small account whole
 
 
 def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
@@ -53,7 +53,7 @@ class Kept:
     again every few searches would only add the time to free what was kept. Its caller holds the
     catalog's lock."""
 
-    def __init__(self, most: int = TRAITS_KEPT, rows: Callable[[sqlite3.Connection], int] | None = None) -> None:
+    def __init__(self, most: int = ANSWERS_KEPT, rows: Callable[[sqlite3.Connection], int] | None = None) -> None:
         self._most, self._rows = most, rows
         self._state: tuple[int, int] | None = None
         self._keeping = True
