@@ -242,14 +242,19 @@ class HnswIndex(ExactIndex):
         super()._after_write()
         if self._rows.generation != self._generation:  # compacted: rows were renumbered
             self._generation = self._rows.generation
-            self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
-            self._signs, self._pending_rows = None, 0
+            self._no_graph()
+            self._signs = None
         self._seal_if_due()
+
+    def _no_graph(self) -> None:
+        """Hold no graph (none loaded, none waiting): the next seal builds one from row 0."""
+        self._graph, self._viewed, self._graph_path = None, False, None
+        self._graph_rows, self._saved_rows, self._pending_rows = 0, 0, 0
 
     def _refreshed(self) -> None:
         if self._rows.generation != self._generation:  # the writer compacted: its graph is saved for it
             self._generation = self._rows.generation
-            self._graph, self._graph_rows, self._saved_rows, self._viewed = None, 0, 0, False
+            self._no_graph()
             self._signs = None
             self._find_graph()
         self._seal_if_due()
@@ -323,8 +328,7 @@ class HnswIndex(ExactIndex):
                                          "rebuild its graph there, or when it has closed it")
             if self._rows.refresh():
                 self._refreshed()
-            self._graph, self._viewed, self._graph_path = None, False, None
-            self._graph_rows, self._saved_rows, self._pending_rows = 0, 0, 0
+            self._no_graph()
             self._graph_expansion = self._graph_options["expansion_add"]
             if self._rows.live_count >= self.ann_threshold:
                 self._seal(progress)
