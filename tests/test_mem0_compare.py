@@ -44,6 +44,10 @@ def test_it_needs_mem0s_python_and_the_data(tmp_path: Path, capsys: pytest.Captu
         assert "--mem0-python is required" in capsys.readouterr().err
         assert bench.main(["--mem0-python", sys.executable, "--data", str(tmp_path / "nope.json")]) == 2
         assert "does not exist" in capsys.readouterr().err
+        with pytest.raises(SystemExit):  # an unknown Mem0 setup is refused, naming the known ones
+            bench.main(["--mem0-python", sys.executable, "--mem0-setups", "hybrid,chroma"])
+        assert "Mem0 setups are hybrid, faiss, qdrant, not 'hybrid,chroma'" in capsys.readouterr().err
+        assert bench.setups_arg(" faiss,hybrid,faiss ") == ["faiss", "hybrid"]
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mem0") is None,

@@ -39,6 +39,16 @@ def test_scores_do_not_depend_on_the_other_passages(model: rerank.MsMarcoReranke
     assert alone == among
 
 
+def test_pairs_scored_at_once_score_as_one_at_a_time(model: rerank.MsMarcoReranker) -> None:
+    query = "When did Caroline go to the support group?"
+    passages = [f"Caroline: note {i} " + "about the support group and the bridge " * (i % 5) for i in range(12)]
+    one = rerank.MsMarcoReranker(threads=1)
+    assert model.threads == 2 and one.threads == 1
+    assert model.score(query, passages) == one.score(query, passages) == [one.score(query, [p])[0] for p in passages]
+    with pytest.raises(InvalidInput, match="threads must be at least 1"):
+        rerank.MsMarcoReranker(threads=0)
+
+
 def test_bad_input_and_missing_package(model: rerank.MsMarcoReranker, monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(InvalidInput):
         model.score("q", "not a list")  # type: ignore[arg-type]

@@ -6,10 +6,18 @@ sentence-transformers model exported with int8 weights and fp32 arithmetic). Its
 byte for byte. The pipeline is sentence-transformers' for this model: WordPiece, at most 256
 tokens, mean pooling over real tokens, L2 normalisation.
 
-Threads: one ONNX Runtime session with one intra-op thread. A single query runs on the calling
-thread (on a busy 2-core box a multi-threaded single query is many times slower); a batch is
-sorted by length, cut into chunks and spread over ``threads`` worker threads, which also keeps
-padding, and so wasted work, small.
+Threads: a batch is sorted by length, cut into chunks and spread over ``threads`` worker threads,
+each running its chunk on one thread of a session with one intra-op thread (which also keeps
+padding, and so wasted work, small). A single text (a query) runs on another session that splits
+each operator over ``threads`` intra-op threads, which sleep instead of spinning while they wait
+(so does a batch of one chunk, up to 8 texts, once that session is there): on 2 cores a query took
+5.9 instead of 7.8 ms in one process alternating with the other, and 3.7 instead of 6.3 ms alone
+while another process kept a core busy (spinning threads were slower than one thread there). One
+session for both would cost batches 4-14% of their speed (their worker threads and its intra-op
+threads contend), so each has its own, made when first needed (~0.2 s): ~110-150 MB more in a
+process that embeds both batches and queries, nothing more in one that only searches or only
+indexes. The floats do not depend on the session: the same kernels run, the work split by rows
+(tested; ``benchmarks/embed_threads.py``).
 """
 
 from __future__ import annotations
@@ -39,7 +47,8 @@ CHUNK = 8  # texts per ONNX run in a batch: measured best (pads little, still am
 
 
 class MiniLM:
-    """all-MiniLM-L6-v2 with int8 weights (384-d). Constructing it loads the model (~0.3 s)."""
+    """all-MiniLM-L6-v2 with int8 weights (384-d). Constructing it checks the files; the model loads
+    at the first query or batch (~0.2 s for each of the two sessions, see the module's notes)."""
 
     model_id = "all-MiniLM-L6-v2/onnx-int8"
     dim = 384
@@ -63,17 +72,31 @@ class MiniLM:
         self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # each chunk is padded to its own longest text
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.log_severity_level = 3
-        self._session: Any = ort.InferenceSession(
-            str(model_path), sess_options=options, providers=list(providers)
-        )
+        self._ort, self._model_path, self._providers = ort, model_path, list(providers)
+        # Operators split over cores only on the CPU (another provider brings its own parallelism).
+        self._query_threads = threads if self._providers == ["CPUExecutionProvider"] else 1
+        self._sessions: dict[int, Any] = {}  # intra-op threads -> session, each made when first needed
+        self._sessions_lock = threading.Lock()
         # tokenizers' Rust objects are not documented as thread-safe; encoding is cheap, so guard it.
         self._tokenizer_lock = threading.Lock()
+
+    def _session(self, intra_op_threads: int) -> Any:
+        """The ONNX Runtime session with this many intra-op threads (made once)."""
+        with self._sessions_lock:
+            found = self._sessions.get(intra_op_threads)
+            if found is None:
+                ort = self._ort
+                options = ort.SessionOptions()
+                options.intra_op_num_threads = intra_op_threads
+                options.inter_op_num_threads = 1
+                # Waiting threads sleep: spinning ones take the core a busy machine's other work needs.
+                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                options.log_severity_level = 3
+                found = ort.InferenceSession(str(self._model_path), sess_options=options, providers=self._providers)
+                self._sessions[intra_op_threads] = found
+            return found
 
     def embed_batch(self, texts: Sequence[str]) -> Vectors:
         """See :class:`soulpass.embed.Embedder`: one unit row per text, in order."""
@@ -90,16 +113,22 @@ class MiniLM:
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         chunks = [order[i : i + CHUNK] for i in range(0, len(order), CHUNK)]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        if len(chunks) == 1 or self.threads == 1:
+        if len(chunks) == 1:  # a query, or a few texts once queries are embedded here: operators over the cores
+            query_like = len(texts) == 1 or self._query_threads in self._sessions
+            out[:] = self._run(ids, self._session(self._query_threads if query_like else 1))
+            return out
+        session = self._session(1)
+        if self.threads == 1:
             for chunk in chunks:
-                out[chunk] = self._run([ids[i] for i in chunk])
+                out[chunk] = self._run([ids[i] for i in chunk], session)
         else:
             with ThreadPoolExecutor(max_workers=min(self.threads, len(chunks))) as pool:
-                for chunk, rows in zip(chunks, pool.map(lambda c: self._run([ids[i] for i in c]), chunks), strict=True):
+                runs = pool.map(lambda c: self._run([ids[i] for i in c], session), chunks)
+                for chunk, rows in zip(chunks, runs, strict=True):
                     out[chunk] = rows
         return out
 
-    def _run(self, token_ids: list[list[int]]) -> Vectors:
+    def _run(self, token_ids: list[list[int]], session: Any) -> Vectors:
         """Unit vectors of texts already tokenised; pads to the longest one."""
         width = max(len(t) for t in token_ids)
         input_ids = np.zeros((len(token_ids), width), dtype=np.int64)
@@ -108,7 +137,7 @@ class MiniLM:
             input_ids[row, : len(t)] = t
             mask[row, : len(t)] = 1
         feeds = {"input_ids": input_ids, "attention_mask": mask, "token_type_ids": np.zeros_like(input_ids)}
-        hidden: npt.NDArray[np.float32] = self._session.run(["last_hidden_state"], feeds)[0]
+        hidden: npt.NDArray[np.float32] = session.run(["last_hidden_state"], feeds)[0]
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
         return l2_normalise(pooled.astype(np.float32, copy=False))

