@@ -6,12 +6,12 @@ embeds), a 64 MB sweep through the caches before each (a search touches other me
 queries); then ``--batch`` turns embedded as one batch, best of 3 each way, by ``MiniLM(threads=T)``
 (T workers over a session of one intra-op thread) against the same running its batches on its query
 session (T intra-op threads: one session for both), and the memory the second session takes; then,
-where the
-``rerank`` extra is installed, the cross-encoder scoring 30 turns for a question with 1 and with T
-threads. Checks that the floats and scores are the same either way, prints the figures and writes
-JSON.
+where the ``rerank`` extra is installed, the cross-encoder scoring 30 turns for a question with 1
+and with T threads. ``--busy`` times the questions again while another process keeps a core busy,
+with a third way beside: T intra-op threads that spin while they wait (ONNX Runtime's default).
+Checks that the floats and scores are the same either way, prints the figures and writes JSON.
 
-    python benchmarks/embed_threads.py --data ../shared/bench/locomo10.json --threads 2
+    python benchmarks/embed_threads.py --data ../shared/bench/locomo10.json --threads 2 --busy
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import argparse
 import importlib.util
 import json
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -64,6 +65,24 @@ def one_session(model: Any) -> Any:
     return model
 
 
+def spinning_queries(model: Any) -> Any:
+    """``model`` with a query session whose intra-op threads spin while they wait."""
+    import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    from soulpass.embed import minilm
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = model._query_threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    model._sessions[model._query_threads] = ort.InferenceSession(
+        str(minilm._model_file()), sess_options=options, providers=["CPUExecutionProvider"])
+    return model
+
+
 def rss_mb() -> float:
     """This process's resident memory (Linux), 0 where /proc is not there."""
     try:
@@ -83,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--conversations", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--batch", type=int, default=512, help="turns embedded as one batch")
+    p.add_argument("--busy", action="store_true", help="also time the questions while another process spins")
     p.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = p.parse_args(argv)
     if not args.data.exists():
@@ -103,6 +123,18 @@ def main(argv: list[str] | None = None) -> int:
     print(f"a question alone ({len(questions)}, alternating, caches swept): "
           + "; ".join(f"{n} p50 {s['p50_ms']:.2f} / p95 {s['p95_ms']:.2f} ms" for n, s in queries.items())
           + f"; the same floats: {same}", flush=True)
+    if args.busy:  # another process keeps a core busy meanwhile
+        spinning = {**models, f"{args.threads} threads, spinning": spinning_queries(MiniLM(threads=args.threads))}
+        burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+        try:
+            busy = summary(alternating({n: (lambda q, m=m: m.embed_batch([q])) for n, m in spinning.items()},
+                                       questions, sweep=True))
+        finally:
+            burner.kill()
+            burner.wait()
+        report["query_busy"] = busy
+        print("the same, another process keeping a core busy: "
+              + "; ".join(f"{n} p50 {s['p50_ms']:.2f} / p95 {s['p95_ms']:.2f} ms" for n, s in busy.items()), flush=True)
     batch = turns[:args.batch]
     before = rss_mb()
     other.embed_batch(turns[:4 * 8])  # its batch session is made now

