@@ -27,7 +27,8 @@ pytestmark = pytest.mark.slow
 
 CTX = multiprocessing.get_context("fork")
 ACCOUNT = "alice"
-TIMEOUT = 60.0  # seconds any single wait may take before the test gives up
+TIMEOUT = 180.0  # seconds any single wait may take before the test gives up: a hang guard, not a
+# speed target (8 forked writers took over 60 s once, on a shared 2-core machine under load)
 
 
 # --- running children -------------------------------------------------------------------------
