@@ -124,6 +124,36 @@ def test_a_query_on_several_threads_gives_the_same_floats(model: MiniLM) -> None
     assert sorted(indexing._sessions) == [1]  # a process that only indexes holds one session
 
 
+def _embed_in_forked_child(m: MiniLM, queue: Any) -> None:
+    import gc
+
+    m._sessions.clear()  # what garbage collection of the inherited model would do to its sessions
+    gc.collect()
+    queue.put(m.embed_batch([TEXTS[1]])[0].tolist())
+
+
+def test_a_forked_child_neither_destroys_nor_runs_its_parents_sessions(model: MiniLM) -> None:
+    # A session with intra-op threads, destroyed or run in a forked child (which has none of its
+    # threads), would wait forever: the child sets its parent's sessions aside and makes its own.
+    import multiprocessing
+
+    expected = model.embed_batch([TEXTS[1]])[0]
+    model.embed_batch(TEXTS * 2)  # both sessions exist in the parent
+    assert sorted(model._sessions) == [1, 2]
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=_embed_in_forked_child, args=(model, queue))
+    child.start()
+    child.join(timeout=120)
+    if child.is_alive():
+        child.kill()
+        child.join()
+        pytest.fail("the forked child hung on its parent's ONNX Runtime session")
+    assert child.exitcode == 0
+    np.testing.assert_array_equal(np.asarray(queue.get(timeout=5), dtype=np.float32), expected)
+    assert sorted(model._sessions) == [1, 2]  # the parent's own are untouched
+
+
 def test_safe_from_several_threads(model: MiniLM) -> None:
     expected = model.embed_batch(TEXTS)
     with ThreadPoolExecutor(max_workers=4) as pool:

@@ -23,7 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import threading
+import weakref
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -43,6 +45,25 @@ TOKENIZER_PATH = Path(__file__).with_name("minilm_tokenizer.json")
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length for this model, [CLS] and [SEP] included
 CHUNK = 8  # texts per ONNX run in a batch: measured best (pads little, still amortises the run)
+
+
+# A process forked after a session with intra-op threads was made inherits the session but not its
+# threads: destroying it there (garbage collection) waits forever on their condition variables, and
+# running it waits for threads that are not there. So a forked child sets the sessions it inherits
+# aside, never destroyed, and makes its own when it first needs one.
+_MODELS: weakref.WeakSet[MiniLM] = weakref.WeakSet()
+_INHERITED: list[Any] = []  # a forked child's sessions of its parent: kept, never used
+
+
+def _forget_sessions_after_fork() -> None:
+    for model in list(_MODELS):
+        _INHERITED.extend(model._sessions.values())
+        model._sessions = {}
+        model._sessions_lock = threading.Lock()
+        model._tokenizer_lock = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_sessions_after_fork)
 
 
 class MiniLM:
@@ -78,6 +99,7 @@ class MiniLM:
         self._sessions_lock = threading.Lock()
         # tokenizers' Rust objects are not documented as thread-safe; encoding is cheap, so guard it.
         self._tokenizer_lock = threading.Lock()
+        _MODELS.add(self)
 
     def _session(self, intra_op_threads: int) -> Any:
         """The ONNX Runtime session with this many intra-op threads (made once)."""
