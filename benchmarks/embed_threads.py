@@ -71,13 +71,7 @@ def spinning_queries(model: Any) -> Any:
 
     from soulpass.embed import minilm
 
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = model._query_threads
-    options.inter_op_num_threads = 1
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 3
+    options = minilm.session_options(ort, model._query_threads, spin=True)
     model._sessions[model._query_threads] = ort.InferenceSession(
         str(minilm._model_file()), sess_options=options, providers=["CPUExecutionProvider"])
     return model

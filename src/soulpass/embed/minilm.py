@@ -106,16 +106,9 @@ class MiniLM:
         with self._sessions_lock:
             found = self._sessions.get(intra_op_threads)
             if found is None:
-                ort = self._ort
-                options = ort.SessionOptions()
-                options.intra_op_num_threads = intra_op_threads
-                options.inter_op_num_threads = 1
-                # Waiting threads sleep: spinning ones take the core a busy machine's other work needs.
-                options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-                options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-                options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                options.log_severity_level = 3
-                found = ort.InferenceSession(str(self._model_path), sess_options=options, providers=self._providers)
+                options = session_options(self._ort, intra_op_threads)
+                found = self._ort.InferenceSession(str(self._model_path), sess_options=options,
+                                                   providers=self._providers)
                 self._sessions[intra_op_threads] = found
             return found
 
@@ -162,6 +155,19 @@ class MiniLM:
         weights = mask[:, :, None].astype(np.float32)
         pooled = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), np.float32(1e-9))
         return l2_normalise(pooled.astype(np.float32, copy=False))
+
+
+def session_options(ort: Any, intra_op_threads: int, *, spin: bool = False) -> Any:
+    """ONNX Runtime options of a session: ``intra_op_threads`` split each operator; their waiting
+    threads sleep unless ``spin`` (spinning ones take the core a busy machine's other work needs)."""
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = intra_op_threads
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.log_severity_level = 3
+    return options
 
 
 def _model_file() -> Path:
