@@ -8,12 +8,11 @@ the text changed (the embedder's ``model_id`` is recorded, so vectors are never 
 
 from __future__ import annotations
 
-import functools
+import itertools
 import logging
 import math
-import re
 import sqlite3
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,8 +30,10 @@ from soulpass.index.catalog.query import query_terms
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
 from soulpass.index.filtered import MaskedDense
+from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
+from soulpass.index.speakers import is_users, mean_by_speaker, names_speaker, speaks_first_person
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.store.contract import AccountBackend
@@ -124,11 +125,10 @@ class AccountIndex:
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
         self.vectors: VectorIndex | None = None
         self._buffer_vectors: dict[str, Any] = {}  # text hash -> vector, for sandbox buffers
-        # A repeated query is not embedded again (an agent's turn often searches its message twice).
-        self._embed_query = functools.lru_cache(maxsize=QUERY_VECTOR_CACHE)(
-            lambda query: self.embedder.embed_batch([query])[0] if self.embedder is not None else None)
+        self._query_vectors = QueryVectors(embedder, QUERY_VECTOR_CACHE) if embedder is not None else None
         self._masked: MaskedDense | None = None  # broad filters over a local vector index (filtered.py)
         self._state: sqlite3.Connection | None = None
+        self._passage_ids: passages.PassageIds | None = None
         self._in_database: PgVectors | None = None
         in_database = getattr(store, "index_database", None)
         found = in_database() if callable(in_database) else None
@@ -147,6 +147,7 @@ class AccountIndex:
             # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
             self._state = embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
                                           f"{embedder.model_id}|{EMBED_RECIPE}")
+            self._passage_ids = passages.PassageIds(self._state)
             self._masked = MaskedDense.over(self.vectors, catalog, self._state,
                                             folder.with_name(folder.name + ".catalog-rows.npz"))
             self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
@@ -304,8 +305,9 @@ class AccountIndex:
         nothing here depends on the ranking weights (``benchmarks/retrieval_fit.py`` fits them on this)."""
         filters = _with_kinds(filters or Filters())
         depth = max(CANDIDATES, 2 * k)
-        qvec = self._query_vector(query)
+        query_vector = self._query_vector(query)  # embedded while the full-text search runs
         fts = dict(self.catalog.fts_search(query, depth, filters))
+        qvec = query_vector()
         dense = self._dense(qvec, depth, filters) if qvec is not None else []
         scores = _Scores(fts, {})
         self._complete(query, qvec, scores, [*fts, *dense], filters)
@@ -348,18 +350,22 @@ class AccountIndex:
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
 
-    def _query_vector(self, query: str) -> Any:
-        """The query's vector; None for full text only (no embedder, an empty query, or an embedder
-        that cannot answer now: ``dense_error`` then says why and the results say they are incomplete)."""
+    def _query_vector(self, query: str) -> Callable[[], Any]:
+        """Starts embedding the query; what it returns waits for the vector: None for full text only
+        (no embedder, an empty query, or an embedder that cannot answer now: ``dense_error`` then
+        says why and the results say they are incomplete)."""
         self.dense_error = None
-        if self.vectors is None or self.embedder is None or not query.strip():
-            return None
-        try:
-            return self._embed_query(query)  # the last QUERY_VECTOR_CACHE queries' vectors are kept
-        except BackendUnavailable as exc:  # e.g. Redis down and no local model: full text still answers
-            log.warning("search %s by full text only: %s", self.store.name, exc)
-            self.dense_error = str(exc)
-            return None
+        if self.vectors is None or self._query_vectors is None or not query.strip():
+            return lambda: None
+        started = self._query_vectors.start(query)  # the last QUERY_VECTOR_CACHE queries' vectors are kept
+
+        def wait() -> Any:
+            vector, error = started()
+            if error is not None:  # e.g. Redis down and no local model: full text still answers
+                log.warning("search %s by full text only: %s", self.store.name, error)
+                self.dense_error = error
+            return vector
+        return wait
 
     def _dense(self, vector: Any, depth: int, filters: Filters) -> list[str]:
         """Ids of the ``depth`` records nearest ``vector`` by their own or a passage's vector
@@ -396,15 +402,16 @@ class AccountIndex:
             best = self._in_database.best_per_record(qvec, ids)
             if best is not None:
                 return best
-            counts = self._in_database.passage_counts(ids)
+            of = {rid: tuple(passages.passage_id(rid, n) for n in range(k))
+                  for rid, k in self._in_database.passage_counts(ids).items()}
         else:
-            assert self._state is not None
-            counts = passages.passage_counts(self._state, ids)
-        wanted = [*ids, *(passages.passage_id(rid, n) for rid, k in counts.items() for n in range(k))]
+            assert self._passage_ids is not None
+            of = self._passage_ids.of(ids)
+        wanted = [*ids, *itertools.chain.from_iterable(of.values())]
         cosines = getattr(self.vectors, "cosines", None)
         scored = cosines(qvec, wanted) if cosines is not None else None
         if scored is not None:  # a local index scores the rows of these ids without ranking them
-            return passages.best_per_record(scored.items())
+            return passages.best_of(ids, of, scored)
         return passages.best_per_record(self.vectors.search(qvec, len(wanted), allowed=wanted))
 
     def _buffer_dense(self, qvec: Any, rows: Sequence[CatalogRow]) -> dict[str, float]:
@@ -456,6 +463,9 @@ def _with_kinds(filters: Filters) -> Filters:
     return filters if filters.kinds else Filters(**{**filters.__dict__, "kinds": SEARCHABLE_KINDS})
 
 
+_NO_LINKS: tuple[str | None, str | None] = (None, None)
+
+
 class _Scores:
     """Both retrievers' exact scores for the candidates, and their fusion."""
 
@@ -501,82 +511,57 @@ class _Scores:
         if not fused:
             return []
         low = min(fused.values())  # what a turn outside the candidates is taken to score
-        context = {i: max((fused.get(n, low) for n in links.get(i, (None, None)) if n), default=low) - low
-                   for i in fused}
+        context: dict[str, float] = {}
+        for i in fused:
+            near = low
+            for n in links.get(i, _NO_LINKS):
+                if n and (s := fused.get(n, low)) > near:
+                    near = s
+            context[i] = near - low
         in_context = {i: s + CONTEXT_IN_SESSION * context[i] for i, s in fused.items()}
         floor = min(in_context.values())
         best_in_session: dict[str, float] = {}
         for i, s in in_context.items():
             session = traits[i].session_id
-            if session is not None:
-                best_in_session[session] = max(best_in_session.get(session, floor), s)
+            if session is not None and s > best_in_session.get(session, floor):
+                best_in_session[session] = s
         log_length = {i: math.log1p(traits[i].length) for i in fused if traits[i].kind in TURN_KINDS}
-        mean_length = _mean_by_speaker(log_length, traits)
-        fts_rank = _ranks(self.fts, fused)
-        dense_rank = _ranks(self.dense, fused)
+        mean_length = mean_by_speaker(log_length, traits)
+        fts, dense_scores = self.fts, self.dense
+        fts_rank = _ranks(fts, fused)
+        dense_rank = _ranks(dense_scores, fused)
         speakers: dict[tuple[str, str | None], bool] = {}  # speaker -> named by the query
         out = []
         for i in fused:
             t = traits[i]
-            top = best_in_session[t.session_id] if t.session_id is not None else in_context[i]
-            parts = {"fused": W_FTS * zf[i] + W_DENSE * zd[i], "context": W_CONTEXT * context[i],
-                     "session": W_SESSION * (top - floor)}
+            session = t.session_id
+            top = best_in_session.get(session, floor) if session is not None else in_context[i]
+            fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i], W_CONTEXT * context[i]
+            session_part = W_SESSION * (top - floor)
+            parts = {"fused": fused_part, "context": context_part, "session": session_part}
+            score = fused_part + context_part + session_part  # the parts' sum, in their order
             if i in log_length:
-                who = _speaker(t)
+                who = (t.kind, t.agent)
                 if who not in speakers:
-                    speakers[who] = _named(t.agent, named) or (first_person and _is_users(t))
-                parts["speaker"] = W_SPEAKER * speakers[who]
-                parts["asks"] = W_ASKS * t.asks
-                parts["length"] = W_LENGTH * (log_length[i] - mean_length[_speaker(t)])
-            score = sum(parts.values())
-            if i in self.fts:
-                parts["fts"], parts["fts_rank"] = self.fts[i], fts_rank[i]
-            if i in self.dense:
-                parts["dense"], parts["dense_rank"] = self.dense[i], dense_rank[i]
+                    speakers[who] = names_speaker(t.agent, named) or (first_person and is_users(t))
+                parts["speaker"] = speaker_part = W_SPEAKER * speakers[who]
+                parts["asks"] = asks_part = W_ASKS * t.asks
+                parts["length"] = length_part = W_LENGTH * (log_length[i] - mean_length[who])
+                score = score + speaker_part + asks_part + length_part
+            if i in fts:
+                parts["fts"], parts["fts_rank"] = fts[i], fts_rank[i]
+            if i in dense_scores:
+                parts["dense"], parts["dense_rank"] = dense_scores[i], dense_rank[i]
             parts["score"] = score
             out.append((i, parts))
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
 
 
-def _speaker(t: Traits) -> tuple[str, str | None]:
-    return t.kind, t.agent
-
-
-def _mean_by_speaker(values: dict[str, float], traits: dict[str, Traits]) -> dict[tuple[str, str | None], float]:
-    """The mean of ``values`` over each speaker's candidates: a long-winded speaker (an assistant's
-    replies) is compared with itself, not with the terse one."""
-    groups: dict[tuple[str, str | None], list[float]] = {}
-    for i, v in values.items():
-        groups.setdefault(_speaker(traits[i]), []).append(v)
-    return {s: sum(vs) / len(vs) for s, vs in groups.items()}
-
-
-def _is_users(t: Traits) -> bool:
-    """A turn the user wrote (a ``turn_user`` with no other speaker named)."""
-    return t.kind == "turn_user" and t.agent in (None, "user")
-
-
-_FIRST_PERSON = re.compile(r"\b(i|me|my|mine|myself)\b", re.IGNORECASE)
-
-
-def speaks_first_person(query: str) -> bool:
-    """Whether the query speaks as the user ("what did I say about …", "my deadline"): in a chat
-    between a user and an assistant that names the user as the speaker it asks about, just as
-    "What did Caroline say" names Caroline."""
-    return _FIRST_PERSON.search(query) is not None
-
-
-def _named(agent: str | None, terms: Collection[str]) -> bool:
-    """Whether the query's terms name ``agent`` (every word of it: "ann_lee" needs "ann" and "lee")."""
-    words = [w for w in re.split(r"[^0-9a-z]+", (agent or "").lower()) if w]
-    return bool(words) and all(w in terms for w in words)
-
-
 def _ranks(scores: dict[str, float], among: Collection[str]) -> dict[str, int]:
     """1-based rank of each candidate by one retriever's score (ties by id)."""
-    ordered = sorted((i for i in scores if i in among), key=lambda i: (-scores[i], i))
-    return {i: n for n, i in enumerate(ordered, 1)}
+    ordered = sorted((-s, i) for i, s in scores.items() if i in among)
+    return {i: n for n, (_, i) in enumerate(ordered, 1)}
 
 
 def _standardised(values: list[float]) -> list[float]:

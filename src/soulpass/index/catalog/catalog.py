@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import heapq
+import itertools
 import json
 import logging
 import math
@@ -385,7 +385,7 @@ class Catalog:
         """The best ``limit`` FTS5 matches of the OR of ``terms`` as ``(row, score)``, higher better."""
         matches = self._fts5_matches(terms)
         if matches is not None:
-            return heapq.nsmallest(limit, matches.items(), key=lambda hit: (-hit[1], hit[0]))
+            return list(itertools.islice(matches.items(), limit))  # kept in rank order
         return [(row, -s) for row, s in self._conn.execute(
             "SELECT rowid, bm25(catalog_fts) AS s FROM catalog_fts WHERE catalog_fts MATCH ? ORDER BY s LIMIT ?",
             (" OR ".join(f'"{t}"' for t in terms), limit))]
@@ -404,7 +404,8 @@ class Catalog:
                                     (" OR ".join(f'"{t}"' for t in terms),))
         found = cursor.fetchmany(_ALL_MATCHES + 1)
         cursor.close()
-        matches = None if len(found) > _ALL_MATCHES else {row: -score for row, score in found}
+        # In rank order: best (lowest bm25) first, ties by row; the best few are then a slice.
+        matches = None if len(found) > _ALL_MATCHES else {row: -s for s, row in sorted((s, r) for r, s in found)}
         self._matches = (state, matches)
         return matches
 

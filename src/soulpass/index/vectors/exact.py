@@ -104,12 +104,14 @@ class ExactIndex:
         with self._lock:
             if self._rows.refresh():
                 self._refreshed()
-            found = self._rows.rows_for(as_id_set(ids))
+            found = self._rows.rows_for(ids)
             if not found:
                 return {}
-            rows = np.sort(np.fromiter(found.values(), dtype=np.int64, count=len(found)))
-            by_row = dict(zip(rows.tolist(), self._scores(query, rows).tolist(), strict=True))
-        return {i: by_row[row] for i, row in found.items()}
+            rows = np.fromiter(found.values(), dtype=np.int64, count=len(found))
+            order = np.argsort(rows)  # rows are scored in their order in the file: sorted
+            scores = np.empty(len(rows), dtype=np.float32)
+            scores[order] = self._scores(query, rows[order])
+        return dict(zip(found, scores.tolist(), strict=True))
 
     def search_masked(self, vector: npt.ArrayLike, k: int, mask_of: RowMask) -> list[tuple[str, float]]:
         """Like ``search`` among the rows ``mask_of(rows)`` allows: one bool per row of the

@@ -1,0 +1,87 @@
+"""A search's query vector: embedded on a thread of its own while the full-text search runs.
+
+Embedding a query (~3-6 ms with the embedded MiniLM on 2 cores) is the longest single step of a
+search, and nothing in the full-text search needs it: started first, it overlaps that search
+(ONNX Runtime and SQLite both run without the GIL). The last ``size`` queries' vectors are kept,
+so a query asked again (an agent's turn often searches its message twice) is not embedded again.
+
+The threads serve every index of a process. A process forked while it existed would inherit an
+executor whose thread is gone, and wait forever on it: a forked child makes its own.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from soulpass.embed.base import Embedder
+from soulpass.errors import BackendUnavailable
+
+__all__ = ["QueryVector", "QueryVectors"]
+
+#: What waiting for a query vector gives: the vector, or None and why not (None: no vector asked for).
+QueryVector = tuple[Any, str | None]
+
+_executor: ThreadPoolExecutor | None = None
+_executor_lock = threading.Lock()
+
+
+def _embedding_thread() -> ThreadPoolExecutor:
+    global _executor
+    with _executor_lock:
+        if _executor is None:
+            # A thread is made only when none is idle: one, unless searches run on several threads.
+            _executor = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4),
+                                           thread_name_prefix="soulpass-query-vector")
+        return _executor
+
+
+def _forget_executor_after_fork() -> None:
+    global _executor, _executor_lock
+    _executor, _executor_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_executor_after_fork)
+
+
+class QueryVectors:
+    """The query vectors of one index's searches: ``start(query)`` begins one and returns what
+    waits for it; the last ``size`` are kept."""
+
+    def __init__(self, embedder: Embedder, size: int) -> None:
+        self.embedder = embedder
+        self.size = size
+        self._kept: OrderedDict[str, Any] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def start(self, query: str) -> Callable[[], QueryVector]:
+        """Begin embedding ``query`` (at once when it was kept). Waiting gives ``(vector, None)``,
+        or ``(None, why)`` when the embedder cannot answer now (e.g. Redis down and no local
+        model: the search then answers by full text and says so)."""
+        with self._lock:
+            found = self._kept.get(query)
+            if found is not None:
+                self._kept.move_to_end(query)
+        if found is not None:
+            return lambda: (found, None)
+        future: Future[Any] = _embedding_thread().submit(self._embed, query)
+
+        def wait() -> QueryVector:
+            try:
+                return future.result(), None
+            except BackendUnavailable as exc:
+                return None, str(exc)
+        return wait
+
+    def _embed(self, query: str) -> Any:
+        vector = self.embedder.embed_batch([query])[0]
+        with self._lock:
+            self._kept[query] = vector
+            self._kept.move_to_end(query)
+            while len(self._kept) > self.size:
+                self._kept.popitem(last=False)
+        return vector
