@@ -6,7 +6,8 @@ its embedder object, so the model costs both sides the same. Each side then sear
 of those conversations for its top 10, **query embedding included**, one at a time, in a fresh
 process; rounds alternate between the sides. Also measured: recall@10 of the questions' evidence
 turns on each side (a speed-up must not cost recall) and a second pass over the same questions
-(what a query-embedding cache would change).
+(what a query-embedding cache would change); with ``--before``, whether every question's top 10 is
+the same as with that commit's code (``same_rankings_as_before`` in the JSON).
 
 Ours: ``Account.search`` over accounts filled by the LoCoMo importer (the normal write path: one
 sandbox archived per session). Mem0 (``mem0ai``, run by ``--mem0-python``, a virtual environment of
@@ -81,12 +82,14 @@ def recall_at(ranked: list[str], evidence: list[str], k: int = K) -> float:
 def timed_searches(search: Any, conversations: list[dict[str, Any]]) -> dict[str, Any]:
     """``search(conversation_id, question) -> ranked dialog ids`` for every question, twice."""
     first, again, recalls = [], [], []
+    rankings = hashlib.sha256()
     for conv in conversations:
         for q in conv["questions"]:
             t0 = time.perf_counter()
             ranked = search(conv["id"], q["text"])
             first.append((time.perf_counter() - t0) * 1000)
             recalls.append(recall_at(ranked, q["evidence"]))
+            rankings.update((json.dumps(ranked) + "\n").encode("utf-8"))
     for conv in conversations:  # the same questions again
         for q in conv["questions"]:
             t0 = time.perf_counter()
@@ -94,7 +97,8 @@ def timed_searches(search: Any, conversations: list[dict[str, Any]]) -> dict[str
             again.append((time.perf_counter() - t0) * 1000)
     return {"queries": len(first), "p50_ms": float(np.percentile(first, 50)), "p95_ms": float(np.percentile(first, 95)),
             "mean_ms": float(np.mean(first)), "repeat_p50_ms": float(np.percentile(again, 50)),
-            "repeat_p95_ms": float(np.percentile(again, 95)), "recall_at_10": float(np.mean(recalls))}
+            "repeat_p95_ms": float(np.percentile(again, 95)), "recall_at_10": float(np.mean(recalls)),
+            "rankings_sha256": rankings.hexdigest()}  # every question's top 10, in order
 
 
 # -- the two sides, each in a process of its own -------------------------------------------------
@@ -351,10 +355,15 @@ def run_sides(args: argparse.Namespace, work: Path, stack: contextlib.ExitStack)
     for side, r in ratios.items():
         print(f"ours / {side}: p50 {r['p50']:.3f}x, p95 {r['p95']:.3f}x (target <= {TARGET_RATIO:g}x"
               f"{'' if side == 'mem0-' + BASELINE else ', not the baseline'})", flush=True)
+    same = None
+    if "soulpass-before" in rounds:  # a speed-up that changes no result says so
+        same = len({r["rankings_sha256"] for side in ("soulpass", "soulpass-before") for r in rounds[side]}) == 1
+        print(f"the same top 10 for every question as the code of before: {'yes' if same else 'NO'}", flush=True)
     baseline = ratios.get(f"mem0-{BASELINE}")
     report = {"benchmark": "mem0_compare", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
               "params": {"conversations": args.conversations, "turns": n_turns, "questions": n_q,
                          "rounds": args.rounds, "mem0_setups": args.mem0_setups, "k": K, "before": args.before},
+              "same_rankings_as_before": same,
               "rounds": rounds, "summary": summary, "ratios": ratios, "baseline": f"mem0-{BASELINE}",
               "target_ratio": TARGET_RATIO, "pass": baseline is not None and baseline["p50"] <= TARGET_RATIO}
     args.json.parent.mkdir(parents=True, exist_ok=True)

@@ -35,6 +35,8 @@ def test_our_side_searches_every_question_and_scores_recall(tmp_path: Path, monk
         assert got["p50_ms"] > 0 and got["repeat_p50_ms"] > 0 and got["build_s"] > 0
         again = bench.worker_ours(tmp_path, data_file, build=False)  # the kept accounts are searched again
         assert again["recall_at_10"] == got["recall_at_10"] and "build_s" not in again
+        assert again["rankings_sha256"] == got["rankings_sha256"]  # the same top 10s: the same digest
+        assert len(got["rankings_sha256"]) == 64
         assert bench.recall_at(["D1:1", "D2:2"], ["D2:2", "D9:9"]) == 0.5
 
 
