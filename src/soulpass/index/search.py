@@ -33,7 +33,7 @@ from soulpass.index.filtered import MaskedDense
 from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
-from soulpass.index.speakers import is_users, mean_by_speaker, names_speaker, speaks_first_person
+from soulpass.index.speakers import is_users, mean_by_speaker, names_speaker, speaker, speaks_first_person
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.store.contract import AccountBackend
@@ -541,7 +541,7 @@ class _Scores:
             parts = {"fused": fused_part, "context": context_part, "session": session_part}
             score = fused_part + context_part + session_part  # the parts' sum, in their order
             if i in log_length:
-                who = (t.kind, t.agent)
+                who = speaker(t)
                 if who not in speakers:
                     speakers[who] = names_speaker(t.agent, named) or (first_person and is_users(t))
                 parts["speaker"] = speaker_part = W_SPEAKER * speakers[who]
