@@ -9,7 +9,10 @@ session (T intra-op threads: one session for both), and the memory the second se
 where the ``rerank`` extra is installed, the cross-encoder scoring 30 turns for a question with 1
 and with T threads. ``--busy`` times the questions again while another process keeps a core busy,
 with a third way beside: T intra-op threads that spin while they wait (ONNX Runtime's default).
-Checks that the floats and scores are the same either way, prints the figures and writes JSON.
+Where the CPU multiplies int8 exactly, the query graph in int8 arithmetic on one thread (what a
+search runs, ``soulpass.embed.minilm_int8``) is timed beside them, and its vectors' cosines to the
+float32 ones reported. Checks that the floats and scores are the same either way (float32), prints
+the figures and writes JSON.
 
     python benchmarks/embed_threads.py --data ../shared/bench/locomo10.json --threads 2 --busy
 """
@@ -102,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.exists():
         print(f"--data {args.data} does not exist", file=sys.stderr)
         return 2
+    from soulpass.embed import minilm_int8
     from soulpass.embed.minilm import MiniLM
 
     questions, turns = texts_of(args.data, args.conversations)
@@ -111,8 +115,14 @@ def main(argv: list[str] | None = None) -> int:
     report: dict[str, Any] = {"benchmark": "embed_threads", "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
                               "params": {"questions": len(questions), "threads": args.threads, "batch": args.batch},
                               "same_floats": same}
-    queries = summary(alternating({n: (lambda q, m=m: m.embed_batch([q])) for n, m in models.items()},
-                                  questions, sweep=True))
+    calls = {n: (lambda q, m=m: m.embed_batch([q])) for n, m in models.items()}
+    if minilm_int8.exact_int8_products():  # what a search runs here: the query graph in int8 arithmetic
+        int8 = MiniLM(int8_queries=True)
+        calls["int8, 1 thread (a search's query)"] = int8.embed_query
+        cosines = [float(int8.embed_query(q) @ first.embed_batch([q])[0]) for q in questions]
+        report["int8_cosine_to_float32"] = {"min": min(cosines), "mean": statistics.fmean(cosines)}
+        print(f"int8 query vectors: cosine to float32 min {min(cosines):.4f}, mean {statistics.fmean(cosines):.4f}")
+    queries = summary(alternating(calls, questions, sweep=True))
     report["query"] = queries
     print(f"a question alone ({len(questions)}, alternating, caches swept): "
           + "; ".join(f"{n} p50 {s['p50_ms']:.2f} / p95 {s['p95_ms']:.2f} ms" for n, s in queries.items())

