@@ -50,10 +50,10 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """The models cache of this module's tests, not the user's."""
-    folder = tmp_path_factory.mktemp("xdg-cache")
+    folder = tmp_path_factory.mktemp("cache") / "soulpass" / "models"
     with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("XDG_CACHE_HOME", str(folder))
-        yield folder / "soulpass" / "models"
+        mp.setattr(minilm_int8, "cache_dir", lambda: folder)
+        yield folder
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +140,13 @@ def test_the_query_graph_is_cached_and_checked(cache: Path, monkeypatch: pytest.
 
 def test_a_cache_that_cannot_be_written_costs_only_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "a file").write_text("not a folder")  # no folder can be made under it, not even by root
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a file"))
+    monkeypatch.setattr(minilm_int8, "cache_dir", lambda: tmp_path / "a file" / "soulpass" / "models")
     assert minilm_int8.query_model(_model_file(), MODEL_SHA256) == minilm_int8.rewrite(_model_file())
     assert (tmp_path / "a file").read_text() == "not a folder"
 
 
 def test_a_full_disk_leaves_no_cache_file_and_still_answers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(minilm_int8, "cache_dir", lambda: tmp_path / "soulpass" / "models")
     real_replace = os.replace
 
     def full(src: str, dst: str) -> None:

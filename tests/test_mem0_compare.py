@@ -48,7 +48,7 @@ def test_it_needs_mem0s_python_and_the_data(tmp_path: Path, capsys: pytest.Captu
         assert "does not exist" in capsys.readouterr().err
         with pytest.raises(SystemExit):  # an unknown Mem0 setup is refused, naming the known ones
             bench.main(["--mem0-python", sys.executable, "--mem0-setups", "hybrid,chroma"])
-        assert "Mem0 setups are hybrid, faiss, qdrant, not 'hybrid,chroma'" in capsys.readouterr().err
+        assert "Mem0 setups are hybrid, hybrid-int8, faiss, qdrant, not 'hybrid,chroma'" in capsys.readouterr().err
         assert bench.setups_arg(" faiss,hybrid,faiss ") == ["faiss", "hybrid"]
 
 

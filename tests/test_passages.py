@@ -12,6 +12,7 @@ import pytest
 
 import soulpass
 from soulpass import Committed
+from soulpass.embed import embed_query
 from soulpass.index import passages
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.search import embed_passages, embed_text
@@ -129,7 +130,7 @@ def test_a_turn_is_found_by_one_of_its_sentences(tmp_path: Path, monkeypatch: py
     assert hits[0].id == turn.id
     embedder = acct.sp.embedder()
     assert embedder is not None
-    q = embedder.embed_batch(["when did calvin have a car crash"])[0]
+    q = embed_query(embedder, "when did calvin have a car crash")  # as a search embeds it (maybe int8)
     texts = [embed_text(turn.row), *embed_passages(turn.row)] if turn.row else []
     vecs = embedder.embed_batch(texts)
     cosines = [float(np.dot(v, q) / np.linalg.norm(v) / np.linalg.norm(q)) for v in vecs]

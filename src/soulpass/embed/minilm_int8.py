@@ -18,7 +18,7 @@ The indexed vectors are never made here: a query is compared with the float32 ve
 so nothing stored depends on this graph.
 
 The rewrite (~0.17 s: importing onnx, parsing and writing 23 MB) is done once per machine: its result
-is kept in ``$XDG_CACHE_HOME/soulpass/models`` (``~/.cache`` by default), named by the model's sha256
+is kept in ``~/.cache/soulpass/models``, named by the model's sha256
 and its own, and read back only when its bytes still have that sha256; a cache that cannot be
 written (read-only home, full disk) costs the rewrite in each process, nothing else.
 
@@ -96,8 +96,9 @@ def query_model(model_path: Path, model_sha256: str) -> bytes:
 
 
 def cache_dir() -> Path:
-    """Where the query graph is kept: ``$XDG_CACHE_HOME/soulpass/models``, ``~/.cache`` by default."""
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "soulpass" / "models"
+    """Where the query graph is kept: ``~/.cache/soulpass/models`` (beside ``postgres``, the local
+    folders of PostgreSQL accounts)."""
+    return Path("~/.cache/soulpass/models").expanduser()
 
 
 def rewrite(model_path: Path) -> bytes:
