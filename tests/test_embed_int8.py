@@ -120,8 +120,13 @@ def test_the_query_graph_is_cached_and_checked(cache: Path, monkeypatch: pytest.
     model = _model_file()
     for old in cache.glob("*.onnx") if cache.is_dir() else []:
         old.unlink()
+    cache.mkdir(parents=True, exist_ok=True)
+    (cache / "minilm-int8-query-v0-8199be6f699a395f-0123456789abcdef.onnx").write_bytes(b"an earlier rewrite's")
+    (cache / "unrelated.onnx").write_bytes(b"not ours")
     made = minilm_int8.query_model(model, MODEL_SHA256)
-    [kept] = cache.glob(f"minilm-int8-query-v{minilm_int8.REWRITE}-*.onnx")
+    [kept] = cache.glob("minilm-int8-query-*.onnx")  # the earlier rewrite's file is gone
+    assert kept.name.startswith(f"minilm-int8-query-v{minilm_int8.REWRITE}-{MODEL_SHA256[:16]}-")
+    assert (cache / "unrelated.onnx").exists()
     assert kept.read_bytes() == made and not list(cache.glob(".*"))  # no temporary file left
 
     def no_rewrite(path: Path) -> bytes:

@@ -20,7 +20,8 @@ so nothing stored depends on this graph.
 The rewrite (~0.17 s: importing onnx, parsing and writing 23 MB) is done once per machine: its result
 is kept in ``~/.cache/soulpass/models``, named by the model's sha256
 and its own, and read back only when its bytes still have that sha256; a cache that cannot be
-written (read-only home, full disk) costs the rewrite in each process, nothing else.
+written (read-only home, full disk) costs the rewrite in each process, nothing else. Writing one
+removes the files of earlier rewrites and models (23 MB each).
 
 Only where integers are multiplied exactly: x86 CPUs before VNNI multiply uint8 by int8 pairwise
 into int16 (``vpmaddubsw``), which saturates for weights using all 8 bits (ONNX Runtime's and
@@ -30,6 +31,7 @@ OpenVINO's quantisation notes), so :func:`exact_int8_products` asks for AVX512-V
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib
 import logging
@@ -92,6 +94,11 @@ def query_model(model_path: Path, model_sha256: str) -> bytes:
                 raise
     except OSError as e:
         log.info("query graph not cached (%s): rewritten again in the next process", e)
+        return data
+    for stale in folder.glob("minilm-int8-query-*.onnx"):  # an earlier rewrite's, or an earlier model's
+        if not stale.name.startswith(prefix):
+            with contextlib.suppress(OSError):
+                stale.unlink()
     return data
 
 
@@ -126,8 +133,11 @@ def rewrite(model_path: Path) -> bytes:
             continue
         ints, scales = weight
         x, out = node.input[0], node.output[0]
-        column_scales = numpy_helper.to_array(initialisers[scales]).reshape(-1)
-        graph.initializer.append(numpy_helper.from_array(column_scales, f"{scales}/per_column"))
+        if f"{scales}/per_column" not in initialisers:  # once, should two products share their scales
+            column_scales = numpy_helper.from_array(numpy_helper.to_array(initialisers[scales]).reshape(-1),
+                                                    f"{scales}/per_column")
+            graph.initializer.append(column_scales)
+            initialisers[column_scales.name] = column_scales
         if x not in split:  # (batch, tokens, features): the [CLS] row, then the others
             split.add(x)
             nodes += [helper.make_node("Slice", [x, first, second, axis], [f"{x}/cls"]),
