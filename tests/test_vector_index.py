@@ -880,3 +880,29 @@ def test_populate_maps_every_page_of_a_file_mapping(tmp_path: Path) -> None:
     assert _mapped_kib(path) >= 8 * 1024 * 0.95 and _mapped_kib(other) >= 8 * 1024 * 0.95
     assert not populate(np.zeros((0, 4), dtype=np.float32)) and not populate(path=tmp_path / "unmapped")
     del elsewhere
+
+
+@pytest.mark.parametrize("backend", ["exact", "hnsw", "hnsw-graph"])
+def test_cosines_after_a_search_take_its_scores_and_see_rows_added_since(tmp_path: Path, backend: str) -> None:
+    """A search over every row keeps their scores for its query; the cosines of candidates asked
+    next with the same vector come from them, exactly as computed afresh, and rows added since (or
+    another query) are computed again."""
+    index = OPENERS[backend](tmp_path / "v")
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(600, DIM)).astype(np.float32)
+    ids = [f"r{i}" for i in range(600)]
+    index.upsert(ids, vectors)
+    unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    query = rng.normal(size=DIM).astype(np.float32)
+    q = query / np.linalg.norm(query)
+    index.search(query, 5)
+    got = index.cosines(query, ids[:40])  # type: ignore[attr-defined]
+    np.testing.assert_allclose([got[i] for i in ids[:40]], unit[:40] @ q, rtol=1e-5, atol=1e-6)
+    added = rng.normal(size=(1, DIM)).astype(np.float32)
+    index.upsert(["new"], added)
+    got = index.cosines(query, ["new", "r1"])  # type: ignore[attr-defined]
+    np.testing.assert_allclose(got["new"], float(added[0] @ q / np.linalg.norm(added[0])), rtol=1e-5)
+    other = rng.normal(size=DIM).astype(np.float32)
+    got = index.cosines(other, ids[:3])  # type: ignore[attr-defined]
+    np.testing.assert_allclose([got[i] for i in ids[:3]], unit[:3] @ (other / np.linalg.norm(other)), rtol=1e-5,
+                               atol=1e-6)

@@ -351,6 +351,8 @@ class Account:
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
+            if self._index is not None:  # the query is embedded while the index catches up
+                self._index.expect_query(query)
             index = self.index()
             return above(search_results(index, index.search(query, k, filters)), query, min_score)
 
@@ -524,6 +526,9 @@ class Sandbox:
         own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
         committed fact this session's facts supersede ranks below the fact superseding it."""
         acct = self.account
+        opened = acct._index
+        if opened is not None:  # the query is embedded while the buffer is read and the index catches up
+            opened.expect_query(query)
         head = acct.store.head()
         at = self.info.parent_version
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,

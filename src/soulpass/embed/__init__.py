@@ -7,12 +7,12 @@
 
 from typing import TYPE_CHECKING, Any
 
-from soulpass.embed.base import Embedder, QueryEmbedder, Vectors, embed_query
+from soulpass.embed.base import Embedder, PreparedQueries, QueryEmbedder, Vectors, embed_query, prepare_query
 
 if TYPE_CHECKING:
     from soulpass.embed.minilm import MiniLM
 
-__all__ = ["Embedder", "MiniLM", "QueryEmbedder", "Vectors", "embed_query"]
+__all__ = ["Embedder", "MiniLM", "PreparedQueries", "QueryEmbedder", "Vectors", "embed_query", "prepare_query"]
 
 
 def __getattr__(name: str) -> Any:

@@ -6,7 +6,7 @@ with its vectors and re-embeds everything when the id changes, never mixing two 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -14,7 +14,8 @@ import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, InvalidInput
 
-__all__ = ["EXTRA_HINT", "Embedder", "QueryEmbedder", "Vectors", "embed_query", "l2_normalise", "missing_extra"]
+__all__ = ["EXTRA_HINT", "Embedder", "PreparedQueries", "QueryEmbedder", "Vectors", "embed_query", "l2_normalise",
+           "missing_extra", "prepare_query"]
 
 #: A float32 matrix, one L2-normalised row per text.
 Vectors = npt.NDArray[np.float32]
@@ -63,6 +64,27 @@ def embed_query(embedder: Embedder, text: str) -> npt.NDArray[np.float32]:
         return embedder.embed_query(text)
     row: npt.NDArray[np.float32] = embedder.embed_batch([text])[0]
     return row
+
+
+@runtime_checkable
+class PreparedQueries(Protocol):
+    """An embedder that can do a query's own part of the work (tokenising it) on the calling thread
+    and leave the model's to the function it returns, run on another thread: the model runs
+    without the GIL, the tokenizer and numpy need it, which the calling thread holds meanwhile."""
+
+    def prepare_query(self, text: str) -> Callable[[], npt.NDArray[np.float32]]:
+        """What ``embed_query(text)`` returns, in two steps: this call, then the function's."""
+        ...
+
+
+def prepare_query(embedder: Embedder, text: str) -> Callable[[], npt.NDArray[np.float32]]:
+    """A query's vector in two steps (``PreparedQueries``); where the embedder has no such path,
+    all of ``embed_query`` is in the second."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"a query must be a string, not {type(text).__name__}")
+    if isinstance(embedder, PreparedQueries):
+        return embedder.prepare_query(text)
+    return lambda: embed_query(embedder, text)
 
 
 def l2_normalise(rows: npt.NDArray[np.float32]) -> Vectors:

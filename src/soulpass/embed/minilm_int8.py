@@ -1,19 +1,29 @@
-"""MiniLM's query graph: its 36 weight products in int8 arithmetic, a query's vector in ~60% of the time.
+"""MiniLM's query graph: its 36 weight products in int8 arithmetic, a query's vector in about half the time.
 
 The model stores each weight matrix as int8 with one scale per output column (``Cast`` then ``Mul``
 before the ``MatMul``); ONNX Runtime turns them back into float32 and multiplies in float32, which
 is what indexing uses (``MiniLM.embed_batch``). For a query, each of those products becomes ONNX
-Runtime's ``DynamicQuantizeMatMul`` over the *same* int8 weights and scales: the activations are
-quantised to uint8 on the fly and multiplied in integers. One scale per product would be set by the
-[CLS] row, whose values span 3-6x the other tokens' (20-40 against 4-10 after a layer norm), so the
-[CLS] row and the other rows are quantised and multiplied apart and joined again (``Slice``, two
-products, ``Concat``). The rest of the graph (attention products, layer norms, GELU) is unchanged.
+Runtime's ``DynamicQuantizeMatMul`` over the *same* int8 weights and scales (the bias added by the
+product): the activations are quantised to uint8 on the fly and multiplied in integers. One scale per
+product would be set by the [CLS] row, whose values span 3-6x the other tokens' (20-40 against 4-10
+after a layer norm), so where a product reads a layer norm's or GELU's output, the [CLS] row and the
+other rows are quantised and multiplied apart and joined again (``Split``, two products, ``Concat``);
+the attention's output, whose [CLS] row is like the others, is multiplied whole (the vectors' cosine
+to float32 moved by 0.00002). Query, key and value read one input: one product over their weights
+side by side, its columns split after. The attention itself is one ``MultiHeadAttention`` (the
+source's ~20 operators a layer: heads split, scaled scores, mask, softmax, heads joined; the
+attention mask kept) and GELU one ``Gelu``: 136 operators where the source has 385.
 
-Measured on LoCoMo's questions (2 cores, one intra-op thread, ad hoc and ``benchmarks/embed_threads.py``):
-2.2-2.3 ms a query against 3.4-3.8 ms in float32 (1.8 ms with one scale per product); cosine to the
-float32 vector 0.9989 on average, 0.996 at worst (0.995 / 0.977 with one scale per product, which
-cost recall: LoCoMo's in-sample recall@10 fell for 16 questions and rose for 4). With the split, over
-all of LoCoMo and BEAM-500K, recall@10 is the float32 one within the noise (README, retrieval).
+Measured on LoCoMo's questions (2 cores, one intra-op thread, ad hoc loops alternating in one
+process): 1.7-2.0 ms a query against 2.5-2.8 ms for the first rewrite (a split and two products for
+each of the 36, ONNX Runtime's fusions) and 4.7-4.9 ms in float32; 1.39 instead of 1.66 ms of that
+without ONNX Runtime's ``SkipLayerNormalization`` fusion (``UNFUSED``: the fused operator took ~28 us
+where the add and the layer norm took ~11). ``benchmarks/embed_threads.py`` (caches swept between
+questions): 2.49 ms against 4.66 in float32 on 2 threads. Cosine to the float32 vector 0.9989 on
+average, 0.998 at worst (0.995 / 0.977 with one scale per product, which cost recall: LoCoMo's
+in-sample recall@10 fell for 16 questions and rose for 4). Over all of LoCoMo and BEAM-500K, recall@10
+is within 0.003 of float32's, and this graph's the first rewrite's within the noise (paired, question
+by question: LoCoMo -0.0007, BEAM-500K -0.0027, both 95% intervals across 0; README, retrieval).
 The indexed vectors are never made here: a query is compared with the float32 vectors of the texts,
 so nothing stored depends on this graph.
 
@@ -37,6 +47,7 @@ import importlib
 import logging
 import os
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -45,13 +56,18 @@ import numpy as np
 from soulpass.embed.base import missing_extra
 from soulpass.errors import Corrupted
 
-__all__ = ["WEIGHT_PRODUCTS", "cache_dir", "exact_int8_products", "query_model", "rewrite"]
+__all__ = ["UNFUSED", "WEIGHT_PRODUCTS", "cache_dir", "exact_int8_products", "query_model", "rewrite"]
 
 log = logging.getLogger(__name__)
 
 #: the rewrite's version, in the cached file's name: bump it when ``rewrite`` changes what it writes
-REWRITE = 2
+REWRITE = 3
 PREFIX = "soulpass-int8-query/"  # the names of the constants the rewrite adds
+
+#: ONNX Runtime's graph fusions the query session goes without: on one query, its fused residual add
+#: and layer norm (``SkipLayerNormalization``) took ~28 us where the two took ~11 (1.66 -> 1.39 ms a
+#: query without it, the vectors as close to the float32 ones)
+UNFUSED = ("SkipLayerNormFusion",)
 
 #: all-MiniLM-L6-v2's weight products: 6 layers x (query, key, value, output, two feed-forward)
 WEIGHT_PRODUCTS = 36
@@ -108,6 +124,19 @@ def cache_dir() -> Path:
     return Path("~/.cache/soulpass/models").expanduser()
 
 
+@dataclass(frozen=True)
+class _Product:
+    """One weight product of the source graph: ``out = x @ (ints * scales) [+ bias]``."""
+
+    node: Any  # the MatMul
+    x: str
+    ints: str  # the int8 weights (rows: inputs, columns: outputs)
+    scales: str  # one per column, shape (1, columns)
+    out: str  # the bias Add's output when there is one, else the MatMul's
+    bias: str | None
+    added: Any  # the bias Add, or None
+
+
 def rewrite(model_path: Path) -> bytes:
     """The serialised query graph of ``model_path`` (see the module's notes); ``Corrupted`` when the
     file does not have the 36 int8 weight products this rewrite expects."""
@@ -120,41 +149,180 @@ def rewrite(model_path: Path) -> bytes:
     graph = model.graph
     initialisers = {i.name: i for i in graph.initializer}
     producers = {out: node for node in graph.node for out in node.output}
-    first, second, end, axis = (f"{PREFIX}{name}" for name in ("first", "second", "end", "axis"))
-    graph.initializer.extend(numpy_helper.from_array(np.array([value], dtype=np.int64), name)
-                             for name, value in ((first, 0), (second, 1), (end, 2**62), (axis, 1)))
-    nodes: list[Any] = []
-    split: set[str] = set()  # inputs already cut into their [CLS] row and the rest
-    replaced = 0
+    readers: dict[str, list[Any]] = {}
     for node in graph.node:
-        weight = _int8_weight(node, producers, initialisers)
-        if weight is None:
-            nodes.append(node)
-            continue
-        ints, scales = weight
-        x, out = node.input[0], node.output[0]
-        if f"{scales}/per_column" not in initialisers:  # once, should two products share their scales
-            column_scales = numpy_helper.from_array(numpy_helper.to_array(initialisers[scales]).reshape(-1),
-                                                    f"{scales}/per_column")
-            graph.initializer.append(column_scales)
-            initialisers[column_scales.name] = column_scales
-        if x not in split:  # (batch, tokens, features): the [CLS] row, then the others
-            split.add(x)
-            nodes += [helper.make_node("Slice", [x, first, second, axis], [f"{x}/cls"]),
-                      helper.make_node("Slice", [x, second, end, axis], [f"{x}/rest"])]
-        nodes += [helper.make_node("DynamicQuantizeMatMul", [f"{x}/{rows}", ints, f"{scales}/per_column"],
-                                   [f"{out}/{rows}"], name=f"{node.name}/int8/{rows}", domain="com.microsoft")
-                  for rows in ("cls", "rest")]
-        nodes.append(helper.make_node("Concat", [f"{out}/cls", f"{out}/rest"], [out], name=f"{node.name}/rows", axis=1))
-        replaced += 1
-    if replaced != WEIGHT_PRODUCTS:
-        raise Corrupted(f"model file {model_path} has {replaced} int8 weight products, expected {WEIGHT_PRODUCTS}",
+        for name in node.input:
+            readers.setdefault(name, []).append(node)
+    inputs = {i.name for i in graph.input}
+    if not {"input_ids", "attention_mask"} <= inputs:
+        raise Corrupted(f"model file {model_path} has inputs {sorted(inputs)}, not input_ids and attention_mask",
                         path=str(model_path))
+    products = [p for node in graph.node if (p := _product(node, producers, readers, initialisers)) is not None]
+    if len(products) != WEIGHT_PRODUCTS:
+        raise Corrupted(f"model file {model_path} has {len(products)} int8 weight products, expected "
+                        f"{WEIGHT_PRODUCTS}", path=str(model_path))
+    groups: dict[str, list[_Product]] = {}  # products of one input (query, key and value) become one
+    for p in products:
+        groups.setdefault(p.x, []).append(p)
+    first_of = {group[0].node.name: group for group in groups.values()}
+    dropped = {n.name for p in products for n in (p.node, p.added) if n is not None}
+
+    def constant(name: str, value: Any) -> str:
+        graph.initializer.append(numpy_helper.from_array(np.asarray(value), f"{PREFIX}{name}"))
+        return f"{PREFIX}{name}"
+
+    one, mask = constant("one", np.array([1], dtype=np.int64)), f"{PREFIX}mask"
+    # (batch, tokens, features) cut into the [CLS] row and the rest: Split's sizes [1, tokens - 1], once.
+    sizes = f"{PREFIX}sizes"
+    nodes: list[Any] = [helper.make_node("Shape", ["input_ids"], [f"{sizes}/tokens"], start=1, end=2),
+                        helper.make_node("Sub", [f"{sizes}/tokens", one], [f"{sizes}/rest"]),
+                        helper.make_node("Concat", [one, f"{sizes}/rest"], [sizes], axis=0),
+                        helper.make_node("Cast", ["attention_mask"], [mask], to=onnx.TensorProto.INT32)]
+    for node in graph.node:
+        if (gelu := _gelu_input(node, producers, initialisers)) is not None:
+            nodes.append(helper.make_node("Gelu", [gelu], [node.output[0]], name=f"{node.name}/gelu",
+                                          domain="com.microsoft"))
+        elif node.name in first_of:
+            nodes += _int8_products(first_of[node.name], initialisers, producers, constant, sizes, mask)
+        elif node.name not in dropped:
+            nodes.append(node)
     del graph.node[:]
     graph.node.extend(_used(nodes, {o.name for o in graph.output}))
+    read = {name for node in graph.node for name in node.input}
+    kept = [i for i in graph.initializer if i.name in read]  # not the weights now side by side elsewhere
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
     model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
     serialised: bytes = model.SerializeToString()
     return serialised
+
+
+def _int8_products(group: list[_Product], initialisers: dict[str, Any], producers: dict[str, Any],
+                   constant: Any, sizes: str, mask: str) -> list[Any]:
+    """The nodes computing the products of ``group`` (one input, one or several weights: query, key
+    and value) in int8 arithmetic; ``constant(name, array)`` adds an initialiser and gives its name."""
+    from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    def joined(names: list[str], axis: int = 0) -> Any:  # side by side (axis 1), or one after another
+        arrays = [numpy_helper.to_array(initialisers[n]) for n in names]
+        return np.concatenate(arrays if axis else [a.reshape(-1) for a in arrays], axis=axis)
+
+    x, name = group[0].x, group[0].node.name
+    columns = [initialisers[p.ints].dims[1] for p in group]
+    # One product over the weights side by side (the model's own int8 weights), its columns split after.
+    ints = group[0].ints if len(group) == 1 else constant(f"{name}/weights", joined([p.ints for p in group], axis=1))
+    scales = constant(f"{name}/scales", joined([p.scales for p in group]))  # one per column
+    biases = [p.bias for p in group if p.bias is not None]
+    if biases and len(biases) != len(group):
+        raise Corrupted(f"the products of {x} do not all add a bias")
+    bias = ["", biases[0] if len(group) == 1 else constant(f"{name}/bias", joined(biases))] if biases else []
+    out = group[0].out if len(group) == 1 else f"{PREFIX}{name}/joint"
+    nodes: list[Any] = []
+    attention = _attention(x, producers, initialisers)
+    if attention is not None:  # its [CLS] row spans what the others do: multiplied with them
+        q, k, v, size, scale = attention
+        nodes += [helper.make_node("MultiHeadAttention", [q, k, v, "", mask], [f"{x}/attention"],
+                                   name=f"{name}/attention", domain="com.microsoft", num_heads=columns[0] // size,
+                                   scale=scale),
+                  helper.make_node("DynamicQuantizeMatMul", [f"{x}/attention", ints, scales, *bias], [out],
+                                   name=f"{name}/int8", domain="com.microsoft")]
+    else:  # after a layer norm or GELU: the [CLS] row (3-6x the others) quantised on its own
+        nodes.append(helper.make_node("Split", [x, sizes], [f"{x}/cls", f"{x}/rest"], axis=1))
+        nodes += [helper.make_node("DynamicQuantizeMatMul", [f"{x}/{rows}", ints, scales, *bias], [f"{out}/{rows}"],
+                                   name=f"{name}/int8/{rows}", domain="com.microsoft") for rows in ("cls", "rest")]
+        nodes.append(helper.make_node("Concat", [f"{out}/cls", f"{out}/rest"], [out], name=f"{name}/rows", axis=1))
+    if len(group) > 1:
+        widths = constant(f"{name}/columns", np.array(columns, dtype=np.int64))
+        nodes.append(helper.make_node("Split", [out, widths], [p.out for p in group], name=f"{name}/columns", axis=2))
+    return nodes
+
+
+def _product(node: Any, producers: dict[str, Any], readers: dict[str, list[Any]],
+             initialisers: dict[str, Any]) -> _Product | None:
+    """``node`` as a weight product (its bias folded in when its only reader is ``Add(out, b)``, ``b``
+    a 1-D initialiser), or None when it is not one."""
+    weight = _int8_weight(node, producers, initialisers)
+    if weight is None:
+        return None
+    found = readers.get(node.output[0], [])
+    added = found[0] if len(found) == 1 and found[0].op_type == "Add" and found[0].input[0] == node.output[0] else None
+    bias = added.input[1] if added is not None else None
+    if bias is None or bias not in initialisers or len(initialisers[bias].dims) != 1:
+        added = bias = None
+    return _Product(node, node.input[0], *weight, added.output[0] if added is not None else node.output[0], bias, added)
+
+
+def _attention(x: str, producers: dict[str, Any],
+               initialisers: dict[str, Any]) -> tuple[str, str, str, int, float] | None:
+    """``(q, k, v, head size, scale)`` when ``x`` is the exported attention over ``q``, ``k``, ``v``:
+    heads split (Reshape, Transpose), both sides scaled, the mask added, softmax, NaN made 0, times
+    the values, heads joined; else None."""
+    from onnx import numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    def made_by(name: str, op: str) -> Any:
+        found = producers.get(name)
+        if found is None or found.op_type != op:
+            raise LookupError(name)
+        return found
+
+    def constant(name: str) -> float:
+        if name not in initialisers or numpy_helper.to_array(initialisers[name]).size != 1:
+            raise LookupError(name)
+        return float(numpy_helper.to_array(initialisers[name]).reshape(-1)[0])
+
+    def heads_of(name: str) -> tuple[str, int]:  # Transpose(0, 2, 1, 3) of Reshape(x, (b, s, -1, head size))
+        transpose = made_by(name, "Transpose")
+        if [list(a.ints) for a in transpose.attribute if a.name == "perm"] != [[0, 2, 1, 3]]:
+            raise LookupError(name)
+        reshape = made_by(transpose.input[0], "Reshape")
+        return reshape.input[0], int(constant(made_by(reshape.input[1], "Concat").input[-1]))
+
+    try:
+        joined = made_by(made_by(x, "Reshape").input[0], "Transpose")
+        weighted = made_by(joined.input[0], "MatMul")
+        v, size = heads_of(weighted.input[1])
+        where = made_by(weighted.input[0], "Where")
+        softmax = made_by(where.input[2], "Softmax")
+        if made_by(where.input[0], "IsNaN").input[0] != softmax.output[0] or constant(where.input[1]) != 0.0:
+            return None
+        scores = made_by(made_by(softmax.input[0], "Add").input[0], "MatMul")
+        scaled_q, scaled_k = made_by(scores.input[0], "Mul"), made_by(scores.input[1], "Mul")
+        q, q_size = heads_of(scaled_q.input[0])
+        k_t = made_by(made_by(made_by(scaled_k.input[0], "Reshape").input[0], "Transpose").input[0], "Reshape")
+        k, k_size = heads_of(k_t.input[0])
+        scale = constant(scaled_q.input[1]) * constant(scaled_k.input[1])
+    except LookupError:
+        return None
+    return (q, k, v, size, scale) if size == q_size == k_size > 0 else None
+
+
+def _gelu_input(node: Any, producers: dict[str, Any], initialisers: dict[str, Any]) -> str | None:
+    """``x`` when ``node`` is the last of the exported exact GELU, ``x * (0.5 * (1 + erf(x / sqrt 2)))``
+    (``Mul(x, Mul(0.5, Add(Erf(Div(x, sqrt 2)), 1)))``); else None."""
+    from onnx import numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    def constant(name: str, value: float) -> bool:
+        if name not in initialisers:
+            return False
+        found = numpy_helper.to_array(initialisers[name])
+        return bool(found.size == 1 and abs(float(found.reshape(-1)[0]) - value) < 1e-6)
+
+    def made_by(name: str, op: str) -> Any:
+        found = producers.get(name)
+        return found if found is not None and found.op_type == op else None
+
+    if node.op_type != "Mul" or len(node.input) != 2:
+        return None
+    x, half = node.input
+    half_node = made_by(half, "Mul")
+    if half_node is None or not constant(half_node.input[0], 0.5):
+        return None
+    plus = made_by(half_node.input[1], "Add")
+    erf = made_by(plus.input[0], "Erf") if plus is not None and constant(plus.input[1], 1.0) else None
+    div = made_by(erf.input[0], "Div") if erf is not None else None
+    if div is None or div.input[0] != x or not constant(div.input[1], 2.0 ** 0.5):
+        return None
+    return str(x)
 
 
 def _int8_weight(node: Any, producers: dict[str, Any], initialisers: dict[str, Any]) -> tuple[str, str] | None:

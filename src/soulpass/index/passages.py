@@ -31,12 +31,15 @@ import sqlite3
 from collections.abc import Iterable, Sequence
 from itertools import pairwise
 
+import numpy as np
+import numpy.typing as npt
+
 from soulpass.index.vectors.base import Matrix, VectorIndex
 from soulpass.sentences import sentences as split_sentences
 
-__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_of",
-           "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of", "record_passages",
-           "replace", "sentences", "total", "windows"]
+__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_in_array",
+           "best_of", "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",
+           "record_passages", "replace", "sentences", "total", "windows"]
 
 MAX_PASSAGES = 8
 SHORT_TEXT = 1_000  # up to here a record of several sentences gets a vector per sentence
@@ -165,6 +168,19 @@ def best_of(ids: Iterable[str], passage_ids: dict[str, tuple[str, ...]], scored:
         if top > -2.0:
             best[rid] = top
     return best
+
+
+def best_in_array(ids: Sequence[str], passage_ids: dict[str, tuple[str, ...]],
+                  scores: npt.NDArray[np.float32]) -> dict[str, float]:
+    """``best_of`` where ``scores`` are those of ``ids`` then of their passages (``passage_ids``'
+    vector ids, in its order), -2 (or less) where a vector is missing."""
+    best = scores[:len(ids)].copy()
+    if len(scores) > len(ids):
+        at = {rid: n for n, rid in enumerate(ids)}
+        owner = np.fromiter((at[rid] for rid, vids in passage_ids.items() for _ in vids), dtype=np.intp,
+                            count=len(scores) - len(ids))
+        np.maximum.at(best, owner, scores[len(ids):])
+    return {rid: score for rid, score in zip(ids, best.tolist(), strict=True) if score > -2.0}
 
 
 def record_passages(conn: sqlite3.Connection, counts: dict[str, int]) -> None:

@@ -286,11 +286,10 @@ class AccountIndex:
             raise InvalidInput(f"k must be a positive integer, not {k!r}", field="k")
         filters = _with_kinds(filters or Filters())
         found = self.candidates(query, k, filters, extra)
-        ranked = found.scores.rank(found.traits, found.links, named=found.named, dense=found.dense,
-                                   first_person=found.first_person)
-        own = found.own
         reranking = self.reranker is not None and bool(query.strip())
-        ranked = ranked[:max(RERANK_DEPTH, k) if reranking else k]
+        ranked = found.scores.rank(found.traits, found.links, named=found.named, dense=found.dense,
+                                   first_person=found.first_person, limit=max(RERANK_DEPTH, k) if reranking else k)
+        own = found.own
         # Whole rows (their text) only for what is returned or re-ranked.
         rows = {r.id: r for r in self.catalog.get([rid for rid, _ in ranked], as_of_version=filters.as_of_version)}
         rows.update((r.id, r) for r in own)
@@ -350,6 +349,12 @@ class AccountIndex:
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
 
+    def expect_query(self, query: str) -> None:
+        """Begin embedding ``query`` now, for a search about to ask (``Account.search`` calls this
+        before catching up with the store: the embedding overlaps that too)."""
+        if self.vectors is not None and self._query_vectors is not None and isinstance(query, str) and query.strip():
+            self._query_vectors.start(query)
+
     def _query_vector(self, query: str) -> Callable[[], Any]:
         """Starts embedding the query; what it returns waits for the vector: None for full text only
         (no embedder, an empty query, or an embedder that cannot answer now: ``dense_error`` then
@@ -408,6 +413,10 @@ class AccountIndex:
             assert self._passage_ids is not None
             of = self._passage_ids.of(ids)
         wanted = [*ids, *itertools.chain.from_iterable(of.values())]
+        arrays = getattr(self.vectors, "cosine_array", None)
+        in_order = arrays(qvec, wanted) if arrays is not None else None
+        if in_order is not None:  # a local index: the scores of these rows in their order, best taken in numpy
+            return passages.best_in_array(ids, of, in_order)
         cosines = getattr(self.vectors, "cosines", None)
         scored = cosines(qvec, wanted) if cosines is not None else None
         if scored is not None:  # a local index scores the rows of these ids without ranking them
@@ -472,11 +481,15 @@ class _Scores:
     def __init__(self, fts: dict[str, float], dense: dict[str, float]) -> None:
         self.fts, self.dense = fts, dense
         self.fts_checked: set[str] = set(fts)
-        self.known: set[str] = set()
+        self.known: set[str] = set()  # only ever added to
+        self._sorted: list[str] = []
 
     @property
     def ids(self) -> list[str]:
-        return sorted(self.known)
+        """The candidates, sorted (again only when some were added)."""
+        if len(self._sorted) != len(self.known):
+            self._sorted = sorted(self.known)
+        return self._sorted
 
     def standardised(self, dense: bool) -> tuple[dict[str, float], dict[str, float]]:
         """Each retriever's scores as z-scores over the candidates (BM25 0 where no term matched)."""
@@ -502,10 +515,12 @@ class _Scores:
         return sorted(fused, key=lambda i: (-fused[i], i))[:n]
 
     def rank(self, traits: dict[str, Traits], links: dict[str, tuple[str | None, str | None]],
-             named: Collection[str], dense: bool, first_person: bool = False) -> list[tuple[str, dict[str, float]]]:
+             named: Collection[str], dense: bool, first_person: bool = False,
+             limit: int | None = None) -> list[tuple[str, dict[str, float]]]:
         """Candidates (those in ``traits``) by their scores read in context; ``named``: the query's
         terms (a turn whose speaker they name gains ``W_SPEAKER``); ``first_person``: the query
-        speaks as the user, which names the user as speaker (the user's own turns gain ``W_SPEAKER``)."""
+        speaks as the user, which names the user as speaker (the user's own turns gain ``W_SPEAKER``).
+        ``limit``: only the best so many (every candidate is scored; only those get their parts)."""
         zf, zd = self.standardised(dense)
         fused = {i: zf[i] + zd[i] for i in zf if i in traits}
         if not fused:
@@ -527,34 +542,39 @@ class _Scores:
                 best_in_session[session] = s
         log_length = {i: math.log1p(traits[i].length) for i in fused if traits[i].kind in TURN_KINDS}
         mean_length = mean_by_speaker(log_length, traits)
-        fts, dense_scores = self.fts, self.dense
-        fts_rank = _ranks(fts, fused)
-        dense_rank = _ranks(dense_scores, fused)
         speakers: dict[tuple[str, str | None], bool] = {}  # speaker -> named by the query
-        out = []
+        scored: list[tuple[float, str, float, float, float, tuple[float, float, float] | None]] = []
         for i in fused:
             t = traits[i]
             session = t.session_id
             top = best_in_session.get(session, floor) if session is not None else in_context[i]
             fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i], W_CONTEXT * context[i]
             session_part = W_SESSION * (top - floor)
-            parts = {"fused": fused_part, "context": context_part, "session": session_part}
             score = fused_part + context_part + session_part  # the parts' sum, in their order
+            traits_parts = None
             if i in log_length:
                 who = speaker(t)
                 if who not in speakers:
                     speakers[who] = names_speaker(t.agent, named) or (first_person and is_users(t))
-                parts["speaker"] = speaker_part = W_SPEAKER * speakers[who]
-                parts["asks"] = asks_part = W_ASKS * t.asks
-                parts["length"] = length_part = W_LENGTH * (log_length[i] - mean_length[who])
-                score = score + speaker_part + asks_part + length_part
+                traits_parts = (W_SPEAKER * speakers[who], W_ASKS * t.asks,
+                                W_LENGTH * (log_length[i] - mean_length[who]))
+                score = score + traits_parts[0] + traits_parts[1] + traits_parts[2]
+            scored.append((-score, i, fused_part, context_part, session_part, traits_parts))
+        scored.sort(key=lambda item: (item[0], item[1]))  # best first, ties by id
+        fts, dense_scores = self.fts, self.dense
+        fts_rank = _ranks(fts, fused)
+        dense_rank = _ranks(dense_scores, fused)
+        out = []
+        for negated, i, fused_part, context_part, session_part, traits_parts in scored[:limit]:
+            parts = {"fused": fused_part, "context": context_part, "session": session_part}
+            if traits_parts is not None:
+                parts["speaker"], parts["asks"], parts["length"] = traits_parts
             if i in fts:
                 parts["fts"], parts["fts_rank"] = fts[i], fts_rank[i]
             if i in dense_scores:
                 parts["dense"], parts["dense_rank"] = dense_scores[i], dense_rank[i]
-            parts["score"] = score
+            parts["score"] = -negated
             out.append((i, parts))
-        out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
 
 

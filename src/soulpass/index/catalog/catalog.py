@@ -33,7 +33,7 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
-from .traits import Kept, fetch_traits, last_row
+from .traits import Kept, fetch_rows, fetch_traits, last_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -291,11 +291,8 @@ class Catalog:
         wanted = list(dict.fromkeys(ids))
         if not terms or not wanted:
             return {}
-        where, params = filter_sql(filters or Filters())
         with self._lock:
-            rows = dict(self._conn.execute(
-                f"SELECT c.row, c.id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {where}",
-                (json.dumps(wanted), *params)).fetchall())
+            rows = {row: rid for rid, found in self._rows_of(wanted, filters or Filters()).items() for row in found}
             if not rows:
                 return {}
             sidecar = self._synced_sidecar()
@@ -313,13 +310,14 @@ class Catalog:
     def passing(self, ids: Iterable[str], filters: Filters | None = None) -> set[str]:
         """The given ids whose rows pass the filters (in force now unless ``as_of_version``)."""
         wanted = list(dict.fromkeys(ids))
-        if not wanted:
-            return set()
-        where, params = filter_sql(filters or Filters())
         with self._lock:
-            return {rid for (rid,) in self._conn.execute(
-                f"SELECT c.id FROM json_each(?) AS w CROSS JOIN {_BY_ID} ON c.id = w.value WHERE {where}",
-                (json.dumps(wanted), *params))}
+            return set(self._rows_of(wanted, filters or Filters())) if wanted else set()
+
+    def _rows_of(self, wanted: list[str], filters: Filters) -> dict[str, tuple[int, ...]]:
+        """The rows of each of ``wanted`` passing ``filters``, kept while the catalog is unchanged."""
+        where, params = filter_sql(filters)
+        return self._kept.get(self._conn, ("rows", filters), wanted,
+                              lambda ids: fetch_rows(self._conn, _BY_ID, where, params, ids))
 
     def neighbours(self, ids: Iterable[str], kinds: Sequence[str], filters: Filters | None = None,
                    ) -> dict[str, tuple[str | None, str | None]]:

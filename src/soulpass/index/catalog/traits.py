@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from .rows import ASKS_SQL, Traits
 
-__all__ = ["Kept", "fetch_traits", "last_row"]
+__all__ = ["Kept", "fetch_rows", "fetch_traits", "last_row"]
 
 V = TypeVar("V")
 _NONE = object()  # the catalog has no answer for this id
@@ -38,6 +38,17 @@ def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
     # Later copies come later in the key order: the last one wins.
     return {rid: Traits(kind, session, agent, length or 0, bool(asks))
             for rid, kind, session, agent, length, asks in fetched}
+
+
+def fetch_rows(conn: sqlite3.Connection, by_id: str, where: str, params: Sequence[Any],
+               ids: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """The catalog rows of each of ``ids`` passing ``where`` (``filter_sql``'s condition over ``c``);
+    ids with none left out."""
+    found: dict[str, tuple[int, ...]] = {}
+    sql = f"SELECT c.row, c.id FROM json_each(?) AS w CROSS JOIN {by_id} ON c.id = w.value WHERE {where}"
+    for row, rid in conn.execute(sql, (json.dumps(list(ids)), *params)):
+        found[rid] = (*found.get(rid, ()), row)
+    return found
 
 
 def last_row(conn: sqlite3.Connection) -> int:

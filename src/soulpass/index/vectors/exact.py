@@ -27,9 +27,10 @@ from soulpass.index.vectors.base import (
 )
 from soulpass.index.vectors.rows import RowStore
 
-__all__ = ["ExactIndex", "RowMask", "top_k"]
+__all__ = ["NO_ROW", "ExactIndex", "RowMask", "top_k"]
 
 Scores = npt.NDArray[np.float32]
+NO_ROW = -2.0  # ``cosine_array``'s score of an id without a live row (below every cosine)
 Rows = npt.NDArray[np.int64]
 RowMask = Callable[[RowStore], npt.NDArray[np.bool_]]  # which of a RowStore's rows may be returned
 
@@ -59,6 +60,7 @@ class ExactIndex:
         self._meta = open_meta(self.folder, IndexMeta(backend=self.BACKEND, model_id=model_id, dim=dim))
         self._rows = RowStore(self.folder, dim)
         self._lock = threading.RLock()  # one writer or searcher at a time (the server runs a threadpool)
+        self._whole: tuple[bytes, int, Scores] | None = None  # the last query, the rows' generation, scores
 
     @property
     def meta(self) -> IndexMeta:
@@ -93,25 +95,32 @@ class ExactIndex:
             if self._rows.refresh():
                 self._refreshed()
             rows, scores = self._ranked(query, k, allowed)
-            ids = self._rows.ids
-            return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
+            ids = self._rows.ids.take(rows.tolist())
+            return [(i or "", s) for i, s in zip(ids, scores.tolist(), strict=True)]
 
     def cosines(self, vector: npt.ArrayLike, ids: Collection[str]) -> dict[str, float]:
         """The exact cosine of each of ``ids`` that has a live row (the others left out): the scores
         ``search(vector, len(ids), allowed=ids)`` gives them, without ranking them or reading back
         the ids of the rows (a hybrid search completes its candidates' scores by this)."""
+        wanted = list(ids)
+        scores = self.cosine_array(vector, wanted)
+        return {i: s for i, s in zip(wanted, scores.tolist(), strict=True) if s > NO_ROW}
+
+    def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> Scores:
+        """``cosines`` as an array in the order of ``ids``, ``NO_ROW`` for an id without a live row."""
         query = unit_query(vector, self._meta.dim)
+        out = np.full(len(ids), NO_ROW, dtype=np.float32)
         with self._lock:
             if self._rows.refresh():
                 self._refreshed()
             found = self._rows.rows_for(ids)
             if not found:
-                return {}
-            rows = np.fromiter(found.values(), dtype=np.int64, count=len(found))
-            order = np.argsort(rows)  # rows are scored in their order in the file: sorted
-            scores = np.empty(len(rows), dtype=np.float32)
-            scores[order] = self._scores(query, rows[order])
-        return dict(zip(found, scores.tolist(), strict=True))
+                return out
+            rows = np.fromiter((found.get(i, -1) for i in ids), dtype=np.int64, count=len(ids))
+            have = np.flatnonzero(rows >= 0)
+            order = np.argsort(rows[have])  # rows are scored in their order in the file: sorted
+            out[have[order]] = self._scores(query, rows[have[order]])
+        return out
 
     def search_masked(self, vector: npt.ArrayLike, k: int, mask_of: RowMask) -> list[tuple[str, float]]:
         """Like ``search`` among the rows ``mask_of(rows)`` allows: one bool per row of the
@@ -127,8 +136,8 @@ class ExactIndex:
             if len(mask) != self._rows.rows:
                 raise ValueError(f"the row mask has {len(mask)} rows, the index {self._rows.rows}")
             rows, scores = self._ranked_mask(query, k, mask & self._rows.live_mask())
-            ids = self._rows.ids
-            return [(ids[r] or "", float(s)) for r, s in zip(rows.tolist(), scores.tolist(), strict=True)]
+            ids = self._rows.ids.take(rows.tolist())
+            return [(i or "", s) for i, s in zip(ids, scores.tolist(), strict=True)]
 
     def prepare_masked(self, mask_of: RowMask) -> None:
         """Build what ``search_masked`` needs before the first one: ``mask_of`` once, under the lock
@@ -193,8 +202,14 @@ class ExactIndex:
 
     def _scores(self, query: Scores, rows: Rows) -> Scores:
         """The exact scores of ``rows`` (live, sorted, at least one), in their order: a gather then
-        one product."""
+        one product, or one product over the whole map when most rows are asked for. The whole map's
+        scores are kept for the last query: a search's candidates then take theirs from them (a
+        hybrid search asks for the cosines of its candidates after searching with the same vector)."""
         matrix = self._rows.matrix()
+        kept = self._whole
+        if (kept is not None and kept[1] == self._rows.generation and int(rows[-1]) < len(kept[2])
+                and kept[0] == query.tobytes()):
+            return kept[2][rows]
         gather = 4 * len(rows) <= len(matrix)  # most rows: one product over the whole map beats a gather
         block = matrix[rows] if gather else matrix
         scores: Scores
@@ -203,4 +218,7 @@ class ExactIndex:
         else:
             with one_blas_thread():
                 scores = np.asarray(block @ query, dtype=np.float32)
-        return scores if gather else scores[rows]
+        if gather:
+            return scores
+        self._whole = (query.tobytes(), self._rows.generation, scores)  # a row is never rewritten in place
+        return scores[rows]

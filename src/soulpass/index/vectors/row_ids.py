@@ -49,6 +49,14 @@ class RowIds(Sequence[str | None]):
             return raw.decode("utf-8") if raw else None
         return self._tail[row - self._split]
 
+    def take(self, rows: Sequence[int]) -> list[str | None]:
+        """``[self[r] for r in rows]`` (rows in range), without a call per row where no checkpoint
+        holds any: a search reads the ids of its best rows so."""
+        if not self._split:
+            tail = self._tail
+            return [tail[r] for r in rows]
+        return [self[r] for r in rows]
+
     def __iter__(self) -> Iterator[str | None]:
         for raw in self._head.tolist():
             yield raw.decode("utf-8") if raw else None

@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
+import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import ConfigError
@@ -50,6 +51,11 @@ class SharedIndex:
         """The index's exact cosines of ``ids`` (``ExactIndex.cosines``); None where it has none."""
         cosines = getattr(self._index, "cosines", None)
         return cosines(vector, ids) if cosines is not None else None
+
+    def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> npt.NDArray[np.float32] | None:
+        """The index's ``ExactIndex.cosine_array``; None where it has none."""
+        cosine_array = getattr(self._index, "cosine_array", None)
+        return cosine_array(vector, ids) if cosine_array is not None else None
 
     def rebuild_graph(self, progress: Callable[[int, int], None] | None = None) -> int | None:
         """The index's ``HnswIndex.rebuild_graph``; None where it has no graph to rebuild."""
