@@ -350,8 +350,7 @@ class AccountIndex:
         return out
 
     def expect_query(self, query: str) -> None:
-        """Begin embedding ``query`` now, for a search about to ask (``Account.search`` calls this
-        before catching up with the store: the embedding overlaps that too)."""
+        """Begin embedding ``query`` for a search about to ask (before it catches up with the store)."""
         if self.vectors is not None and self._query_vectors is not None and isinstance(query, str) and query.strip():
             self._query_vectors.start(query)
 
@@ -485,8 +484,7 @@ class _Scores:
         self._sorted: list[str] = []
 
     @property
-    def ids(self) -> list[str]:
-        """The candidates, sorted (again only when some were added)."""
+    def ids(self) -> list[str]:  # the candidates, sorted (again only when some were added)
         if len(self._sorted) != len(self.known):
             self._sorted = sorted(self.known)
         return self._sorted
