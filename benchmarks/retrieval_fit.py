@@ -10,7 +10,7 @@ script only opens the accounts and searches, it writes nothing there.
 
 The weights are the module constants ``WEIGHTS`` of ``soulpass.index.search``. The candidates of a
 query (the best 50 by BM25 and by cosine, and the neighbours of the best 20 by the *unweighted*
-fused score) do not depend on them: only ``_Scores.rank`` does. So every question's candidate step
+fused score) do not depend on them: only ``CandidateScores.rank`` does. So every question's candidate step
 runs once, through the same ``AccountIndex.candidates`` that ``search`` calls, and a weight vector
 is evaluated without searching again. The score ``rank`` gives is linear in the weights (each
 weight multiplies one part: the z-scores, the context and session terms, the traits), so the parts
@@ -56,11 +56,12 @@ import numpy as np
 import numpy.typing as npt
 
 import soulpass
-import soulpass.index.search as search_mod
+import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
 from soulpass.engine import Account, Soulpass
 from soulpass.index.catalog import Filters, Traits
-from soulpass.index.search import TURN_KINDS, AccountIndex, _Scores
+from soulpass.index.ranking import CandidateScores
+from soulpass.index.search import TURN_KINDS, AccountIndex, Candidates
 
 __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_weights", "decompose", "evaluate",
            "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
@@ -91,7 +92,7 @@ class Prepared:
     conversation: int  # position in the data file (fold A: even, fold B: odd)
     question: str
     evidence: tuple[str, ...]
-    scores: _Scores
+    scores: CandidateScores
     traits: dict[str, Traits]
     links: dict[str, tuple[str | None, str | None]]
     named: set[str]
@@ -113,7 +114,7 @@ class DataSet:
 
 
 def current_weights() -> Weights:
-    return {name: float(getattr(search_mod, name)) for name in WEIGHTS}
+    return {name: float(getattr(ranking, name)) for name in WEIGHTS}
 
 
 @contextmanager
@@ -124,21 +125,21 @@ def weights(values: Weights) -> Iterator[None]:
         for name, value in values.items():
             if name not in WEIGHTS:
                 raise KeyError(name)
-            setattr(search_mod, name, value)
+            setattr(ranking, name, value)
         yield
     finally:
         for name, value in saved.items():
-            setattr(search_mod, name, value)
+            setattr(ranking, name, value)
 
 
-def candidates(index: AccountIndex, query: str, k: int = K) -> search_mod.Candidates:
+def candidates(index: AccountIndex, query: str, k: int = K) -> Candidates:
     """The candidate step of ``AccountIndex.search`` for both turn kinds, as ``soulpass bench locomo``
     searches; ``self_check`` compares the result."""
     return index.candidates(query, k, Filters(kinds=KINDS))
 
 
 def ranked_ids(item: Prepared, k: int = K) -> list[str]:
-    """The production ranking (``_Scores.rank``) with the module constants as they are now."""
+    """The production ranking (``CandidateScores.rank``) with the module constants as they are now."""
     ranked = item.scores.rank(item.traits, item.links, named=item.named, dense=item.dense,
                               first_person=item.first_person)
     return [rid for rid, _ in ranked[:k]]

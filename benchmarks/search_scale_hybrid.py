@@ -269,6 +269,8 @@ def worker_hybrid_query(home: Path, queries_path: Path, n_queries: int, seed: in
         timer.wrap(index.catalog, name, label)
     assert index.vectors is not None
     timer.wrap(index.vectors, "search", "vectors")
+    if hasattr(index.vectors, "group_best"):  # an exact index: one product gives the records' best cosines
+        timer.wrap(index.vectors, "group_best", "vectors")
     inner = getattr(index.vectors, "inner", index.vectors)
     if hasattr(inner, "search_masked"):  # filtered searches over a row mask (index/filtered.py)
         timer.wrap(inner, "search_masked", "vectors")

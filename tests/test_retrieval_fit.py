@@ -14,7 +14,7 @@ from types import ModuleType
 import pytest
 
 import soulpass
-import soulpass.index.search as search_mod
+import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
@@ -104,7 +104,7 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
         assert result["objective"] >= result["start_objective"]
         assert fit.evaluate(train, result["weights"])["objective"] == pytest.approx(result["objective"])
         assert fit.current_weights() == before  # the module's constants are restored after every evaluation
-        assert before["W_FTS"] == search_mod.W_FTS
+        assert before["W_FTS"] == ranking.W_FTS
     finally:
         for account in accounts:
             account.close()

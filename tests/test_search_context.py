@@ -13,9 +13,10 @@ import pytest
 
 import soulpass
 from soulpass import Committed
+from soulpass.index import ranking
 from soulpass.index import search as search_mod
 from soulpass.index.catalog import Catalog, Filters, Traits
-from soulpass.index.search import _Scores
+from soulpass.index.ranking import CandidateScores
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 
@@ -85,7 +86,7 @@ def test_fts_scores_match_the_ranking_scores(two_chats: tuple[soulpass.Account, 
 
 def test_fusion_standardises_and_reads_context() -> None:
     # a matches by text, b (a's neighbour) only a little by meaning, c and d elsewhere.
-    scores = _Scores({"a": 4.0, "c": 3.0}, {"a": 0.5, "b": 0.3, "c": 0.25, "d": 0.1})
+    scores = CandidateScores({"a": 4.0, "c": 3.0}, {"a": 0.5, "b": 0.3, "c": 0.25, "d": 0.1})
     scores.known.update("abcd")
     fused = scores.fused(dense=True)
     assert max(fused, key=fused.__getitem__) == "a"
@@ -94,15 +95,15 @@ def test_fusion_standardises_and_reads_context() -> None:
     links = {"b": ("a", None), "a": (None, "b")}
     ranked = dict(scores.rank(traits, links, named=(), dense=True))
     low = min(fused.values())
-    assert ranked["b"]["context"] == pytest.approx(search_mod.W_CONTEXT * (fused["a"] - low))
+    assert ranked["b"]["context"] == pytest.approx(ranking.W_CONTEXT * (fused["a"] - low))
     assert ranked["c"]["context"] == 0.0  # no neighbour among the candidates
     # b shares a's session: it gains from the best (fused + context) score there; c is alone.
-    in_context = {i: fused[i] + search_mod.CONTEXT_IN_SESSION * ranked[i]["context"] / search_mod.W_CONTEXT
+    in_context = {i: fused[i] + ranking.CONTEXT_IN_SESSION * ranked[i]["context"] / ranking.W_CONTEXT
                   for i in "abcd"}
     floor = min(in_context.values())
     best_s1 = max(in_context["a"], in_context["b"])
-    assert ranked["b"]["session"] == pytest.approx(search_mod.W_SESSION * (best_s1 - floor))
-    assert ranked["c"]["session"] == pytest.approx(search_mod.W_SESSION * (in_context["c"] - floor))
+    assert ranked["b"]["session"] == pytest.approx(ranking.W_SESSION * (best_s1 - floor))
+    assert ranked["c"]["session"] == pytest.approx(ranking.W_SESSION * (in_context["c"] - floor))
     for parts in ranked.values():
         assert parts["score"] == pytest.approx(parts["fused"] + parts["context"] + parts["session"] + parts["speaker"]
                                                + parts["asks"] + parts["length"])
@@ -115,10 +116,10 @@ def test_fusion_standardises_and_reads_context() -> None:
 def test_turn_traits_speaker_question_and_length(monkeypatch: pytest.MonkeyPatch) -> None:
     """Equal scores; what differs is who spoke, whether it mostly asks, and how long it is. The traits
     are off by default (their weights do not carry from one data set to another): switched on here."""
-    monkeypatch.setattr(search_mod, "W_SPEAKER", 0.5)
-    monkeypatch.setattr(search_mod, "W_ASKS", -0.6)
-    monkeypatch.setattr(search_mod, "W_LENGTH", 0.65)
-    scores = _Scores({}, {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4})
+    monkeypatch.setattr(ranking, "W_SPEAKER", 0.5)
+    monkeypatch.setattr(ranking, "W_ASKS", -0.6)
+    monkeypatch.setattr(ranking, "W_LENGTH", 0.65)
+    scores = CandidateScores({}, {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4})
     scores.known.update("abcde")
     traits = {"a": Traits("turn_user", None, "bob", 40, False),
               "b": Traits("turn_user", None, "ann_lee", 40, False),
@@ -140,12 +141,12 @@ def test_turn_traits_speaker_question_and_length(monkeypatch: pytest.MonkeyPatch
 
 def test_first_person_names_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
     """In a user-assistant chat "I" and "my" name the user: their turns gain W_SPEAKER, the assistant's do not."""
-    monkeypatch.setattr(search_mod, "W_SPEAKER", 0.5)
+    monkeypatch.setattr(ranking, "W_SPEAKER", 0.5)
     assert search_mod.speaks_first_person("What deadline did I set?")
     assert search_mod.speaks_first_person("my flat in Paris") and search_mod.speaks_first_person("I'm moving")
     assert not search_mod.speaks_first_person("What did Caroline paint?")
     assert not search_mod.speaks_first_person("Is it in the index?")  # "in", "it" are not "I"
-    scores = _Scores({}, {"u": 0.4, "a": 0.4, "n": 0.4})
+    scores = CandidateScores({}, {"u": 0.4, "a": 0.4, "n": 0.4})
     scores.known.update("uan")
     traits = {"u": Traits("turn_user", None, None, 40, False),
               "a": Traits("turn_llm", None, "assistant", 40, False),
@@ -171,7 +172,7 @@ def test_mostly_asks_in_python_and_in_sql() -> None:
 
 def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
     """Still in the embedding backlog: its full-text score decides (for both halves), it is not buried."""
-    scores = _Scores({"a": 2.0, "b": 2.0}, {"a": 0.9, "c": 0.1, "d": 0.5})
+    scores = CandidateScores({"a": 2.0, "b": 2.0}, {"a": 0.9, "c": 0.1, "d": 0.5})
     scores.known.update("abcd")
     zf, zd = scores.standardised(dense=True)
     assert zd["b"] == zf["b"] and zd["a"] > 0 > zd["c"]
@@ -179,6 +180,25 @@ def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
     traits = {i: Traits("turn_user", None, "ann", 20, False) for i in "abcd"}
     order = [i for i, _ in scores.rank(traits, {}, named=(), dense=True)]
     assert order == ["a", "b", "d", "c"]
+
+
+def test_traits_are_not_read_while_their_weights_are_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default: speaker, asks and length weigh 0, so a turn's parts for them are 0.0 and nothing
+    about its speaker is looked at; switched on, they are."""
+    scores = CandidateScores({"a": 1.0}, {"a": 0.5, "b": 0.4})
+    scores.known.update("ab")
+    traits = {"a": Traits("turn_user", None, "ann", 400, True), "b": Traits("fact", None, None, 20, False)}
+
+    def unread(t: Traits) -> tuple[str, str | None]:
+        raise AssertionError("a trait was read")
+    monkeypatch.setattr(ranking, "speaker", unread)
+    ranked = dict(scores.rank(traits, {}, named={"ann"}, dense=True))
+    assert (ranked["a"]["speaker"], ranked["a"]["asks"], ranked["a"]["length"]) == (0.0, 0.0, 0.0)
+    assert "speaker" not in ranked["b"]  # not a turn
+    assert ranked["a"]["score"] == ranked["a"]["fused"] + ranked["a"]["context"] + ranked["a"]["session"]
+    monkeypatch.setattr(ranking, "W_ASKS", -0.5)
+    with pytest.raises(AssertionError, match="a trait was read"):
+        scores.rank(traits, {}, named={"ann"}, dense=True)
 
 
 DISTRACTORS = [

@@ -127,6 +127,7 @@ class EmbedBacklog:
                                     check_same_thread=False)
         configure(self._cat, int(busy_timeout * 1000))
         self._state = sqlite3.connect(state_file, timeout=busy_timeout, check_same_thread=False)
+        self._pending: tuple[tuple[int, int], int] | None = None  # the catalog's state, what was pending then
 
     def close(self) -> None:
         with self._lock:
@@ -136,7 +137,18 @@ class EmbedBacklog:
     # --- what is pending ------------------------------------------------------------------
 
     def pending(self) -> int:
-        """Records waiting for a vector: backlog entries plus rows of versions not looked at yet."""
+        """Records waiting for a vector: backlog entries plus rows of versions not looked at yet;
+        counted again only when the catalog changed (by this connection or another: every search
+        asks, three queries otherwise)."""
+        with self._lock:
+            state = (self._cat.total_changes, self._cat.execute("PRAGMA data_version").fetchone()[0])
+            if self._pending is not None and self._pending[0] == state:
+                return self._pending[1]
+            found = self._count_pending()
+            self._pending = (state, found)
+            return found
+
+    def _count_pending(self) -> int:
         with self._lock:
             queued = self._cat.execute("SELECT count(*) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()[0]
             upto, _ = self._watermark()

@@ -12,7 +12,7 @@ import itertools
 import logging
 import math
 import sqlite3
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,11 +31,13 @@ from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
 from soulpass.index.filtered import MaskedDense
 from soulpass.index.query_vectors import QueryVectors
+from soulpass.index.ranking import CandidateScores, standardised
 from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, TURN_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import seed_name
-from soulpass.index.speakers import is_users, mean_by_speaker, names_speaker, speaker, speaks_first_person
+from soulpass.index.speakers import speaks_first_person
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
+from soulpass.index.vectors.groups import GroupBest
 from soulpass.store.contract import AccountBackend
 
 if TYPE_CHECKING:
@@ -46,25 +48,7 @@ __all__ = ["EMBED_RECIPE", "SEARCHABLE_KINDS", "TURN_KINDS", "AccountIndex", "Ca
 
 log = logging.getLogger(__name__)
 
-CANDIDATES = 50  # per retriever, before fusion
-# Ranking. Each retriever's scores are standardised over the candidates (z-scores) and added with
-# weights; a turn is read in its conversation: its better neighbour's score and the best score in
-# its session count too. Three traits of a turn can add to that: the query names its speaker ("I"
-# and "my" name the user), it mostly asks, its length against the same speaker's other turns.
-# The four fusion weights are fitted on LoCoMo and BEAM-500K together (benchmarks/retrieval_fit.py,
-# coordinate ascent on R@10 + NDCG/2 from equal weights, rounded): in-sample there. Fitted on one
-# set and tested on the other (leave-one-data-set-out) they find LoCoMo R@10 0.781 and BEAM 0.526,
-# no better than equal weights (0.785 / 0.523). The traits stay off: fitted on one set they lose on
-# the other (LoCoMo 0.785 -> 0.721, BEAM 0.523 -> 0.453: LoCoMo wants questions pushed down,
-# BEAM's users ask and tell in one turn), so no value of theirs is known to carry over.
-W_FTS = 0.553
-W_DENSE = 1.69
-W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
-W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
-CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
-W_SPEAKER = 0.0  # the query names the turn's speaker ("I", "my" name the user: see ``speaks_first_person``)
-W_ASKS = 0.0  # the turn mostly asks (``Traits.asks``)
-W_LENGTH = 0.0  # x (log of its length - the mean over the same speaker's candidate turns)
+CANDIDATES = 50  # per retriever, before fusion (ranked by soulpass.index.ranking)
 # The optional cross-encoder re-orders the best RERANK_DEPTH: its standardised logit is added to
 # the standardised hybrid score (LoCoMo, first 3 conversations: R@10 0.788 -> 0.813, NDCG@10
 # 0.564 -> 0.629; the cross-encoder alone: 0.783 / 0.641).
@@ -308,7 +292,7 @@ class AccountIndex:
         fts = dict(self.catalog.fts_search(query, depth, filters))
         qvec = query_vector()
         dense = self._dense(qvec, depth, filters) if qvec is not None else []
-        scores = _Scores(fts, {})
+        scores = CandidateScores(fts, {})
         self._complete(query, qvec, scores, [*fts, *dense], filters)
         turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
         own = [r for r in extra if passes(r, filters)]
@@ -342,9 +326,9 @@ class AccountIndex:
         """The cross-encoder's logits and the hybrid scores, both standardised, added."""
         assert self.reranker is not None
         logits = self.reranker.score(query, [embed_text(rows[rid]) for rid, _ in ranked])
-        hybrid = _standardised([parts["score"] for _, parts in ranked])
+        hybrid = standardised([parts["score"] for _, parts in ranked])
         out = []
-        for (rid, parts), h, z, logit in zip(ranked, hybrid, _standardised(logits), logits, strict=True):
+        for (rid, parts), h, z, logit in zip(ranked, hybrid, standardised(logits), logits, strict=True):
             out.append((rid, {**parts, "hybrid": parts["score"], "rerank": logit, "score": h + RERANK_WEIGHT * z}))
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
@@ -383,13 +367,18 @@ class AccountIndex:
             # needed and check them here, instead of listing every passing id (~70 ms for 77k of
             # 1M rows). Each try measures the share that passes; the next asks for enough at that
             # share (at least twice as many), unless that is more than OVERFETCH_MOST times depth.
+            grouped = self._group_best(vector, scan=True)  # every row scored: records' best read off
             fetch = depth + depth // 2
             while fetch <= OVERFETCH_MOST * depth:
-                hits = self.vectors.search(vector, fetch)
-                nearest = list(passages.best_per_record(hits))
+                if grouped is not None:
+                    nearest = grouped.top(fetch)
+                    ended = len(nearest) < fetch
+                else:
+                    hits = self.vectors.search(vector, fetch)
+                    nearest, ended = list(passages.best_per_record(hits)), len(hits) < fetch
                 ok = self.catalog.passing(nearest, filters)
                 kept = [i for i in nearest if i in ok]
-                if len(kept) >= depth or len(hits) < fetch:
+                if len(kept) >= depth or ended:
                     return kept[:depth]
                 share = max(len(kept), 1) / max(len(nearest), 1)
                 fetch = max(2 * fetch, math.ceil(OVERFETCH_MARGIN * depth / share * fetch / max(len(nearest), 1)))
@@ -399,9 +388,18 @@ class AccountIndex:
         # By the records' own vectors: the passages of a few candidates are scored in ``_complete``.
         return [i for i, _ in self.vectors.search(vector, depth, allowed=allowed)]
 
+    def _group_best(self, vector: Any, *, scan: bool) -> GroupBest | None:
+        """The best cosine of every record from one product over every row (``group_best``), where
+        the local index scores every row; ``scan=False``: only if this query's was made already."""
+        grouped = getattr(self.vectors, "group_best", None) if self._in_database is None else None
+        return grouped(vector, passages.record_of, scan=scan) if grouped is not None else None
+
     def _cosines(self, qvec: Any, ids: Sequence[str]) -> dict[str, float]:
         """Exact dense scores of records: the best of their own vector's and their passages'."""
         assert self.vectors is not None
+        grouped = self._group_best(qvec, scan=False)
+        if grouped is not None:  # this query's dense search scored every row
+            return grouped.of(ids)
         if self._in_database is not None:
             best = self._in_database.best_per_record(qvec, ids)
             if best is not None:
@@ -440,7 +438,7 @@ class AccountIndex:
             self._buffer_vectors.pop(next(iter(self._buffer_vectors)))
         return out
 
-    def _complete(self, query: str, qvec: Any, scores: _Scores, ids: Iterable[str], filters: Filters) -> None:
+    def _complete(self, query: str, qvec: Any, scores: CandidateScores, ids: Iterable[str], filters: Filters) -> None:
         """Give every id in ``ids`` both scores, exactly (BM25 0 when no term matches)."""
         new = [i for i in dict.fromkeys(ids) if i not in scores.known]
         scores.known.update(new)
@@ -455,9 +453,9 @@ class AccountIndex:
 
 @dataclass(frozen=True)
 class Candidates:
-    """What ``AccountIndex.candidates`` found for a query: all that ``_Scores.rank`` needs."""
+    """What ``AccountIndex.candidates`` found for a query: all that ``CandidateScores.rank`` needs."""
 
-    scores: _Scores
+    scores: CandidateScores
     traits: dict[str, Traits]
     links: dict[str, tuple[str | None, str | None]]
     named: set[str]  # the query's terms
@@ -469,126 +467,6 @@ class Candidates:
 def _with_kinds(filters: Filters) -> Filters:
     """No kinds asked for means every searchable kind."""
     return filters if filters.kinds else Filters(**{**filters.__dict__, "kinds": SEARCHABLE_KINDS})
-
-
-_NO_LINKS: tuple[str | None, str | None] = (None, None)
-
-
-class _Scores:
-    """Both retrievers' exact scores for the candidates, and their fusion."""
-
-    def __init__(self, fts: dict[str, float], dense: dict[str, float]) -> None:
-        self.fts, self.dense = fts, dense
-        self.fts_checked: set[str] = set(fts)
-        self.known: set[str] = set()  # only ever added to
-        self._sorted: list[str] = []
-
-    @property
-    def ids(self) -> list[str]:  # the candidates, sorted (again only when some were added)
-        if len(self._sorted) != len(self.known):
-            self._sorted = sorted(self.known)
-        return self._sorted
-
-    def standardised(self, dense: bool) -> tuple[dict[str, float], dict[str, float]]:
-        """Each retriever's scores as z-scores over the candidates (BM25 0 where no term matched)."""
-        ids = self.ids
-        zf = dict(zip(ids, _standardised([self.fts.get(i, 0.0) for i in ids]), strict=True))
-        zd = dict.fromkeys(ids, 0.0)
-        if dense:
-            # An id the vector index lacks (still in the embedding backlog) is judged by its full
-            # text alone: its dense z-score is taken to be its full-text one, so it is neither
-            # buried by the heavier dense weight nor lifted.
-            have = [i for i in ids if i in self.dense]
-            zd.update(zf)
-            zd.update(zip(have, _standardised([self.dense[i] for i in have]), strict=True))
-        return zf, zd
-
-    def fused(self, dense: bool) -> dict[str, float]:
-        """Both z-scores added, equally weighted: what neighbours and sessions are judged by."""
-        zf, zd = self.standardised(dense)
-        return {i: zf[i] + zd[i] for i in zf}
-
-    def best(self, n: int, dense: bool) -> list[str]:
-        fused = self.fused(dense)
-        return sorted(fused, key=lambda i: (-fused[i], i))[:n]
-
-    def rank(self, traits: dict[str, Traits], links: dict[str, tuple[str | None, str | None]],
-             named: Collection[str], dense: bool, first_person: bool = False,
-             limit: int | None = None) -> list[tuple[str, dict[str, float]]]:
-        """Candidates (those in ``traits``) by their scores read in context; ``named``: the query's
-        terms (a turn whose speaker they name gains ``W_SPEAKER``); ``first_person``: the query
-        speaks as the user, which names the user as speaker (the user's own turns gain ``W_SPEAKER``).
-        ``limit``: only the best so many (every candidate is scored; only those get their parts)."""
-        zf, zd = self.standardised(dense)
-        fused = {i: zf[i] + zd[i] for i in zf if i in traits}
-        if not fused:
-            return []
-        low = min(fused.values())  # what a turn outside the candidates is taken to score
-        context: dict[str, float] = {}
-        for i in fused:
-            near = low
-            for n in links.get(i, _NO_LINKS):
-                if n and (s := fused.get(n, low)) > near:
-                    near = s
-            context[i] = near - low
-        in_context = {i: s + CONTEXT_IN_SESSION * context[i] for i, s in fused.items()}
-        floor = min(in_context.values())
-        best_in_session: dict[str, float] = {}
-        for i, s in in_context.items():
-            session = traits[i].session_id
-            if session is not None and s > best_in_session.get(session, floor):
-                best_in_session[session] = s
-        log_length = {i: math.log1p(traits[i].length) for i in fused if traits[i].kind in TURN_KINDS}
-        mean_length = mean_by_speaker(log_length, traits)
-        speakers: dict[tuple[str, str | None], bool] = {}  # speaker -> named by the query
-        scored: list[tuple[float, str, float, float, float, tuple[float, float, float] | None]] = []
-        for i in fused:
-            t = traits[i]
-            session = t.session_id
-            top = best_in_session.get(session, floor) if session is not None else in_context[i]
-            fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i], W_CONTEXT * context[i]
-            session_part = W_SESSION * (top - floor)
-            score = fused_part + context_part + session_part  # the parts' sum, in their order
-            traits_parts = None
-            if i in log_length:
-                who = speaker(t)
-                if who not in speakers:
-                    speakers[who] = names_speaker(t.agent, named) or (first_person and is_users(t))
-                traits_parts = (W_SPEAKER * speakers[who], W_ASKS * t.asks,
-                                W_LENGTH * (log_length[i] - mean_length[who]))
-                score = score + traits_parts[0] + traits_parts[1] + traits_parts[2]
-            scored.append((-score, i, fused_part, context_part, session_part, traits_parts))
-        scored.sort(key=lambda item: (item[0], item[1]))  # best first, ties by id
-        fts, dense_scores = self.fts, self.dense
-        fts_rank = _ranks(fts, fused)
-        dense_rank = _ranks(dense_scores, fused)
-        out = []
-        for negated, i, fused_part, context_part, session_part, traits_parts in scored[:limit]:
-            parts = {"fused": fused_part, "context": context_part, "session": session_part}
-            if traits_parts is not None:
-                parts["speaker"], parts["asks"], parts["length"] = traits_parts
-            if i in fts:
-                parts["fts"], parts["fts_rank"] = fts[i], fts_rank[i]
-            if i in dense_scores:
-                parts["dense"], parts["dense_rank"] = dense_scores[i], dense_rank[i]
-            parts["score"] = -negated
-            out.append((i, parts))
-        return out
-
-
-def _ranks(scores: dict[str, float], among: Collection[str]) -> dict[str, int]:
-    """1-based rank of each candidate by one retriever's score (ties by id)."""
-    ordered = sorted((-s, i) for i, s in scores.items() if i in among)
-    return {i: n for n, (_, i) in enumerate(ordered, 1)}
-
-
-def _standardised(values: list[float]) -> list[float]:
-    """z-scores (0 for all when they are all equal)."""
-    if not values:
-        return []
-    mean = sum(values) / len(values)
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
-    return [(v - mean) / sd if sd > 1e-12 else 0.0 for v in values]
 
 
 def _file_identity(path: Path) -> tuple[int, int] | None:

@@ -25,6 +25,7 @@ from soulpass.index.vectors.base import (
     unit_query,
     unit_rows,
 )
+from soulpass.index.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
 from soulpass.index.vectors.rows import RowStore
 
 __all__ = ["NO_ROW", "ExactIndex", "RowMask", "top_k"]
@@ -61,6 +62,8 @@ class ExactIndex:
         self._rows = RowStore(self.folder, dim)
         self._lock = threading.RLock()  # one writer or searcher at a time (the server runs a threadpool)
         self._whole: tuple[bytes, int, Scores] | None = None  # the last query, the rows' generation, scores
+        self._groups: RowGroups | None = None
+        self._group_best: tuple[tuple[bytes, int, int, int], GroupBest] | None = None  # the last query's
 
     @property
     def meta(self) -> IndexMeta:
@@ -121,6 +124,37 @@ class ExactIndex:
             order = np.argsort(rows[have])  # rows are scored in their order in the file: sorted
             out[have[order]] = self._scores(query, rows[have[order]])
         return out
+
+    def group_best(self, vector: npt.ArrayLike, group_of: Callable[[str], str], *,
+                   scan: bool = True) -> GroupBest | None:
+        """The best cosine of each group of rows (``group_of(id)``: a record, of its own vector and its
+        passages') from one product over every live row, or None where a search would not score
+        every row (a graph answers; more than ``GROUPED_MOST`` rows). ``scan=False``: only what the
+        last call kept for this query (None otherwise): nothing is scored."""
+        query = unit_query(vector, self._meta.dim)
+        with self._lock:
+            if self._rows.refresh():
+                self._refreshed()
+            # Within a generation rows are only added or die: their count and the live count say what changed.
+            key = (query.tobytes(), self._rows.generation, self._rows.rows, self._rows.live_count)
+            kept = self._group_best
+            if kept is not None and kept[0] == key and self._groups is not None and self._groups.group_of is group_of:
+                return kept[1]
+            if not scan or not self._scans_every_row() or self._rows.rows > GROUPED_MOST:
+                return None
+            groups = self._groups
+            if groups is None or groups.generation != self._rows.generation or groups.group_of is not group_of:
+                groups = self._groups = RowGroups(self._rows.generation, group_of)
+            if groups.rows < self._rows.rows:
+                groups.extend(self._rows.ids[groups.rows:self._rows.rows])
+            live = np.flatnonzero(self._rows.live_mask())
+            found = groups.best(live, self._scores(query, live) if len(live) else np.zeros(0, dtype=np.float32))
+            self._group_best = (key, found)
+            return found
+
+    def _scans_every_row(self) -> bool:
+        """Whether an unfiltered search scores every live row (always, for exact search)."""
+        return True
 
     def search_masked(self, vector: npt.ArrayLike, k: int, mask_of: RowMask) -> list[tuple[str, float]]:
         """Like ``search`` among the rows ``mask_of(rows)`` allows: one bool per row of the

@@ -378,6 +378,10 @@ class HnswIndex(ExactIndex):
                 populate(self._rows.matrix(), None if hasattr(self._graph, "soulpass_copy") else self._graph_path)
         return self._graph is not None
 
+    def _scans_every_row(self) -> bool:
+        """No graph, none saved waiting to be loaded: searches are exact."""
+        return self._graph is None and not self._pending_rows
+
     def _answer_cold(self) -> bool:
         """Whether this (unfiltered) search is answered from the sign bits, leaving the graph unloaded:
         only a handle's first search, and only where a saved sign-bit file covers the saved graph's

@@ -16,6 +16,7 @@ import numpy.typing as npt
 
 from soulpass.errors import ConfigError
 from soulpass.index.vectors.base import IndexMeta, VectorIndex
+from soulpass.index.vectors.groups import GroupBest
 
 __all__ = ["SharedIndex", "open_shared"]
 
@@ -56,6 +57,12 @@ class SharedIndex:
         """The index's ``ExactIndex.cosine_array``; None where it has none."""
         cosine_array = getattr(self._index, "cosine_array", None)
         return cosine_array(vector, ids) if cosine_array is not None else None
+
+    def group_best(self, vector: npt.ArrayLike, group_of: Callable[[str], str], *,
+                   scan: bool = True) -> GroupBest | None:
+        """The index's ``ExactIndex.group_best``; None where it has none."""
+        group_best = getattr(self._index, "group_best", None)
+        return group_best(vector, group_of, scan=scan) if group_best is not None else None
 
     def rebuild_graph(self, progress: Callable[[int, int], None] | None = None) -> int | None:
         """The index's ``HnswIndex.rebuild_graph``; None where it has no graph to rebuild."""
