@@ -8,7 +8,7 @@ Each ``--set NAME HOME DATA`` names a data set in the LoCoMo layout and a home w
 HOME bench locomo --data DATA --out X`` has already ingested it (one account per conversation); this
 script only opens the accounts and searches, it writes nothing there.
 
-The weights are the module constants ``WEIGHTS`` of ``soulpass.index.search``. The candidates of a
+The weights are the module constants ``WEIGHTS`` of ``soulpass.index.ranking``. The candidates of a
 query (the best 50 by BM25 and by cosine, and the neighbours of the best 20 by the *unweighted*
 fused score) do not depend on them: only ``CandidateScores.rank`` does. So every question's candidate step
 runs once, through the same ``AccountIndex.candidates`` that ``search`` calls, and a weight vector
@@ -30,7 +30,7 @@ Only the four fusion weights (``FUSION``) are fitted by default; ``--fit-traits`
 trait weights too (measured: they do not carry from one data set to the other).
 
 What is reported, per data set:
-- ``current``: the weights in ``search.py`` now (in-sample wherever they were fitted on that set);
+- ``current``: the weights in ``ranking.py`` now (in-sample wherever they were fitted on that set);
 - ``cv``: two-fold cross-validation by conversation (fold A: even positions in the data file, B:
   odd; fit on one, test on the other, question-weighted average of the two tests);
 - ``lodo``: leave one data set out: fitted on all the *other* sets, tested on this one. These are

@@ -131,16 +131,19 @@ class ExactIndex:
         passages') from one product over every live row, or None where a search would not score
         every row (a graph answers; more than ``GROUPED_MOST`` rows). ``scan=False``: only what the
         last call kept for this query (None otherwise): nothing is scored."""
-        query = unit_query(vector, self._meta.dim)
         with self._lock:
             if self._rows.refresh():
                 self._refreshed()
+            scans = scan and self._scans_every_row() and self._rows.rows <= GROUPED_MOST
+            kept = self._group_best
+            if kept is None and not scans:  # a graph answers here: nothing to look at
+                return None
+            query = unit_query(vector, self._meta.dim)
             # Within a generation rows are only added or die: their count and the live count say what changed.
             key = (query.tobytes(), self._rows.generation, self._rows.rows, self._rows.live_count)
-            kept = self._group_best
             if kept is not None and kept[0] == key and self._groups is not None and self._groups.group_of is group_of:
                 return kept[1]
-            if not scan or not self._scans_every_row() or self._rows.rows > GROUPED_MOST:
+            if not scans:
                 return None
             groups = self._groups
             if groups is None or groups.generation != self._rows.generation or groups.group_of is not group_of:
