@@ -121,11 +121,11 @@ def test_group_best_follows_a_compaction_and_is_none_where_a_graph_answers(tmp_p
     shared.close()
 
 
-@pytest.mark.skipif(pytest.importorskip("onnxruntime") is None, reason="needs the embed extra")
 def test_a_search_by_group_best_returns_what_the_row_by_row_path_does(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """Same hits, same order, the same cosines, with the real model and an account of turns of
     several sentences (their passages have vectors of their own)."""
+    pytest.importorskip("onnxruntime", reason="the embed extra is not installed: no model to search with")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setattr(os, "fsync", lambda fd: None)
     acct = soulpass.open(tmp_path).account("ann", create=True)
