@@ -29,7 +29,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench",
                  "listing")),
     ("package", ("",)),  # soulpass/__init__: the public names
-    ("entry points", ("cli", "server", "mcp", "worker")),
+    # ... and the framework adapters (LangGraph, OpenAI Agents SDK, Pydantic AI), over the library API.
+    ("entry points", ("cli", "server", "mcp", "worker", "integrations")),
 )
 LAYER_NAMES = tuple(name for name, _ in LAYERS)
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")
