@@ -126,9 +126,13 @@ print(json.dumps(asyncio.run(session.get_items())))
 """
 
 
-def test_a_new_process_reads_the_same_session(home: Path) -> None:
+@pytest.mark.parametrize("archived", [False, True], ids=["open", "archived"])
+def test_a_new_process_reads_the_same_session(home: Path, archived: bool) -> None:
     async def write() -> None:
-        await session_of(home).add_items(ITEMS)  # not archived: the sandbox's buffer holds them
+        session = session_of(home)
+        await session.add_items(ITEMS)  # open: the sandbox's buffer holds them; archived: the master
+        if archived:
+            await session.close()
 
     asyncio.run(write())
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
@@ -154,8 +158,39 @@ def test_an_agent_run_keeps_its_history_in_the_session(home: Path) -> None:
     assert len(asyncio.run(session.get_items())) == 4
 
 
-def test_the_example_recalls_across_sessions_with_the_memory_tool(tmp_path: Path) -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    out = subprocess.run([sys.executable, str(ROOT / "examples" / "openai_agents_memory.py"), str(tmp_path)],
-                         capture_output=True, text=True, env=env, check=True, timeout=120)
-    assert "Lisbon" in out.stdout.splitlines()[-1]
+def test_the_example_recalls_across_sessions_with_the_memory_tool(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from openai_agents_memory import main
+    finally:
+        sys.path.remove(str(ROOT / "examples"))
+    asyncio.run(main(str(tmp_path)))
+    noted, recalled = capsys.readouterr().out.splitlines()
+    assert noted == "Noted."
+    assert recalled.startswith("From memory: [turn_user ") and recalled.endswith("user: I live in Lisbon")
+
+
+def test_an_archive_that_failed_writes_its_turns_once_when_tried_again(home: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    session = session_of(home)
+    asyncio.run(session.add_items(ITEMS))
+    real_archive = soulpass.Sandbox.archive
+
+    def failing(self: soulpass.Sandbox, **kw: Any) -> Any:
+        raise soulpass.BackendUnavailable("the disk went away")
+
+    monkeypatch.setattr(soulpass.Sandbox, "archive", failing)
+    with pytest.raises(soulpass.BackendUnavailable):
+        asyncio.run(session.close())
+    monkeypatch.setattr(soulpass.Sandbox, "archive", real_archive)
+    assert isinstance(asyncio.run(session.close()), Committed)
+    texts = sorted(r.text for kind in ("turn_user", "turn_llm") for r in session.account.records(kind))
+    assert texts == ["I live in Lisbon", "Lisbon it is."]
+
+
+def test_names_are_checked_when_the_session_is_made(home: Path) -> None:
+    with pytest.raises(soulpass.InvalidInput, match="agent"):
+        session_of(home, agent="Eva Bot")
+    with pytest.raises(soulpass.InvalidInput, match="conversation id"):
+        session_of(home, "chat/1")

@@ -15,6 +15,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from soulpass import Account, ArchiveResult, BackendUnavailable
+from soulpass.ids import check_name
 from soulpass.integrations.recall import recall
 from soulpass.integrations.transcript import Transcript
 
@@ -58,6 +59,7 @@ class SoulpassSession:
 
     def __init__(self, account: Account, session_id: str, *, agent: str = "assistant",
                  archive_every: int | None = None) -> None:
+        check_name(agent, "agent")  # refused now rather than at the archive that makes its turns
         self.account = account
         self.session_id = session_id
         self.transcript = Transcript(account, session_id, lambda item: message_turn(item, agent),

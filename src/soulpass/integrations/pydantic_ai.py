@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from soulpass import Account, ArchiveResult, BackendUnavailable
+from soulpass.ids import check_name
 from soulpass.integrations.recall import recall
 from soulpass.integrations.transcript import Transcript
 
@@ -49,6 +50,7 @@ class SoulpassHistory:
 
     def __init__(self, account: Account, conversation: str, *, agent: str = "assistant",
                  archive_every: int | None = None) -> None:
+        check_name(agent, "agent")  # refused now rather than at the archive that makes its turns
         self.account = account
         self.transcript = Transcript(account, conversation, lambda message: message_turn(message, agent),
                                      archive_every=archive_every)

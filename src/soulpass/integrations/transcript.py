@@ -117,9 +117,13 @@ class Transcript:
             sandbox = self._open_sandbox()
             if sandbox is None:
                 return None
+            # turns an archive that failed already wrote are not written again
+            written = {(datetime.fromisoformat(str(turn["created_at"])), turn["text_excerpt"])
+                       for turn in sandbox.buffer().new_turns}
             for entry in self._pending(sandbox).values():
                 said = None if entry is None else self._to_turn(entry["item"])
                 if entry is not None and said is not None:
                     speaker, text = said
-                    sandbox.add_turn(speaker, text, created_at=entry["at"], tags=[self.tag])
+                    if (datetime.fromisoformat(entry["at"]), text) not in written:
+                        sandbox.add_turn(speaker, text, created_at=entry["at"], tags=[self.tag])
             return sandbox.archive()
