@@ -6,6 +6,7 @@ import asyncio
 import json
 import os
 import subprocess
+import threading
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -194,3 +195,26 @@ def test_names_are_checked_when_the_session_is_made(home: Path) -> None:
         session_of(home, agent="Eva Bot")
     with pytest.raises(soulpass.InvalidInput, match="conversation id"):
         session_of(home, "chat/1")
+
+
+def test_two_writers_on_one_session_lose_nothing(home: Path) -> None:
+    one, two = session_of(home), session_of(home)  # two handles, as two processes would hold
+    said = {w: [{"role": "user", "content": f"{w} says {n}"} for n in range(12)] for w in ("one", "two")}
+
+    def write(session: SoulpassSession, items: list[Any]) -> None:
+        for item in items:
+            asyncio.run(session.add_items([item]))
+
+    threads = [threading.Thread(target=write, args=(s, said[w])) for s, w in ((one, "one"), (two, "two"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    items = asyncio.run(one.get_items())
+    assert sorted(i["content"] for i in items) == sorted(i["content"] for w in said for i in said[w])
+    for w in said:  # each writer's items in the order it wrote them
+        assert [i for i in items if i["content"].startswith(w)] == said[w]
+    one.account.create_sandbox("transcript chat-1")  # a sandbox another process opened and left empty
+    asyncio.run(one.close())
+    assert one.account.sandboxes() == []
+    assert len(list(one.account.records("turn_user"))) == 24

@@ -1,21 +1,24 @@
 """A framework's conversation kept in a sandbox: its items verbatim, its messages as turns.
 
 The items (whatever JSON the framework hands over) are the state document ``transcript.<id>``, one
-key per item in the order they came (a removed item's key holds null). While a conversation is
-open its changes are that state's deltas in a sandbox's buffer (durable at once, read back by a new
-process); ``archive`` adds a turn for each message the sandbox's items hold (tagged
+key per item, keys in the order the items came (a removed item's key holds null). While a
+conversation is open its changes are that state's deltas in a sandbox's buffer (durable at once,
+read back by a new process); ``archive`` adds a turn for each message the sandbox's items hold (tagged
 ``conversation:<id>``) and commits the sandbox as one version, after which the conversation goes
 on in a new sandbox.
 """
 
 from __future__ import annotations
 
+import secrets
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from soulpass import Account, ArchiveResult, Sandbox
+from soulpass import Account, ArchiveResult, Conflict, Sandbox
 from soulpass.ids import check_name
 
 __all__ = ["ItemTurn", "Transcript"]
@@ -23,7 +26,7 @@ __all__ = ["ItemTurn", "Transcript"]
 # An item -> (speaker, text) when it is a message worth remembering ("user" or an agent's name), else None.
 ItemTurn = Callable[[dict[str, Any]], tuple[str, str] | None]
 
-_KEY_DIGITS = 10
+_KEY_DIGITS = 20  # nanoseconds since the epoch
 
 
 class Transcript:
@@ -46,6 +49,7 @@ class Transcript:
         self._to_turn = to_turn
         self._archive_every = archive_every
         self._lock = threading.Lock()
+        self._last_key = 0
 
     # --- reading ---------------------------------------------------------------------------
 
@@ -55,11 +59,10 @@ class Transcript:
         return items if limit is None else items[max(len(items) - limit, 0):]
 
     def _entries(self) -> dict[str, dict[str, Any] | None]:
-        """Every key ever used, in order: the committed state, then the open sandbox's changes."""
+        """Every key ever used, in order: the committed state, then the open sandboxes' changes."""
         committed = self.account.state(self.state)
         entries: dict[str, dict[str, Any] | None] = dict(committed.data) if committed is not None else {}
-        sandbox = self._open_sandbox()
-        if sandbox is not None:
+        for sandbox in self._open_sandboxes():
             entries.update(self._pending(sandbox))
         return dict(sorted(entries.items()))
 
@@ -67,11 +70,11 @@ class Transcript:
         deltas: dict[str, dict[str, Any] | None] = sandbox.buffer().state_deltas.get(f"{self.state}_state", {})
         return deltas
 
-    def _open_sandbox(self) -> Sandbox | None:
-        for info in self.account.sandboxes():
-            if info.name == self.label:
-                return self.account.sandbox(info.sandbox_id)
-        return None
+    def _open_sandboxes(self) -> list[Sandbox]:
+        """The conversation's open sandboxes, oldest first: one, unless several processes each
+        opened one at the same moment."""
+        infos = sorted((i for i in self.account.sandboxes() if i.name == self.label), key=lambda i: i.created_at)
+        return [self.account.sandbox(info.sandbox_id) for info in infos]
 
     # --- writing ---------------------------------------------------------------------------
 
@@ -81,15 +84,27 @@ class Transcript:
         if not batch:
             return
         with self._lock:
-            entries = self._entries()
-            first = int(max(entries, default="0")) + 1
-            now = datetime.now(UTC).isoformat()
-            delta = {f"{first + n:0{_KEY_DIGITS}d}": {"at": now, "item": item} for n, item in enumerate(batch)}
-            sandbox = self._open_sandbox() or self.account.create_sandbox(self.label)
-            sandbox.update_state(self.state, delta)
+            # Keys by time, so that processes writing one conversation never pick the same key; a
+            # random part for two that pick the same nanosecond; never below this process's last.
+            first = self._last_key = max(time.time_ns(), self._last_key + 1)
+            self._last_key += len(batch) - 1
+            mark, now = secrets.token_hex(3), datetime.now(UTC).isoformat()
+            sandbox = self._write({f"{first + n:0{_KEY_DIGITS}d}.{mark}": {"at": now, "item": item}
+                                   for n, item in enumerate(batch)})
             due = self._archive_every is not None and len(self._pending(sandbox)) >= self._archive_every
         if due:
             self.archive()
+
+    def _write(self, delta: dict[str, dict[str, Any] | None]) -> Sandbox:
+        """Append a change of the transcript to the oldest open sandbox (made when there is none)."""
+        while True:
+            open_now = self._open_sandboxes()
+            sandbox = open_now[0] if open_now else self.account.create_sandbox(self.label)
+            try:
+                sandbox.update_state(self.state, delta)
+                return sandbox
+            except Conflict:  # another process archived it meanwhile: the next sandbox takes it
+                continue
 
     def pop(self) -> dict[str, Any] | None:
         """Remove and return the latest item (None when there is none). An item already archived
@@ -99,7 +114,7 @@ class Transcript:
             if not live:
                 return None
             key, entry = live[-1]
-            (self._open_sandbox() or self.account.create_sandbox(self.label)).update_state(self.state, {key: None})
+            self._write({key: None})
             item: dict[str, Any] = entry["item"]
             return item
 
@@ -108,22 +123,27 @@ class Transcript:
         with self._lock:
             live = [key for key, entry in self._entries().items() if entry is not None]
             if live:
-                (self._open_sandbox() or self.account.create_sandbox(self.label)).update_state(
-                    self.state, dict.fromkeys(live))
+                self._write(dict.fromkeys(live))
 
     def archive(self) -> ArchiveResult | None:
         """Turn the open sandbox's messages into turns and commit it (None: nothing was open)."""
         with self._lock:
-            sandbox = self._open_sandbox()
-            if sandbox is None:
-                return None
-            # turns an archive that failed already wrote are not written again
-            written = {(datetime.fromisoformat(str(turn["created_at"])), turn["text_excerpt"])
-                       for turn in sandbox.buffer().new_turns}
-            for entry in self._pending(sandbox).values():
-                said = None if entry is None else self._to_turn(entry["item"])
-                if entry is not None and said is not None:
-                    speaker, text = said
-                    if (datetime.fromisoformat(entry["at"]), text) not in written:
-                        sandbox.add_turn(speaker, text, created_at=entry["at"], tags=[self.tag])
-            return sandbox.archive()
+            result = None
+            for sandbox in self._open_sandboxes():
+                self._add_turns(sandbox)
+                result = sandbox.archive()
+            return result
+
+    def _add_turns(self, sandbox: Sandbox) -> None:
+        # the turns an archive that failed already wrote are not written again
+        written = Counter((datetime.fromisoformat(str(turn["created_at"])), turn["text_excerpt"])
+                          for turn in sandbox.buffer().new_turns)
+        for entry in self._pending(sandbox).values():
+            said = None if entry is None else self._to_turn(entry["item"])
+            if entry is None or said is None:
+                continue
+            speaker, text = said
+            if written[datetime.fromisoformat(entry["at"]), text] > 0:
+                written[datetime.fromisoformat(entry["at"]), text] -= 1
+            else:
+                sandbox.add_turn(speaker, text, created_at=entry["at"], tags=[self.tag])
