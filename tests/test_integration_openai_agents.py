@@ -6,8 +6,8 @@ import asyncio
 import json
 import os
 import subprocess
-import threading
 import sys
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
