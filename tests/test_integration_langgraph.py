@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import random
 import sys
 from pathlib import Path
 from typing import Any
@@ -152,3 +154,35 @@ def test_a_graph_recalls_in_thread_two_what_thread_one_stored(tmp_path: Path) ->
     assert ask(graph, "thread-2", "where do I live?") == "What I remember: I live in Lisbon"
     state = graph.get_state({"configurable": {"thread_id": "thread-2"}})
     assert len(state.values["messages"]) == 2  # thread two's conversation holds only its own turns
+
+
+def test_it_answers_as_langgraphs_own_in_memory_store(store: SoulpassStore) -> None:
+    """The same random operations on both stores: the same items, namespaces and filtered searches."""
+    from langgraph.store.memory import InMemoryStore
+
+    reference = InMemoryStore()
+    rng = random.Random(39)
+    namespaces = [("ann", "memories"), ("ann", "projects"), ("bob", "memories"), ("ann", "memories", "old")]
+    for step in range(80):
+        namespace, key = rng.choice(namespaces), rng.choice("abcde")
+        if rng.random() < 0.7:
+            value = {"text": f"note {step}", "stars": rng.randint(1, 5), "tag": rng.choice(["x", "y"])}
+            both: tuple[Any, ...] = (store.put(namespace, key, value), reference.put(namespace, key, value))
+        else:
+            both = (store.delete(namespace, key), reference.delete(namespace, key))
+        assert both[0] == both[1]
+
+    def shape(items: list[Any]) -> list[tuple[Any, ...]]:
+        return sorted((i.namespace, i.key, json.dumps(i.value, sort_keys=True)) for i in items)
+
+    for namespace in namespaces:
+        for key in "abcde":
+            ours, theirs = store.get(namespace, key), reference.get(namespace, key)
+            assert (ours and ours.value) == (theirs and theirs.value)
+    for prefix in [("ann",), ("ann", "memories"), ("bob",), ()]:
+        for filter_ in [None, {"tag": "x"}, {"stars": {"$gte": 4}}, {"stars": {"$ne": 3}, "tag": "y"}]:
+            assert shape(store.search(prefix, filter=filter_, limit=100)) == \
+                shape(reference.search(prefix, filter=filter_, limit=100)), (prefix, filter_)
+    assert sorted(store.list_namespaces()) == sorted(reference.list_namespaces())
+    assert sorted(store.list_namespaces(max_depth=2)) == sorted(reference.list_namespaces(max_depth=2))
+    assert sorted(store.list_namespaces(suffix=("memories",))) == sorted(reference.list_namespaces(suffix=("memories",)))
