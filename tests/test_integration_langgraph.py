@@ -183,6 +183,5 @@ def test_it_answers_as_langgraphs_own_in_memory_store(store: SoulpassStore) -> N
         for filter_ in [None, {"tag": "x"}, {"stars": {"$gte": 4}}, {"stars": {"$ne": 3}, "tag": "y"}]:
             assert shape(store.search(prefix, filter=filter_, limit=100)) == \
                 shape(reference.search(prefix, filter=filter_, limit=100)), (prefix, filter_)
-    assert sorted(store.list_namespaces()) == sorted(reference.list_namespaces())
-    assert sorted(store.list_namespaces(max_depth=2)) == sorted(reference.list_namespaces(max_depth=2))
-    assert sorted(store.list_namespaces(suffix=("memories",))) == sorted(reference.list_namespaces(suffix=("memories",)))
+    for listing in [{}, {"max_depth": 2}, {"suffix": ("memories",)}, {"prefix": ("ann", "*")}]:
+        assert sorted(store.list_namespaces(**listing)) == sorted(reference.list_namespaces(**listing)), listing
