@@ -20,6 +20,7 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 import soulpass
 from soulpass import Committed
 from soulpass.integrations.openai_agents import SoulpassSession, memory_search_tool
+from soulpass.integrations.transcript import Transcript
 
 ROOT = Path(__file__).resolve().parents[1]
 set_tracing_disabled(True)  # the SDK would export traces to OpenAI
@@ -218,3 +219,22 @@ def test_two_writers_on_one_session_lose_nothing(home: Path) -> None:
     asyncio.run(one.close())
     assert one.account.sandboxes() == []
     assert len(list(one.account.records("turn_user"))) == 24
+
+
+def test_a_write_to_a_sandbox_archived_meanwhile_goes_to_the_next(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = session_of(home)
+    asyncio.run(session.add_items(ITEMS[:1]))
+    transcript = session.transcript
+    [stale] = transcript._open_sandboxes()
+    real = Transcript._open_sandboxes
+    calls = iter([[stale]])  # the first lookup sees the sandbox another process archives at once
+
+    def lookup(self: Transcript) -> list[Any]:
+        return next(calls, None) or real(self)
+
+    session_of(home).transcript.archive()  # "another process"
+    monkeypatch.setattr(Transcript, "_open_sandboxes", lookup)
+    asyncio.run(session.add_items(ITEMS[1:2]))
+    monkeypatch.setattr(Transcript, "_open_sandboxes", real)
+    assert asyncio.run(session.get_items()) == ITEMS[:2]
+    assert [s.sandbox_id for s in session.account.sandboxes()] != [stale.id]

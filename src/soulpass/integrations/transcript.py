@@ -10,6 +10,7 @@ on in a new sandbox.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 import threading
 import time
@@ -27,14 +28,15 @@ __all__ = ["ItemTurn", "Transcript"]
 ItemTurn = Callable[[dict[str, Any]], tuple[str, str] | None]
 
 _KEY_DIGITS = 20  # nanoseconds since the epoch
+_WRITE_ATTEMPTS = 3  # a sandbox archived under a write, then the next one too: give up and say so
 
 
 class Transcript:
     """The items of one conversation (``conversation``: a name, ``[A-Za-z0-9._-]``) in ``account``.
 
     ``archive_every``: archive once the open sandbox holds that many new items (None: only when
-    ``archive`` is called). Safe to share between threads; several processes may hold the same
-    conversation (their writes are appends to one buffer).
+    ``archive`` is called). Safe to share between threads; several processes may write the same
+    conversation (an item's key is its time and a random part: none overwrites another's).
     """
 
     def __init__(self, account: Account, conversation: str, to_turn: ItemTurn, *,
@@ -97,14 +99,16 @@ class Transcript:
 
     def _write(self, delta: dict[str, dict[str, Any] | None]) -> Sandbox:
         """Append a change of the transcript to the oldest open sandbox (made when there is none)."""
-        while True:
-            open_now = self._open_sandboxes()
-            sandbox = open_now[0] if open_now else self.account.create_sandbox(self.label)
-            try:
-                sandbox.update_state(self.state, delta)
-                return sandbox
-            except Conflict:  # another process archived it meanwhile: the next sandbox takes it
-                continue
+        for _ in range(_WRITE_ATTEMPTS - 1):
+            with contextlib.suppress(Conflict):  # another process archived it meanwhile: the next one takes it
+                return self._write_once(delta)
+        return self._write_once(delta)
+
+    def _write_once(self, delta: dict[str, dict[str, Any] | None]) -> Sandbox:
+        open_now = self._open_sandboxes()
+        sandbox = open_now[0] if open_now else self.account.create_sandbox(self.label)
+        sandbox.update_state(self.state, delta)
+        return sandbox
 
     def pop(self) -> dict[str, Any] | None:
         """Remove and return the latest item (None when there is none). An item already archived
