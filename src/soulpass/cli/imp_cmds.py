@@ -5,6 +5,7 @@ SOURCE PATH``, the older spelling, still works for a release and says the new on
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import tempfile
 from collections.abc import Iterator
@@ -50,23 +51,19 @@ def target(state: State, name: str, *, create: bool, dry_run: bool) -> Iterator[
     """The account an import goes to. A dry run writes nothing: on an account that does not exist
     yet (``--create``) it plans against an empty one in a scratch folder, where every item is new."""
     engine = state.engine()
-    if name in engine.accounts():
-        yield state.account(name)
-        return
-    if not create:
+    exists = name in engine.accounts()
+    if not exists and not create:
         raise NotFound(f"account {name!r} does not exist in {state.location}; add --create to import into a new "
                        "account", account=name)
-    if not dry_run:
-        yield state.account(name, create=True)
-        return
-    from soulpass.engine import Soulpass
+    with contextlib.ExitStack() as stack:
+        if not exists and dry_run:
+            from soulpass.engine import Soulpass
 
-    with tempfile.TemporaryDirectory(prefix="soulpass-dry-run-") as scratch:
-        acct = Soulpass(scratch, rules=engine.rules, limits=engine.limits, embedder="none").account(name, create=True)
-        try:
-            yield acct
-        finally:
-            acct.close()
+            scratch = stack.enter_context(tempfile.TemporaryDirectory(prefix="soulpass-dry-run-"))
+            engine = Soulpass(scratch, rules=engine.rules, limits=engine.limits, embedder="none")
+        acct = engine.account(name, create=not exists)
+        stack.callback(acct.close)  # release the index (its vector files are locked while open)
+        yield acct
 
 
 def run_import(state: State, source: str, path: Path, account: str, create: bool, dry_run: bool,
