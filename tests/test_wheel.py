@@ -136,7 +136,7 @@ def test_the_installed_wheel_serves_the_memory_browser(installed: tuple[Path, Pa
             assert r.status == 200 and r.url.endswith("/ui/a/User01") and "User01" in r.read().decode()
         with browser.open(f"{base}/ui/a/User01/search?q=stylesheets", timeout=60) as r:
             assert "Can we talk about CSS?" in r.read().decode()
-        for path in ("/ui/static/ui.css", "/ui/static/vendor/cytoscape.min.js", "/docs"):
+        for path in ("/ui/static/ui.css", "/ui/static/vendor/cytoscape.min.js", "/docs", "/openapi.json"):
             with browser.open(base + path, timeout=30) as r:
                 assert r.status == 200 and r.read(), path
     finally:
