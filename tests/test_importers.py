@@ -113,6 +113,10 @@ def jsonl_file(path: Path, shift: float = 0.0, convs: int = 1) -> Path:
     return path
 
 
+SAMPLES = {"chatgpt": chatgpt_export, "claude": claude_export, "jsonl": jsonl_file, "mem0": mem0_export,
+           "basic-memory": basic_memory_folder}
+
+
 @pytest.fixture
 def acct(tmp_path: Path) -> Account:
     return soulpass.open(tmp_path / "home").create_account("ann")
@@ -216,17 +220,60 @@ def test_unknown_source_and_unreadable_file(acct: Account, tmp_path: Path) -> No
         import_from(acct, "chatgpt", tmp_path / "x.json")
 
 
-def test_cli_import_from(tmp_path: Path) -> None:
+def test_cli_import(tmp_path: Path) -> None:
     home = tmp_path / "home"
     soulpass.open(home).create_account("ann")
     path = chatgpt_export(tmp_path / "conversations.json")
     runner = CliRunner()
-    out = runner.invoke(cli, ["--home", str(home), "import-from", "chatgpt", str(path), "-a", "ann", "--json"])
+    out = runner.invoke(cli, ["--home", str(home), "import", "chatgpt", str(path), "-a", "ann", "--json"])
     assert out.exit_code == 0, out.output
     doc = json.loads(out.stdout)
     assert doc["imported"] == {"turn": 6} and doc["failures"][0]["item"] == "c-3"
-    out = runner.invoke(cli, ["--home", str(home), "import-from", "chatgpt", str(path), "-a", "ann"])
+    out = runner.invoke(cli, ["--home", str(home), "import", "chatgpt", str(path), "-a", "ann"])
     assert out.exit_code == 0 and "duplicates" in out.stdout and "c-3" in out.stdout
+
+
+@pytest.mark.parametrize("source", ["chatgpt", "claude", "jsonl", "mem0", "basic-memory"])
+def test_every_source_is_a_subcommand_of_import(tmp_path: Path, source: str) -> None:
+    home = tmp_path / "home"
+    path = SAMPLES[source](tmp_path / "source")
+    out = CliRunner().invoke(cli, ["--home", str(home), "import", source, str(path), "-a", "ann", "--create",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    assert sum(json.loads(out.stdout)["imported"].values()) > 0
+
+
+def test_import_from_still_imports_and_says_the_new_form(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    path = chatgpt_export(tmp_path / "conversations.json")
+    out = CliRunner().invoke(cli, ["--home", str(home), "import-from", "chatgpt", str(path), "-a", "ann", "--create",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["imported"] == {"turn": 6}  # stdout stays the JSON alone
+    assert "deprecated" in out.stderr and f"soulpass import chatgpt {path} -a ann --create --json" in out.stderr
+
+
+@pytest.mark.parametrize("verb", [("import", "chatgpt"), ("import-from", "chatgpt")])
+def test_a_dry_run_with_create_creates_no_account(tmp_path: Path, verb: tuple[str, str]) -> None:
+    home = tmp_path / "home"
+    soulpass.open(home).create_account("other")
+    before = sorted(p.relative_to(home) for p in home.rglob("*"))
+    path = chatgpt_export(tmp_path / "conversations.json")
+    out = CliRunner().invoke(cli, ["--home", str(home), *verb, str(path), "-a", "ann", "--create", "--dry-run",
+                                   "--json"])
+    assert out.exit_code == 0, out.output
+    doc = json.loads(out.stdout)
+    assert doc["dry_run"] is True and doc["imported"] == {"turn": 6}  # what a new account would take
+    assert soulpass.open(home).accounts() == ["other"]
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == before  # nothing written anywhere
+
+
+def test_a_dry_run_on_a_new_account_without_create_says_to_add_it(tmp_path: Path) -> None:
+    path = chatgpt_export(tmp_path / "conversations.json")
+    out = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "import", "chatgpt", str(path), "-a", "ann",
+                                   "--dry-run"])
+    assert out.exit_code == 3
+    assert "account 'ann' does not exist" in out.stderr and "add --create" in out.stderr
 
 
 def test_a_message_the_sandbox_refuses_is_a_failure_and_the_rest_is_stored(tmp_path: Path) -> None:

@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 READ_ONLY = {"memory_log", "memory_history", "get_memory", "list_memories", "search_memory", "memory_diff",
              "read_identity"}
 DESTRUCTIVE = {"rollback_memory", "discard_session", "forget_memory"}
+IDEMPOTENT = {"get_context", "archive_session", "discard_session", "export_account", "import_memories",
+              "forget_memory", "add_journal_entry", "update_profile"}
 
 
 @pytest.fixture
@@ -51,9 +53,12 @@ def test_every_parameter_is_described_and_hints_are_set(engine: Soulpass) -> Non
         for name, tool in listed.items():
             for param, schema in tool.input_schema.get("properties", {}).items():
                 assert schema.get("description"), f"{name}.{param} has no description"
-            hints = tool.annotations
-            assert bool(hints and hints.read_only_hint) == (name in READ_ONLY), name
-            assert bool(hints and hints.destructive_hint) == (name in DESTRUCTIVE), name
+            hints = tool.annotations  # every hint stated: a client's defaults assume the worst
+            assert hints is not None and hints.read_only_hint == (name in READ_ONLY), name
+            assert hints.open_world_hint is False, name
+            if name not in READ_ONLY:
+                assert hints.destructive_hint == (name in DESTRUCTIVE), name
+                assert hints.idempotent_hint == (name in IDEMPOTENT), name
             assert tool.output_schema is not None, f"{name} has no structured output"
         templates = {t.uri_template for t in (await client.list_resource_templates()).resource_templates}
         assert {"soulpass://clipboard/{agent}", "soulpass://memory/{document}"} <= templates

@@ -86,6 +86,27 @@ def test_keys_decide_the_account(served: tuple[str, KeyStore, soulpass.Soulpass]
     assert [r.text for r in sp.account("ann").records("turn_user")] == ["ann's hidden note"]
 
 
+def test_resources_show_the_keys_account(served: tuple[str, KeyStore, soulpass.Soulpass]) -> None:
+    url, keys, sp = served
+    acct = sp.account("ann")
+    sb = acct.create_sandbox("s")
+    sb.update_profile({"city": "Ghent"})
+    acct.archive(sb.id)
+    ann, bob = keys.create("ann").secret, keys.create("bob").secret
+
+    async def read(key: str, uri: str) -> Any:
+        async with _client(url, {"Authorization": f"Bearer {key}"}) as client:
+            return json.loads((await client.read_resource(uri)).contents[0].text)  # type: ignore[union-attr]
+
+    async def run() -> None:
+        assert (await read(ann, "soulpass://identity"))["profile"]["fields"]["city"] == "Ghent"
+        assert [v["version"] for v in await read(ann, "soulpass://log")] == [1]
+        assert "Ghent" not in json.dumps(await read(bob, "soulpass://identity"))
+        assert await read(bob, "soulpass://log") == []
+
+    anyio.run(run)
+
+
 ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "hidden note"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "hidden note"},

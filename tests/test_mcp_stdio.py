@@ -95,3 +95,37 @@ def test_mcp_over_stdio(tmp_path: Path) -> None:
     texts = [r.text for r in acct.records("turn_user")]
     assert texts == ["My sister Ilse lives in Ghent"]
     assert acct.sandboxes() == []
+
+
+def test_resources_and_the_prompt_over_stdio(tmp_path: Path) -> None:
+    """The account's identity and recent log are listed resources a client reads; the prompt
+    ``use_memory`` tells an agent how to use its memory; every tool carries its hints."""
+    home = tmp_path / "home"
+    soulpass.open(home, embedder="none").create_account("ann")
+
+    async def session() -> None:
+        async with Client(_server(home, "ann"), read_timeout_seconds=60) as client:
+            tools = (await client.list_tools()).tools
+            assert all(t.annotations is not None and t.annotations.read_only_hint is not None for t in tools)
+            await _call(client, "update_profile", {"data": {"name": "Ann", "city": "Ghent"}})
+            await _call(client, "remember", {"what": "turn", "text": "I started rowing"})
+            assert (await _call(client, "archive_session", {}))["version"] == 1
+
+            listed = {str(r.uri): r for r in (await client.list_resources()).resources}
+            assert {"soulpass://identity", "soulpass://log"} <= set(listed)
+            assert all(listed[u].description and listed[u].mime_type == "application/json"
+                       for u in ("soulpass://identity", "soulpass://log"))
+            identity = json.loads((await client.read_resource("soulpass://identity")).contents[0].text)  # type: ignore[union-attr]
+            assert identity["version"] == 1 and identity["profile"]["fields"]["city"] == "Ghent"
+            log = json.loads((await client.read_resource("soulpass://log")).contents[0].text)  # type: ignore[union-attr]
+            assert [v["version"] for v in log] == [1] and log[0]["added"]["turn_user"] == 1
+
+            prompts = {p.name: p for p in (await client.list_prompts()).prompts}
+            assert "use_memory" in prompts and prompts["use_memory"].description
+            got = await client.get_prompt("use_memory", {"agent": "eva"})
+            text = got.messages[0].content.text  # type: ignore[union-attr]
+            assert 'agent "eva"' in text
+            for tool in ("get_context", "search_memory", "remember", "archive_session", "forget_memory"):
+                assert f"`{tool}`" in text and tool in {t.name for t in tools}, tool
+
+    anyio.run(session)

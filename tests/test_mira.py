@@ -249,6 +249,18 @@ def test_cli_import_export_patterns(tmp_path: Path) -> None:
     assert [len(g["entries"]) for g in pats["identical_hash"]] == [2]
 
 
+def test_cli_dry_run_of_a_mira_folder_creates_no_account(tmp_path: Path) -> None:
+    folder = MiraFolder(tmp_path / "m")
+    p = tmp_path / "m" / "journal" / "2025-02-01_J.md"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("# A day\n\nBody.")
+    home = tmp_path / "h"
+    res = CliRunner().invoke(cli, ["--home", str(home), "import", "mira", str(folder.root), "-a", "x", "--create",
+                                   "--dry-run", "--json"], env={"SOULPASS_ACCOUNT": "", "SOULPASS_HOME": ""})
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.stdout)["imported"] == 1 and not (home / "accounts" / "x").exists()
+
+
 def test_journal_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "r.json"
     with benchmark_module("journal_scale") as module:

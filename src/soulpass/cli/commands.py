@@ -46,11 +46,11 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "index."),
     "history": (("memory_cmds",),
         "Every version that wrote RECORD_ID, oldest first, with the fields each one changed."),
-    "import": (("journal_cmds", "exp_cmds"),
+    "import": (("imp_cmds", "exp_cmds"),
         "Take memories from other formats into an account."),
     "import-from": (("imp_cmds",),
-        "Import another tool's memories: a ChatGPT or Claude export's conversations.json, a Mem0 "
-        "get_all JSON, a Basic Memory folder or a JSONL of messages (docs/importers.md)."),
+        "Deprecated spelling of `soulpass import SOURCE PATH` (removed in a later release): the same "
+        "import, with a note on stderr that gives the new form."),
     "index": (("search_cmds", "backlog_cmds", "journal_cmds"),
         "The derived index: status and rebuild from the files."),
     "ingest": (("agent_cmds",),

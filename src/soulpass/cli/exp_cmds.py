@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from soulpass.cli.journal_cmds import import_group
+from soulpass.cli.imp_cmds import import_group
 from soulpass.cli.output import console, emit_json
 from soulpass.cli.state import State
 from soulpass.passport import MAX_ENTRY_BYTES, MAX_TOTAL_BYTES, export_account, import_account

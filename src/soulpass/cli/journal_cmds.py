@@ -1,4 +1,4 @@
-"""``journal add|list|show``, ``patterns``, ``import mira`` and ``index export --format mira``."""
+"""``journal add|list|show``, ``patterns`` and ``index export --format mira`` (``import mira`` is in imp_cmds)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.search_cmds import index
 from soulpass.cli.state import State, account_option
 from soulpass.errors import InvalidInput
-from soulpass.importers.mira import export_mira, import_mira
+from soulpass.importers.mira import export_mira
 from soulpass.prose import ENTRY_TYPES, render_markdown
 
 __all__ = ["COMMANDS"]
@@ -125,36 +125,6 @@ def patterns(state: State, account: str, threshold: float, no_similar: bool, as_
         console.print(f"note: {note}")
 
 
-@click.group("import")
-def import_group() -> None:
-    """Take memories from other formats into an account."""
-
-
-@import_group.command("mira")
-@account_option
-@click.argument("folder", type=click.Path(file_okay=False, exists=True, path_type=Path))
-@click.option("--create", is_flag=True, help="Create the account if it does not exist.")
-@click.option("--dry-run", is_flag=True, help="Report what would be imported; write nothing.")
-@json_option
-@click.pass_obj
-def import_mira_cmd(state: State, account: str, folder: Path, create: bool, dry_run: bool, as_json: bool) -> None:
-    """Import a Mira folder (journal/, experiments/, reflections/, conversations/, optional
-    memory_index.json) as one version; exact repeats are reported, not stored twice."""
-    report = import_mira(state.account(account, create=create), folder, dry_run=dry_run)
-    if as_json:
-        emit_json(report.to_json())
-        return
-    what = "would import" if dry_run else f"version {report.version}: imported"
-    console.print(f"{what} {len(report.imported)} of {report.files} files; {len(report.duplicates)} exact "
-                  f"repeats skipped, {len(report.repeats)} recurring insights linked, "
-                  f"{len(report.hash_mismatches)} stated hashes recomputed, {len(report.failures)} files not read")
-    if report.duplicates:
-        table("exact repeats (not stored)", ["file", "same as"], [
-            (d["source"], d.get("duplicate_of_source") or d["duplicate_of"]) for d in report.duplicates])
-    if report.failures:
-        table("files not imported", ["file", "reason"], [(f.item, f.reason) for f in report.failures])
-
-
 @index.command("export")
 @account_option
 @click.argument("file", type=click.Path(path_type=Path))
@@ -173,4 +143,4 @@ def index_export(state: State, account: str, file: Path, fmt: str, with_files: b
         console.print(f"{len(doc['entries'])} entries written ({fmt})")
 
 
-COMMANDS = [journal, patterns, import_group]
+COMMANDS = [journal, patterns]

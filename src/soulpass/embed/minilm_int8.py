@@ -23,7 +23,7 @@ questions): 2.49 ms against 4.66 in float32 on 2 threads. Cosine to the float32 
 average, 0.998 at worst (0.995 / 0.977 with one scale per product, which cost recall: LoCoMo's
 in-sample recall@10 fell for 16 questions and rose for 4). Over all of LoCoMo and BEAM-500K, recall@10
 is within 0.003 of float32's, and this graph's the first rewrite's within the noise (paired, question
-by question: LoCoMo -0.0007, BEAM-500K -0.0027, both 95% intervals across 0; README, retrieval).
+by question: LoCoMo -0.0007, BEAM-500K -0.0027, both 95% intervals across 0; docs/benchmarks.md, retrieval).
 The indexed vectors are never made here: a query is compared with the float32 vectors of the texts,
 so nothing stored depends on this graph.
 

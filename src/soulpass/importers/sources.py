@@ -1,5 +1,5 @@
 """The importers by source name, and :func:`import_from`, the one call behind ``soulpass
-import-from``: read a source, skip what the account already holds, store the rest, report."""
+import SOURCE``: read a source, skip what the account already holds, store the rest, report."""
 
 from __future__ import annotations
 

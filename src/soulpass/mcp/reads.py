@@ -10,16 +10,14 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.types import ToolAnnotations
 from pydantic import Field
 
+from soulpass.mcp.hints import ADDS, ADDS_ONCE, DESTRUCTIVE, READ_ONLY
 from soulpass.mcp.tools import MemoryTools
 
 __all__ = ["AtArg", "add_reading_tools", "add_resources"]
 
 Call = Callable[..., Any]
-READ_ONLY = ToolAnnotations(read_only_hint=True)
-DESTRUCTIVE = ToolAnnotations(destructive_hint=True)
 
 AtArg = Annotated[int | None, Field(ge=0, description="Read memory as of this version (default: now, HEAD)")]
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the session the agent works in")]
@@ -82,7 +80,7 @@ def add_reading_tools(server: MCPServer, tools: MemoryTools, call: Call) -> None
         result: dict[str, Any] = call(tools.rollback, ctx, version)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def add_journal_entry(text: Annotated[str, Field(description="The entry, verbatim (Markdown)")], ctx: Context,
                           title: Annotated[str, Field(description="Its title (default: from the text)")] = "",
                           tags: Annotated[list[str] | None, Field(description="Tags to find it by")] = None,
@@ -102,7 +100,7 @@ def add_reading_tools(server: MCPServer, tools: MemoryTools, call: Call) -> None
         result: dict[str, Any] = call(tools.read_identity, ctx, at)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def propose_core(section: Annotated[Literal["identity", "values", "worldview"],
                                         Field(description="The part of core memory to change")],
                      value: Annotated[Any, Field(description="The new value (a string, list or object)")],
@@ -116,7 +114,7 @@ def add_reading_tools(server: MCPServer, tools: MemoryTools, call: Call) -> None
                                       key=key, sandbox_id=sandbox_id)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def update_profile(data: Annotated[dict[str, Any], Field(description="Profile fields to set, e.g. "
                                                                           '{"name": "Ann", "city": "Lyon"}')],
                        ctx: Context, sandbox_id: SandboxArg = None) -> dict[str, Any]:

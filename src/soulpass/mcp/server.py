@@ -13,14 +13,15 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import ToolAnnotations
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
+from soulpass.mcp.hints import ADDS, ADDS_ONCE, DESTRUCTIVE_ONCE, READ_ONLY
 from soulpass.mcp.reads import add_reading_tools, add_resources
+from soulpass.mcp.resources import MemoryServer, add_account_resources, add_prompts
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
@@ -49,7 +50,9 @@ INSTRUCTIONS = (
     "session (the sandbox you created or named last); read with `search_memory`, `get_memory`, "
     "`list_memories`, `rag_search` and `get_context`; pin notes with `manage_clipboard`. "
     "`archive_session` commits the session as a new memory version now; the server also archives it "
-    "by itself (after N writes, when idle, when it stops) so nothing is lost."
+    "by itself (after N writes, when idle, when it stops) so nothing is lost. The prompt `use_memory` "
+    "says how to use all this; the resources soulpass://identity and soulpass://log show who you are and "
+    "the latest versions."
 )
 
 
@@ -63,7 +66,7 @@ def build(engine: Soulpass, account: str | None = None,
           policy: AutoArchive | None = None) -> tuple[MCPServer, SessionKeeper]:
     """The server and its session keeper (start it for the idle timer; close it when the server stops)."""
     tools = MemoryTools(AccountPool(engine), policy)
-    server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
+    server = MemoryServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
@@ -71,6 +74,8 @@ def build(engine: Soulpass, account: str | None = None,
     _add_editing_tools(server, tools, call)
     add_reading_tools(server, tools, call)
     add_resources(server, tools, call)
+    add_account_resources(server, tools, call)
+    add_prompts(server)
     return server, tools.sessions
 
 
@@ -102,7 +107,7 @@ class _Caller:
 def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
     """Reading and writing memory: rag_search, remember, manage_clipboard, get_context."""
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def rag_search(query: QueryArg, ctx: Context, agent: AgentArg = "agent",
                    k: Annotated[int, Field(ge=1, le=50, description="How many hits")] = 5,
                    sandbox_id: SandboxArg = None) -> dict[str, Any]:
@@ -112,7 +117,7 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
         result: dict[str, Any] = call(tools.rag_search, ctx, query, agent=agent, k=k, sandbox_id=sandbox_id)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def remember(what: Annotated[RememberWhat, Field(description="turn, fact or journal")],
                  text: Annotated[str, Field(description="The turn's words, the fact in words, or the entry")],
                  ctx: Context, agent: AgentArg = "agent",
@@ -133,7 +138,7 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
                                       tags=tags, sandbox_id=sandbox_id)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def manage_clipboard(action: Annotated[ClipboardAction, Field(description="add, remove, clear or show")],
                          ctx: Context, agent: AgentArg = "agent",
                          item: Annotated[str | None, Field(description="The note to add, or to remove (its text or "
@@ -145,7 +150,7 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
                                       sandbox_id=sandbox_id)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def get_context(message: Annotated[str, Field(description="The user's message the context is for")],
                     ctx: Context, agent: AgentArg = "agent",
                     budget_tokens: Annotated[int, Field(ge=100, le=100_000, description="Most tokens the block "
@@ -161,7 +166,7 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
     """Sessions and versions: create_sandbox, archive_session, discard_session, memory_log."""
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def create_sandbox(ctx: Context, name: Annotated[str, Field(description="A label for the session")] = "mcp"
                        ) -> dict[str, Any]:
         """Open a new sandbox (a session) on the current memory version; returns its id. It becomes your
@@ -169,20 +174,20 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         result: dict[str, Any] = call(tools.create_sandbox, ctx, name)
         return result
 
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: DryRunArg = False) -> dict[str, Any]:
         """Consolidate the session into a new memory version (what was added, rejected, conflicts);
         `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'."""
         result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
         return result
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    @server.tool(annotations=DESTRUCTIVE_ONCE)
     def discard_session(ctx: Context, sandbox_id: SandboxArg = None) -> dict[str, Any]:
         """Throw the session and everything written to it away; memory is untouched."""
         result: dict[str, Any] = call(tools.discard_session, ctx, sandbox_id=sandbox_id)
         return result
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(annotations=READ_ONLY)
     def memory_log(ctx: Context, limit: Annotated[int, Field(ge=1, le=1000, description="How many versions")] = 20
                    ) -> list[dict[str, Any]]:
         """The newest memory versions, newest first: when, from which session, what that version added
@@ -191,7 +196,7 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         return result
 
     # --- the passport (issue 15, exp) ---
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def export_account(ctx: Context,
                        history: Annotated[bool, Field(description="Keep every superseded copy too")] = False,
                        vectors: Annotated[bool, Field(description="Carry the vectors (no re-embedding on "
@@ -281,7 +286,7 @@ ImportSource = Literal["chatgpt", "claude", "mem0", "jsonl"]  # soulpass.importe
 def _add_import_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
     """import_memories: another tool's export, sent as its text (the server reads no path)."""
 
-    @server.tool()
+    @server.tool(annotations=ADDS_ONCE)
     def import_memories(source: Annotated[ImportSource, Field(description="The tool the export comes from")],
                         content: Annotated[str, Field(description="The export file's text")], ctx: Context,
                         dry_run: DryRunArg = False) -> dict[str, Any]:
@@ -296,7 +301,7 @@ def _add_import_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
     """One memory at a time (issue 15): edit_memory, memory_history, forget_memory."""
 
-    @server.tool()
+    @server.tool(annotations=ADDS)
     def edit_memory(record_id: RecordArg,
                     fields: Annotated[dict[str, Any], Field(description='The fields to set, e.g. {"text_excerpt": '
                                                                         '"…"} or a fact\'s {"object": "…"}')],
@@ -307,13 +312,13 @@ def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         result: dict[str, Any] = call(tools.edit_memory, ctx, record_id, fields, reason=reason)
         return result
 
-    @server.tool(annotations=ToolAnnotations(read_only_hint=True))
+    @server.tool(annotations=READ_ONLY)
     def memory_history(record_id: RecordArg, ctx: Context) -> list[dict[str, Any]]:
         """Every version that wrote a memory, oldest first, with the fields each added, changed, removed."""
         result: list[dict[str, Any]] = call(tools.memory_history, ctx, record_id)
         return result
 
-    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    @server.tool(annotations=DESTRUCTIVE_ONCE)
     def forget_memory(reason: ReasonArg, ctx: Context,
                       ids: Annotated[list[str] | None, Field(description="Record ids to forget")] = None,
                       subject: Annotated[str | None, Field(description="Forget every fact about this subject")] = None,
