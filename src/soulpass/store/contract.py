@@ -13,7 +13,7 @@ export to files is the identity on names (ADR 0004); a database backend keeps th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -261,6 +261,17 @@ class Snapshot(Protocol):
 
     def records(self, kind: str) -> Iterator[Record]:
         """Every record of ``kind`` present at this version, by id."""
+        ...
+
+    def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """For each of ``hashes`` found, (id, key) of the prose entries under the folder ``prefix``
+        (``store.keys.JOURNAL_DIR``) present at this version with that ``semantic_hash``, oldest
+        first (by time, then id): what a commit's planner asks to skip or link a repeated entry."""
+        ...
+
+    def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
+        """Which of ``tags`` a record present at this version carries: what an importer asks to
+        leave out what it imported before."""
         ...
 
 

@@ -7,7 +7,7 @@ import json
 import logging
 import os
 import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -35,6 +35,7 @@ from soulpass.store.files.log_sums import check_line, read_sums
 from soulpass.store.files.session_log import sweep_finished
 from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
+from soulpass.store.lookup import by_hash, carried, hash_holder, tag_needle
 
 log = logging.getLogger(__name__)
 
@@ -264,11 +265,44 @@ class AccountStore:
                 log.warning("account %s: record %s left out, its file cannot be read: %s", self.name,
                             PurePosixPath(rel).stem, exc)
 
+    def copies_holding(self, folder: str, holds: Callable[[bytes], bool],
+                       at: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, parsed copy) of the copies under core ``folder`` in force at version ``at`` that
+        may be the ones a lookup wants: a copy whose bytes (or an earlier copy's, under
+        ``history/``) ``holds`` accepts. Only those are parsed; the caller checks the field it wants.
+        A damaged copy is left out with a warning, as :meth:`iter_records` does."""
+        keys: set[str] = set()
+        for dirpath, _dirs, files in os.walk(self.path / folder):
+            for name in files:
+                if name.endswith(COPY_SUFFIXES) and not name.startswith(".") and _holds(Path(dirpath, name), holds):
+                    keys.add(Path(dirpath, name).relative_to(self.path).as_posix())
+        history = self.path / HISTORY
+        for dirpath, _dirs, files in os.walk(history / PurePosixPath(folder).relative_to("core")):
+            for name in files:
+                stem, suffix = os.path.splitext(name)
+                if suffix in COPY_SUFFIXES and stem.isdigit() and _holds(Path(dirpath, name), holds):
+                    keys.add(f"core/{Path(dirpath).relative_to(history).as_posix()}{suffix}")
+        for key in sorted(keys):
+            try:
+                doc = self.read_at(key, at)
+            except Corrupted as exc:
+                log.warning("account %s: %s left out of a lookup, it cannot be read: %s", self.name, key, exc)
+                continue
+            if doc is not None:
+                yield key, doc
+
     def history_versions(self, relpath: str) -> list[int]:
         hist = self.path / history_dir(relpath)
         if not hist.is_dir():
             return []
         return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+
+
+def _holds(path: Path, holds: Callable[[bytes], bool]) -> bool:
+    try:
+        return holds(path.read_bytes())
+    except FileNotFoundError:  # moved into history/ by a commit since it was listed: seen there
+        return False
 
 
 def _header_readable(account: Path) -> bool:
@@ -340,6 +374,28 @@ class FilesSnapshot:
 
     def records(self, kind: str) -> Iterator[Record]:
         return self._store.iter_records(kind, self._version)
+
+    def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """Parses only the entries whose bytes hold one of the hashes (the front matter has it)."""
+        wanted = frozenset(h for h in hashes if h)
+        if not wanted:
+            return {}
+        return by_hash(self._store.copies_holding(prefix, hash_holder(wanted), self._version), wanted)
+
+    def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
+        """Every record folder is read; only copies holding the tags' common prefix are parsed."""
+        wanted = frozenset(tags)
+        found: set[str] = set()
+        if wanted:
+            needle = tag_needle(wanted)
+
+            def holds(data: bytes) -> bool:
+                return needle in data
+
+            for folder in dict.fromkeys(RECORD_DIRS.values()):
+                for _key, body in self._store.copies_holding(folder, holds, self._version):
+                    found |= carried(body, wanted)
+        return frozenset(found)
 
 
 class _LoggedEntry(Mapping[str, Any]):
