@@ -16,7 +16,7 @@ import psycopg
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.server.keys import KEY_PATTERN, ApiKey, NewKey, key_hash
-from soulpass.store.postgres.connections import Database
+from soulpass.store.contract import Database
 
 __all__ = ["PostgresKeyStore"]
 

@@ -33,9 +33,13 @@ __all__ = [
     "Committed",
     "CommitOutcome",
     "CopyWalk",
+    "Database",
+    "DatabaseIndex",
     "DocumentPut",
     "HeadMoved",
     "Hook",
+    "IndexLocation",
+    "LocalIndex",
     "MasterStore",
     "PendingEvent",
     "SandboxClose",
@@ -464,12 +468,9 @@ class AccountBackend(MasterStore, Protocol):
         pays nothing for the copies it does not index."""
         ...
 
-    def index_dir(self) -> Path:
-        """A local folder for this account's derived indexes (deleted and rebuilt at will)."""
-        ...
-
-    def drop_index(self) -> None:
-        """Delete the derived indexes; the stored account is untouched."""
+    def index_location(self) -> IndexLocation:
+        """Where this account's derived index lives (``soulpass.index.opening`` opens and drops
+        it); nothing there is the truth: it is deleted and rebuilt from the store at will."""
         ...
 
     def recover(self) -> list[str]:
@@ -516,10 +517,52 @@ class AccountBackend(MasterStore, Protocol):
         ...
 
 
+class Database(Protocol):
+    """The SQL database a backend keeps its accounts in, lent to the layers that keep tables of
+    their own beside the store's (the index, the server's keys). What a connection is belongs to
+    the backend (PostgreSQL: a psycopg connection)."""
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A pooled connection; leaving the block commits (or rolls back on an exception)."""
+        ...
+
+    def dedicated(self) -> AbstractContextManager[Any]:
+        """A connection of its own (autocommit), for a section held across other calls."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalIndex:
+    """The account's index lives in the local folder ``folder`` (the files backend, or a database
+    home with ``soulpass_index=local``)."""
+
+    folder: Path
+
+
+@dataclass(frozen=True)
+class DatabaseIndex:
+    """The account's index lives in ``database``, in tables keyed by ``account`` (the account's row
+    id), shared by every process; ``folder`` is this process's local folder for what the database
+    cannot hold (vectors where pgvector is missing)."""
+
+    database: Database
+    account: int
+    folder: Path
+
+
+# Where an account's index lives: what ``AccountBackend.index_location`` says (a closed union).
+IndexLocation: TypeAlias = LocalIndex | DatabaseIndex
+
+
 class Backend(Protocol):
-    """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""
+    """Where accounts are kept (a home folder, a database): ``soulpass.store.open.open_backend``."""
 
     def accounts(self) -> list[str]: ...
+
+    def database(self) -> Database | None:
+        """The database the accounts are kept in, for the layers that keep tables beside them (the
+        server's keys); None for a home folder."""
+        ...
 
     def open(self, name: str, *, create: bool = False) -> AccountBackend:
         """The account ``name``; ``NotFound`` unless it exists or ``create`` is set."""

@@ -6,7 +6,6 @@ import contextlib
 import json
 import logging
 import os
-import shutil
 from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -81,10 +80,6 @@ class AccountStore:
         is the truth: it may be deleted and rebuilt from the store at any time; what is inside is
         the index layer's business."""
         return self.path / INDEX
-
-    def drop_index(self) -> None:
-        """Delete this account's derived indexes; the store itself is untouched."""
-        shutil.rmtree(self.index_dir(), ignore_errors=True)
 
     # --- locking and committing --------------------------------------------------------
 
