@@ -140,6 +140,20 @@ def test_the_same_entry_twice_is_deduped_by_the_store_alone(backend: str, tmp_pa
         assert acct.head() == 2
 
 
+def test_dedupe_follows_commits_of_other_handles_and_forgets(tmp_path: Path) -> None:
+    """A files handle keeps which entries may carry a hash between lookups: it follows what other
+    handles commit (through the log) and what a forget retires."""
+    one = soulpass.open(tmp_path, embedder="none").create_account("mira")
+    two = soulpass.open(tmp_path, embedder="none").account("mira")
+    first = one.journal().add(BODY)
+    assert two.journal().add(BODY)["duplicate_of"] == first["id"]
+    other = two.journal().add("Another thought, written by the second handle.")
+    assert one.journal().add("Another thought, written by the second handle.")["duplicate_of"] == other["id"]
+    one.forget([first["id"]], reason="test")
+    again = two.journal().add(BODY)
+    assert again["stored"] and again["duplicate_of"] is None and again["repeats"] is None
+
+
 @pytest.mark.parametrize(("policy", "stored"), [("skip_hash", 1), ("keep", 3), ("skip_exact", 2)])
 def test_repeat_policy_is_configurable(tmp_path: Path, policy: str, stored: int) -> None:
     sp = soulpass.open(tmp_path, embedder="none", rules=Rules(journal=JournalRule(on_repeat=policy)))  # type: ignore[arg-type]

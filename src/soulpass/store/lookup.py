@@ -14,9 +14,10 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
-__all__ = ["by_hash", "carried", "hash_holder", "tag_needle"]
+__all__ = ["SHA256_TOKEN", "by_hash", "carried", "hash_holder", "is_sha256", "tag_holder", "tag_needle"]
 
-_SHA256 = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
+# A hash as records.semantic_hash makes them, in a stored copy's bytes.
+SHA256_TOKEN = re.compile(rb"(?<![0-9a-f])[0-9a-f]{64}(?![0-9a-f])")
 
 
 def _event_time(body: Mapping[str, Any]) -> datetime:
@@ -40,11 +41,16 @@ def by_hash(found: Iterable[tuple[str, Mapping[str, Any]]],
     return {h: [(rid, key) for _when, rid, key in sorted(rows)] for h, rows in groups.items()}
 
 
+def is_sha256(value: str) -> bool:
+    """Whether ``value`` is a hash as ``records.semantic_hash`` makes them (64 hex digits)."""
+    return SHA256_TOKEN.fullmatch(value.encode()) is not None
+
+
 def hash_holder(hashes: Collection[str]) -> Callable[[bytes], bool]:
     """Whether a stored copy's bytes may carry one of ``hashes`` (a hash is stored as written)."""
     wanted = frozenset(hashes)
-    if all(_SHA256.fullmatch(h.encode()) for h in wanted):  # SHA-256 hex, as records.semantic_hash makes them
-        return lambda data: not wanted.isdisjoint(m.decode() for m in _SHA256.findall(data))
+    if all(is_sha256(h) for h in wanted):
+        return lambda data: not wanted.isdisjoint(m.decode() for m in SHA256_TOKEN.findall(data))
     needles = [h.encode("utf-8") for h in wanted]
     return lambda data: any(n in data for n in needles)
 
@@ -53,6 +59,24 @@ def carried(body: Mapping[str, Any], wanted: Collection[str]) -> set[str]:
     """Which of ``wanted`` the stored copy ``body`` carries in its ``tags``."""
     tags = body.get("tags")
     return {t for t in tags if isinstance(t, str) and t in wanted} if isinstance(tags, list | tuple) else set()
+
+
+def _written_as_is(text: str) -> bool:
+    return all(json.dumps(ch, ensure_ascii=False)[1:-1] == ch for ch in text)
+
+
+def tag_holder(tags: Collection[str]) -> Callable[[bytes], bool]:
+    """Whether a stored copy's bytes may carry one of ``tags``: the strings that start with the
+    tags' common prefix are taken out of the bytes and looked up (a re-import's tags are mostly new:
+    few copies are parsed); without a prefix, any copy may."""
+    needle = tag_needle(tags)
+    if not needle:
+        return lambda data: True
+    if not all(_written_as_is(t) for t in tags):  # stored escaped: look for the prefix only
+        return lambda data: needle in data
+    token = re.compile(re.escape(needle) + rb'[^"\\]*')
+    wanted = frozenset(t.encode("utf-8") for t in tags)
+    return lambda data: needle in data and not wanted.isdisjoint(token.findall(data))
 
 
 def tag_needle(tags: Collection[str]) -> bytes:
@@ -67,7 +91,7 @@ def tag_needle(tags: Collection[str]) -> bytes:
         n += 1
     prefix = first[:n]
     for i, ch in enumerate(prefix):
-        if json.dumps(ch, ensure_ascii=False)[1:-1] != ch:
+        if not _written_as_is(ch):
             prefix = prefix[:i]
             break
     return prefix.encode("utf-8")
