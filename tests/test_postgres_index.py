@@ -22,6 +22,7 @@ import pytest
 import soulpass
 from postgres_helpers import postgres_url, schema_url
 from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.opening import index_database
 from soulpass.index.search import AccountIndex
 from soulpass.store.contract import DatabaseIndex, LocalIndex
 from test_catalog import T0, build_history
@@ -181,7 +182,7 @@ def _pg_vectors(url: str, account: str, tmp_path: Path, dim: int = 32) -> Any:
     acct = soulpass.open(url, embedder="none").account(account, create=True)
     where = acct.store.index_location()
     assert isinstance(where, DatabaseIndex)
-    return PgVectors(where.database, where.account, model_id="test-model", dim=dim,
+    return PgVectors(index_database(where), where.account, model_id="test-model", dim=dim,
                      local_folder=tmp_path / account / "vec")
 
 

@@ -13,7 +13,7 @@ from soulpass.index.seed_file import seed_name
 from soulpass.store.contract import AccountBackend, Database, DatabaseIndex, LocalIndex
 from soulpass.store.fsio import atomic_write
 
-__all__ = ["drop_index", "open_catalog", "place_seed"]
+__all__ = ["drop_index", "index_database", "open_catalog", "place_seed"]
 
 
 def open_catalog(store: AccountBackend, **options: Any) -> Any:
@@ -21,10 +21,10 @@ def open_catalog(store: AccountBackend, **options: Any) -> Any:
     Both give ``catch_up``, ``rows``, ``version``, ``ids_matching``, ``get`` and ``delete_rows``, and
     close on leaving a ``with`` block."""
     match store.index_location():
-        case DatabaseIndex(database=db, account=account):
+        case DatabaseIndex(account=account) as where:
             from soulpass.index.pg import PgCatalog
 
-            return PgCatalog(db, account, store.name)
+            return PgCatalog(index_database(where), account, store.name)
         case LocalIndex():
             return Catalog.open(store, **options)
 
@@ -36,9 +36,18 @@ def drop_index(store: AccountBackend) -> None:
     match store.index_location():
         case LocalIndex(folder=folder):
             shutil.rmtree(folder, ignore_errors=True)
-        case DatabaseIndex(database=db, account=account, folder=folder):
+        case DatabaseIndex(account=account, folder=folder) as where:
             shutil.rmtree(folder, ignore_errors=True)
-            _drop_rows(db, account)
+            _drop_rows(index_database(where), account)
+
+
+def index_database(where: DatabaseIndex) -> Database:
+    """The database an index kept there lives in, its tables migrated (the index owns them:
+    ``soulpass.index.pg.schema``; once per process, then free)."""
+    from soulpass.index.pg.schema import INDEX_TABLES
+
+    where.database.migrate(INDEX_TABLES)
+    return where.database
 
 
 def place_seed(store: AccountBackend, model_id: str, data: bytes) -> None:

@@ -142,9 +142,10 @@ class AccountIndex:
 
     def _open_in_database(self, where: DatabaseIndex) -> None:
         """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""
+        from soulpass.index.opening import index_database
         from soulpass.index.pg import PgBacklog, PgCatalog, PgVectors
 
-        db, account_id = where.database, where.account
+        db, account_id = index_database(where), where.account
         catalog = PgCatalog(db, account_id, self.store.name)
         self.catalog = catalog
         self._opened = catalog.born()

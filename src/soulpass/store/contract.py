@@ -41,6 +41,7 @@ __all__ = [
     "IndexLocation",
     "LocalIndex",
     "MasterStore",
+    "Migration",
     "PendingEvent",
     "SandboxClose",
     "SandboxMeta",
@@ -517,10 +518,25 @@ class AccountBackend(MasterStore, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Migration:
+    """One named step of an owner's tables in a :class:`Database`: ``sql``, run once per database
+    in a transaction of its own and recorded by ``name`` (names are one namespace: an owner's names
+    say whose they are). A released migration is never edited, only followed by another."""
+
+    name: str
+    sql: str
+
+
 class Database(Protocol):
     """The SQL database a backend keeps its accounts in, lent to the layers that keep tables of
-    their own beside the store's (the index, the server's keys). What a connection is belongs to
-    the backend (PostgreSQL: a psycopg connection)."""
+    their own beside the store's (the index, the server's keys). Each owner migrates its own tables
+    through :meth:`migrate`; what a connection is belongs to the backend (PostgreSQL: psycopg)."""
+
+    def migrate(self, migrations: Sequence[Migration]) -> list[str]:
+        """Apply those of ``migrations`` the database lacks, in order (once, whatever the number of
+        processes starting together); returns the names applied now. Cheap once applied."""
+        ...
 
     def connection(self) -> AbstractContextManager[Any]:
         """A pooled connection; leaving the block commits (or rolls back on an exception)."""
