@@ -11,6 +11,7 @@ older version than it has seen.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 
@@ -30,24 +31,26 @@ class ProseHashes:
         self._seen: tuple[int, int] | None = None  # (the account folder's inode, version)
         self._tokens: dict[str, frozenset[bytes]] = {}  # key -> the hex tokens of its current copy
         self._keys: dict[bytes, set[str]] = {}  # hex token -> keys
+        self._lock = threading.Lock()  # a server's threads plan archives of one account at once
 
     def candidates(self, hashes: Collection[str], at: int,
                    entries: Callable[[int, int], Iterable[VersionEntry]]) -> set[str]:
         """Keys whose copy may carry one of ``hashes`` (SHA-256 hex) at version ``at`` (HEAD when
         planned); ``entries(after, upto)`` gives the log entries of the versions in between."""
         inode = os.stat(self._account).st_ino
-        if self._seen is None or self._seen[0] != inode or self._seen[1] > at:
-            self._scan()
-        elif self._seen[1] < at:
-            for entry in entries(self._seen[1], at):
-                for key in (*entry.written, *entry.replaced, *entry.retired):
-                    if key.startswith(self._folder):
-                        self._read(key)
-        self._seen = (inode, at)
-        found: set[str] = set()
-        for h in hashes:
-            found |= self._keys.get(h.encode(), set())
-        return found
+        with self._lock:
+            if self._seen is None or self._seen[0] != inode or self._seen[1] > at:
+                self._scan()
+            elif self._seen[1] < at:
+                for entry in entries(self._seen[1], at):
+                    for key in (*entry.written, *entry.replaced, *entry.retired):
+                        if key.startswith(self._folder):
+                            self._read(key)
+            self._seen = (inode, at)
+            found: set[str] = set()
+            for h in hashes:
+                found |= self._keys.get(h.encode(), set())
+            return found
 
     def _scan(self) -> None:
         self._tokens, self._keys = {}, {}
