@@ -60,11 +60,11 @@ def test_each_owner_migrates_its_own_tables(url: str) -> None:
 
     sp = soulpass.open(url, embedder="none")
     acct = sp.create_account("ann")
-    assert migrated() == ["0001_store"]
+    assert migrated() == ["0001_store", "0004_store_semantic_hash"]
     assert key_store(sp).list() == []
-    assert migrated() == ["0001_store", "0002_api_keys"]
+    assert migrated() == ["0001_store", "0002_api_keys", "0004_store_semantic_hash"]
     assert acct.search("anything") is not None
-    assert migrated() == ["0001_store", "0002_api_keys", "0003_index"]
+    assert migrated() == ["0001_store", "0002_api_keys", "0003_index", "0004_store_semantic_hash"]
     db = sp.backend.database()
     assert db is not None and db.migrate([]) == []
 

@@ -95,8 +95,8 @@ class PostgresSnapshot:
 
 
     def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
-        """The folder's documents valid at this version (one range of the key index) whose body
-        carries one of the hashes."""
+        """The folder's documents valid at this version whose body carries one of the hashes (the
+        index ``documents_semantic_hash``, then the key range)."""
         wanted = list(dict.fromkeys(h for h in hashes if h))
         low = prefix.rstrip("/") + "/"
         found: list[tuple[str, dict[str, Any]]] = []
@@ -104,7 +104,8 @@ class PostgresSnapshot:
             with self._db.connection() as conn:
                 rows = conn.execute(
                     f"SELECT key, body FROM documents WHERE account_id = %(account)s AND key >= %(low)s "
-                    f"AND key < %(high)s AND {VISIBLE} AND body->>'semantic_hash' = ANY(%(hashes)s)",
+                    f"AND key < %(high)s AND {VISIBLE} AND body ? 'semantic_hash' "
+                    "AND body->>'semantic_hash' = ANY(%(hashes)s)",
                     self._args(low=low, high=low[:-1] + "0", hashes=wanted[start:start + PAGE])).fetchall()
             found += [(str(key), _mapping(body)) for key, body in rows]
         return by_hash(found, frozenset(wanted))
