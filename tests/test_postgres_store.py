@@ -14,6 +14,7 @@ from postgres_helpers import postgres_url
 from soulpass import Committed
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.location import StoreLocation, locate
 from soulpass.store.open import FilesBackend, open_backend
 from soulpass.store.postgres.url import is_url, local_root, masked, server_url
 
@@ -31,6 +32,10 @@ def test_a_location_is_a_url_or_a_folder(tmp_path: Path) -> None:
     assert local_root(url) == Path("/var/cache/sp")
     assert local_root("postgresql://h/mem").name == "h_5432_mem"
     assert isinstance(open_backend(tmp_path), FilesBackend)
+    where = locate(url)  # what the layers above the store ask instead of parsing a URL
+    assert (where.kind, where.name, where.masked_url, where.local) == ("postgresql", masked(url), masked(url),
+                                                                      Path("/var/cache/sp"))
+    assert locate(tmp_path) == StoreLocation("files", str(tmp_path), tmp_path) and locate(tmp_path).masked_url is None
 
 
 def test_open_by_url_migrates_once(url: str) -> None:
