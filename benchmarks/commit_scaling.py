@@ -454,7 +454,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             results.append({
                 "size": size,
                 "account": acct.name,
-                "account_path": str(getattr(acct.store, "path", acct.store.index_dir())),
+                "account_path": str(getattr(acct.store, "path", acct.store.index_location().folder)),
                 "master_records": record_total(counts),
                 "counts": counts,
                 **build,

@@ -1,7 +1,9 @@
 """Layer order of DESIGN §9: records/ids/errors -> store -> index/embed -> sessions/consolidation
 -> engine -> cli/server/mcp/worker. Imports point one way (relative, lazy and type-only imports
 count), no two modules import each other even through others, nothing outside ``store/`` imports
-the files backend or joins paths into an account, and only entry points read the environment."""
+a backend (files, PostgreSQL) or joins paths into an account, nothing outside ``index/`` reaches
+into an index folder, consolidation plans without the index, and only entry points read the
+environment."""
 
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 LAYER_NAMES = tuple(name for name, _ in LAYERS)
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")
 FILES_BACKEND = "soulpass.store.files"
+BACKENDS = (FILES_BACKEND, "soulpass.store.postgres")  # only soulpass.store names them
 
 
 def layer_of(module: str) -> int:
@@ -158,13 +161,17 @@ ACCOUNT_FOLDERS = frozenset({"accounts", "sandboxes", "history", "core", "txn", 
 _FOLDER_PREFIX = re.compile(r"^(?:\./)?(?:sandboxes|history|core|txn|log|index|accounts)/")
 
 
+def _docstrings(tree: ast.AST) -> set[int]:
+    return {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+
+
 def account_paths(source: str) -> list[str]:
     """Where code builds a path into an account: ``<x>.path / ...`` joins, ``/ "sandboxes"``-style
     joins with an account folder name, and string literals like ``"history/..."``."""
     tree = ast.parse(source)
-    docstrings = {id(n.body[0].value) for n in ast.walk(tree)
-                  if isinstance(n, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                  and n.body and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    docstrings = _docstrings(tree)
     hits = []
     for node in ast.walk(tree):
         if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
@@ -196,6 +203,41 @@ def _is_path_attr(node: ast.expr) -> bool:
     return isinstance(node, ast.Attribute) and node.attr == "path"
 
 
+# Only soulpass.index knows what is inside an index folder (the store only says where it is). A
+# path into one, outside index/ and store/, is any of: a string literal naming an index file, an
+# import of the names the index builds its paths with, or the folder itself taken from the store's
+# IndexLocation (``index_location().folder``) or the old ``index_dir()``.
+INDEX_FILE_NAMES = ("catalog.sqlite", ".embedded.sqlite", ".catalog-rows.npz", ".columns.npz", "/vectors/")
+INDEX_PATH_NAMES = frozenset({"CATALOG_NAME", "VECTORS_DIR", "catalog_path", "seed_name", "account_vectors_folder"})
+# Modules that still reach into an index folder, each with who removes the reach. The test fails
+# when a listed module no longer does, so the list only shrinks.
+PENDING_INDEX_PATHS = {
+    "soulpass.integrity": "idx-core, issue 37 item 5: the index audits its own vectors (integrity.py's "
+                          "_check_vectors walks <index>/vectors/ and reads its *.embedded.sqlite)",
+}
+
+
+def index_paths(module: str, source: str) -> list[str]:
+    """Where a module outside ``index/`` and ``store/`` reaches into an index folder (see above)."""
+    if module.startswith(("soulpass.index.", "soulpass.store.")) or module in ("soulpass.index", "soulpass.store"):
+        return []
+    tree = ast.parse(source)
+    docstrings = _docstrings(tree)
+    hits = []
+    for node in ast.walk(tree):
+        if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                and any(name in node.value for name in INDEX_FILE_NAMES)):
+            hits.append(f"line {node.lineno}: literal {node.value!r}")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("soulpass.index"):
+            hits += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name in INDEX_PATH_NAMES]
+        elif isinstance(node, ast.Attribute) and node.attr == "index_dir":
+            hits.append(f"line {node.lineno}: asks for index_dir")
+        elif (isinstance(node, ast.Attribute) and node.attr == "folder" and isinstance(node.value, ast.Call)
+              and isinstance(node.value.func, ast.Attribute) and node.value.func.attr == "index_location"):
+            hits.append(f"line {node.lineno}: takes the index folder (index_location().folder)")
+    return hits
+
+
 # --- the rules over the real tree -----------------------------------------------------------------
 
 
@@ -219,13 +261,34 @@ def test_no_import_cycles() -> None:
     assert not cycles, "import cycles:\n" + "\n".join(" -> ".join(c) for c in cycles)
 
 
-@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
-def test_only_store_imports_the_files_backend(module: str, path: Path) -> None:
+def backend_imports(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[str]:
+    """The imports of a store backend (``store.files``, ``store.postgres``) by a module outside ``store/``."""
     if module == "soulpass.store" or module.startswith("soulpass.store."):
-        return
-    bad = [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path)
-           if i.target == FILES_BACKEND or i.target.startswith(FILES_BACKEND + ".")]
-    assert not bad, "only soulpass.store may import the files backend:\n" + "\n".join(bad)
+        return []
+    return [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path, known)
+            if any(i.target == b or i.target.startswith(b + ".") for b in BACKENDS)]
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_only_store_imports_a_backend(module: str, path: Path) -> None:
+    bad = backend_imports(module, path)
+    assert not bad, ("only soulpass.store may import a backend (ask soulpass.store.location or the "
+                     "contract instead):\n" + "\n".join(bad))
+
+
+def index_imports(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[str]:
+    """The imports of ``soulpass.index`` by a consolidation module (a commit is planned on a snapshot)."""
+    if not (module == "soulpass.consolidation" or module.startswith("soulpass.consolidation.")):
+        return []
+    return [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path, known)
+            if i.target == "soulpass.index" or i.target.startswith("soulpass.index.")]
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_consolidation_plans_without_the_index(module: str, path: Path) -> None:
+    bad = index_imports(module, path)
+    assert not bad, ("consolidation may not import the index: derived state never decides what is "
+                     "committed (read the Snapshot):\n" + "\n".join(bad))
 
 
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
@@ -235,6 +298,16 @@ def test_no_account_paths_outside_store(module: str, path: Path) -> None:
     hits = account_paths(path.read_text(encoding="utf-8"))
     assert not hits, (f"{module} builds paths into an account (only store/ knows the layout; use the "
                       "library API):\n" + "\n".join(hits))
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_no_paths_into_an_index_folder_outside_index(module: str, path: Path) -> None:
+    hits = index_paths(module, path.read_text(encoding="utf-8"))
+    if module in PENDING_INDEX_PATHS:
+        assert hits, f"{module} no longer reaches into an index folder: take it out of PENDING_INDEX_PATHS"
+        return
+    assert not hits, (f"{module} reaches into an index folder (only soulpass.index knows its files; "
+                      "ask an index function):\n" + "\n".join(hits))
 
 
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
@@ -293,6 +366,39 @@ def test_the_files_backend_rule_catches_an_import(tmp_path: Path) -> None:
     targets = [i.target for i in imports_of("soulpass.engine", bad, known)]
     assert targets == ["soulpass.store.files.layout", "soulpass.store.files"]
     assert all(t == FILES_BACKEND or t.startswith(FILES_BACKEND + ".") for t in targets)
+
+
+def test_the_backend_rule_catches_a_postgres_import(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "from soulpass.store.postgres.url import masked\n"
+                                     "from soulpass.store.location import locate\n")
+    known = KNOWN | {"soulpass.store.postgres.url"}
+    assert backend_imports("soulpass.cli.bad", bad, known) == ["bad.py:1 imports soulpass.store.postgres.url"]
+    assert backend_imports("soulpass.store.bad", bad, known) == []
+
+
+def test_the_planning_rule_catches_an_index_import(tmp_path: Path) -> None:
+    bad = _write(tmp_path, "bad.py", "def f():\n    from soulpass.index.catalog import Catalog\n")
+    assert index_imports("soulpass.consolidation.bad", bad) == ["bad.py:2 imports soulpass.index.catalog"]
+    assert index_imports("soulpass.engine", bad) == []
+
+
+@pytest.mark.parametrize("code", [
+    "p = folder / 'catalog.sqlite'\n",
+    "from soulpass.index.vectors import VECTORS_DIR\n",
+    "from soulpass.index.seed_file import seed_name\n",
+    "folder = store.index_location().folder\n",
+    "folder = acct.store.index_dir()\n",
+    "state = folder.with_name(folder.name + '.embedded.sqlite')\n",
+])
+def test_the_index_path_rule_catches_a_reach_into_an_index_folder(code: str) -> None:
+    assert index_paths("soulpass.passport.bad", code)
+    assert index_paths("soulpass.index.bad", code) == []
+
+
+def test_the_index_path_rule_ignores_docstrings_and_the_location_itself() -> None:
+    code = ('"""The catalog (catalog.sqlite) lives where the store says."""\n'
+            'where = store.index_location()\nfrom soulpass.index.opening import drop_index\n')
+    assert index_paths("soulpass.engine", code) == []
 
 
 @pytest.mark.parametrize("code", [

@@ -314,7 +314,8 @@ def _account_with_kept_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, se
     if search_first:
         _check_all(idx)
     idx.close()
-    kept = [*acct.store.index_dir().rglob("*.columns.npz"), *acct.store.index_dir().rglob("*.catalog-rows.npz")]
+    folder = acct.store.index_location().folder
+    kept = [*folder.rglob("*.columns.npz"), *folder.rglob("*.catalog-rows.npz")]
     assert len(kept) == 2
     return acct, kept
 

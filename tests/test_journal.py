@@ -15,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import soulpass
+from postgres_helpers import postgres_url
 from soulpass.cli.main import cli
 from soulpass.consolidation.rules import JournalRule, Rules
 from soulpass.errors import InvalidInput, NotFound
@@ -115,6 +116,42 @@ def test_exact_repeat_is_linked_not_stored(acct: soulpass.engine.Account) -> Non
     sb.add_journal("Twice told. Once stored.")
     plan = sb.archive().plan  # type: ignore[union-attr]
     assert len(plan.journal) == 1 and len(plan.duplicates) == 1
+
+
+@pytest.mark.parametrize("backend", ["files", "postgres"])
+def test_the_same_entry_twice_is_deduped_by_the_store_alone(backend: str, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dedupe is planned on a snapshot: a catalog that cannot even open changes nothing (issue 37)."""
+    from soulpass.index.pg import PgCatalog
+
+    def no_catalog(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a commit was planned with an index")
+
+    monkeypatch.setattr(Catalog, "__init__", no_catalog)
+    monkeypatch.setattr(PgCatalog, "__init__", no_catalog)
+    homes = [str(tmp_path / "home")] if backend == "files" else postgres_url(tmp_path)
+    for home in homes:
+        acct = soulpass.open(home, embedder="none").create_account("mira")
+        j = acct.journal()
+        first, again = j.add(BODY, tags=["x"]), j.add(BODY, tags=["y"])
+        assert first["stored"] and not again["stored"] and again["duplicate_of"] == first["id"]
+        near = j.add(BODY.replace("More notes.", "Other notes."))  # another text, the same insight: linked
+        assert near["stored"] and near["repeats"] == first["id"]
+        assert acct.head() == 2
+
+
+def test_dedupe_follows_commits_of_other_handles_and_forgets(tmp_path: Path) -> None:
+    """A files handle keeps which entries may carry a hash between lookups: it follows what other
+    handles commit (through the log) and what a forget retires."""
+    one = soulpass.open(tmp_path, embedder="none").create_account("mira")
+    two = soulpass.open(tmp_path, embedder="none").account("mira")
+    first = one.journal().add(BODY)
+    assert two.journal().add(BODY)["duplicate_of"] == first["id"]
+    other = two.journal().add("Another thought, written by the second handle.")
+    assert one.journal().add("Another thought, written by the second handle.")["duplicate_of"] == other["id"]
+    one.forget([first["id"]], reason="test")
+    again = two.journal().add(BODY)
+    assert again["stored"] and again["duplicate_of"] is None and again["repeats"] is None
 
 
 @pytest.mark.parametrize(("policy", "stored"), [("skip_hash", 1), ("keep", 3), ("skip_exact", 2)])

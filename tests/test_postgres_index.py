@@ -22,7 +22,9 @@ import pytest
 import soulpass
 from postgres_helpers import postgres_url, schema_url
 from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.opening import index_database
 from soulpass.index.search import AccountIndex
+from soulpass.store.contract import DatabaseIndex, LocalIndex
 from test_catalog import T0, build_history
 
 psycopg = pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
@@ -178,10 +180,10 @@ def _pg_vectors(url: str, account: str, tmp_path: Path, dim: int = 32) -> Any:
     from soulpass.index.pg import PgVectors
 
     acct = soulpass.open(url, embedder="none").account(account, create=True)
-    found = acct.store.index_database()  # type: ignore[attr-defined]
-    assert found is not None
-    db, account_id = found
-    return PgVectors(db, account_id, model_id="test-model", dim=dim, local_folder=tmp_path / account / "vec")
+    where = acct.store.index_location()
+    assert isinstance(where, DatabaseIndex)
+    return PgVectors(index_database(where), where.account, model_id="test-model", dim=dim,
+                     local_folder=tmp_path / account / "vec")
 
 
 @pytest.mark.parametrize("server", ["pgvector", "bytea"])
@@ -319,7 +321,7 @@ def test_drop_index_and_forget_touch_one_account_only(url: str) -> None:
         sb.add_turn("user", f"I practise the {word} every day")
         sb.archive()
         assert acct.search(word, k=1)
-    alice.store.drop_index()
+    alice.drop_index()
     with psycopg.connect(url.split("&soulpass_cache")[0]) as conn:
         owners = {r[0] for r in conn.execute("SELECT a.name FROM index_rows r JOIN accounts a ON a.id = r.account_id")}
     assert owners == {"bob"}
@@ -330,6 +332,7 @@ def test_drop_index_and_forget_touch_one_account_only(url: str) -> None:
 def test_local_index_stays_available(url: str) -> None:
     local = url + "&soulpass_index=local"
     acct = soulpass.open(local, embedder="none").account("alice", create=True)
+    assert isinstance(acct.store.index_location(), LocalIndex)
     index = AccountIndex(acct.store)
     assert isinstance(index.catalog, Catalog)
     index.close()

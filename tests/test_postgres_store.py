@@ -14,6 +14,7 @@ from postgres_helpers import postgres_url
 from soulpass import Committed
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.location import StoreLocation, locate
 from soulpass.store.open import FilesBackend, open_backend
 from soulpass.store.postgres.url import is_url, local_root, masked, server_url
 
@@ -31,21 +32,46 @@ def test_a_location_is_a_url_or_a_folder(tmp_path: Path) -> None:
     assert local_root(url) == Path("/var/cache/sp")
     assert local_root("postgresql://h/mem").name == "h_5432_mem"
     assert isinstance(open_backend(tmp_path), FilesBackend)
+    where = locate(url)  # what the layers above the store ask instead of parsing a URL
+    assert (where.kind, where.name, where.masked_url, where.local) == ("postgresql", masked(url), masked(url),
+                                                                      Path("/var/cache/sp"))
+    assert locate(tmp_path) == StoreLocation("files", str(tmp_path), tmp_path) and locate(tmp_path).masked_url is None
 
 
 def test_open_by_url_migrates_once(url: str) -> None:
     from soulpass.store.postgres.backend import PostgresBackend
     from soulpass.store.postgres.connections import database
-    from soulpass.store.postgres.schema import MIGRATIONS, migrate
+    from soulpass.store.postgres.schema import STORE_MIGRATIONS, migrate
 
     backend = open_backend(url)
     assert isinstance(backend, PostgresBackend) and backend.accounts() == []
     with database(url).connection() as conn:
         assert [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")] == \
-            [name for name, _ in MIGRATIONS]
-        assert migrate(conn) == []
+            [m.name for m in STORE_MIGRATIONS]
+        assert migrate(conn, STORE_MIGRATIONS) == []
     with pytest.raises(NotFound):
         backend.open("nobody")
+
+
+def test_each_owner_migrates_its_own_tables(url: str) -> None:
+    """The store makes the store's tables on opening; the server's keys and the index make theirs
+    when first used, through the same runner and record."""
+    from soulpass.server.keyring import key_store
+    from soulpass.store.postgres.connections import database
+
+    def migrated() -> list[str]:
+        with database(url).connection() as conn:
+            return [r[0] for r in conn.execute("SELECT name FROM schema_migrations ORDER BY name")]
+
+    sp = soulpass.open(url, embedder="none")
+    acct = sp.create_account("ann")
+    assert migrated() == ["0001_store", "0004_store_semantic_hash"]
+    assert key_store(sp).list() == []
+    assert migrated() == ["0001_store", "0002_api_keys", "0004_store_semantic_hash"]
+    assert acct.search("anything") is not None
+    assert migrated() == ["0001_store", "0002_api_keys", "0003_index", "0004_store_semantic_hash"]
+    db = sp.backend.database()
+    assert db is not None and db.migrate([]) == []
 
 
 def test_accounts_are_isolated(url: str) -> None:

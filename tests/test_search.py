@@ -86,9 +86,10 @@ def test_drop_index_deletes_only_the_index_and_the_next_search_rebuilds_it(acct:
     queries = ["puppy", "sister wedding", "Lisbon"]
     before = {q: [h.id for h in acct.search(q, k=10)] for q in queries}
     stored = digest(acct.store.path)
-    assert acct.store.index_dir().is_dir()
+    folder = acct.store.index_location().folder
+    assert folder.is_dir()
     acct.drop_index()
-    assert not acct.store.index_dir().exists()
+    assert not folder.exists()
     assert digest(acct.store.path) == stored  # the memory itself is untouched
     assert {q: [h.id for h in acct.search(q, k=10)] for q in queries} == before
 

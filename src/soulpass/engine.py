@@ -30,8 +30,8 @@ from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
 from soulpass.store import keys as store_keys
 from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
+from soulpass.store.location import locate
 from soulpass.store.open import open_backend
-from soulpass.store.postgres.url import is_url, local_root, masked
 from soulpass.store.versions import diff_entries
 
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
@@ -95,9 +95,10 @@ class Soulpass:
         self.indexing, self.fulltext = indexing, fulltext
         # A folder is the files backend's home; a postgresql:// URL names the database, and ``home``
         # is then the local folder of what this process derives from it (indexes, server key file).
-        self.home = local_root(str(home)) if is_url(home) else Path(home).expanduser()
-        self.location = masked(str(home)) if is_url(home) else str(self.home)  # for messages: no password
-        self.backend = open_backend(home if is_url(home) else self.home)
+        where = locate(home)
+        self.home = where.local
+        self.location = where.name  # for messages: no password
+        self.backend = open_backend(home if where.kind == "postgresql" else self.home)
         self._rules = rules  # the defaults are built when first needed (an archive, not a search)
         self.limits = limits or Limits()
         self.vector_backend = vector_backend
@@ -373,9 +374,11 @@ class Account:
     def drop_index(self) -> None:
         """Close and delete the derived index (catalog, full text, vectors): the next search
         rebuilds it from the store, re-embedding everything."""
+        from soulpass.index.opening import drop_index
+
         with self._lock:
             self.close()
-            self.store.drop_index()
+            drop_index(self.store)
 
     def bulk_append(self, records: Iterable[Record]) -> int:
         """Fast path for imports and benchmarks: one version, files written straight into place."""

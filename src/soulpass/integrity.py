@@ -112,7 +112,7 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
         _check_rows(report, rows, files)
     finally:
         catalog.close()
-    _check_vectors(report, sp, store.index_dir())
+    _check_vectors(report, sp, store.index_location().folder)
     return report
 
 

@@ -11,7 +11,7 @@ import click
 from soulpass.cli.commands import COMMANDS
 from soulpass.cli.output import ErrorHandlingGroup
 from soulpass.cli.state import State
-from soulpass.store.postgres.url import is_url, local_root
+from soulpass.store.location import locate
 
 if TYPE_CHECKING:
     from soulpass.index.catalog import FullText
@@ -76,8 +76,9 @@ def _short_help(text: str, limit: int) -> str:
 @click.pass_context
 def cli(ctx: click.Context, home: str, rules_file: Path | None, fulltext: FullText | None) -> None:
     """Soulpass: versioned, portable long-term memory for AI agents."""
-    if is_url(home):  # the accounts are in the database; ``home`` is the local folder beside it
-        ctx.obj = State(home=local_root(home), rules_file=rules_file, fulltext=fulltext, store=home)
+    where = locate(home)
+    if where.kind == "postgresql":  # the accounts are in the database; ``home`` is the local folder beside it
+        ctx.obj = State(home=where.local, rules_file=rules_file, fulltext=fulltext, store=home)
     else:
         folder = _FOLDER.convert(home, _home_param(ctx), ctx)
         ctx.obj = State(home=folder.expanduser(), rules_file=rules_file, fulltext=fulltext)

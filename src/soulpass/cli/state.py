@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from soulpass.store.postgres.url import masked
+from soulpass.store.location import locate
 
 if TYPE_CHECKING:  # the engine is imported when a command runs, not for `--help`
     from soulpass.engine import Account, Soulpass
@@ -27,7 +27,7 @@ class State:
     @property
     def location(self) -> str:
         """Where the accounts are, for messages: the home folder, or the database (password hidden)."""
-        return masked(self.store) if self.store else str(self.home)
+        return locate(self.store).name if self.store else str(self.home)
 
     def engine(self, *, rerank: bool = False, **options: Any) -> Soulpass:
         """``options``: more keyword arguments of :class:`Soulpass` (``indexing``, ``embedder``)."""

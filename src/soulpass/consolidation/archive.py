@@ -9,7 +9,6 @@ from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rules import Rules
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import utc_now
-from soulpass.index.catalog import CatalogHashLookup
 from soulpass.records import BufferEvent
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.buffer import Limits
@@ -60,13 +59,9 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
 
 def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo,
                   events: list[BufferEvent]) -> ConsolidationPlan:
-    lookup = CatalogHashLookup(store)  # journal entries: semantic hashes already stored
-    try:
-        head = store.snapshot()
-        parent = head if info.parent_version == head.version else store.snapshot(info.parent_version)
-        return plan_consolidation(head, info, events, rules, utc_now(), journal_lookup=lookup, parent=parent)
-    finally:
-        lookup.close()
+    head = store.snapshot()
+    parent = head if info.parent_version == head.version else store.snapshot(info.parent_version)
+    return plan_consolidation(head, info, events, rules, utc_now(), parent=parent)
 
 
 def _already_archived(store: AccountBackend, sandbox_id: str) -> AlreadyArchived:

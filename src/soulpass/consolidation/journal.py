@@ -1,12 +1,12 @@
 """Planning prose records into a version: permanent ids, file paths, and the semantic-hash check.
 
-Pure: the master is only read (a snapshot) and existing hashes come from a lookup the caller
-passes (the catalog), so ``archive --dry-run`` shows what would be stored, repeated or skipped.
+Pure: the master is only read (a snapshot, which also finds the entries already stored with a
+semantic hash), so ``archive --dry-run`` shows what would be stored, repeated or skipped.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,12 +16,9 @@ from soulpass.consolidation.rules import JournalRule
 from soulpass.errors import Corrupted
 from soulpass.prose import FOLDER_OF_TYPE, JournalEntry, slug
 from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
-from soulpass.store.keys import journal_path
+from soulpass.store.keys import JOURNAL_DIR, journal_path
 
-__all__ = ["HashLookup", "JournalPlan", "empty_lookup", "plan_journal", "plan_journal_import"]
-
-# (id, path) of the entries in force whose semantic hash is the one asked for, oldest first.
-HashLookup = Callable[[str], Sequence[tuple[str, str]]]
+__all__ = ["JournalPlan", "plan_journal", "plan_journal_import"]
 
 
 @dataclass
@@ -40,16 +37,19 @@ class JournalPlan:
 
 
 def plan_journal(master: Snapshot, entries: Iterable[JournalEntry], *, version: int, ids: IdAllocator,
-                 rule: JournalRule, lookup: HashLookup, session_id: str | None = None) -> JournalPlan:
+                 rule: JournalRule, session_id: str | None = None) -> JournalPlan:
     """Entries (temporary or imported ids) -> permanent ids, paths and file bytes for ``version``.
 
-    Oldest first; an entry is checked against the master (``lookup``) and the entries before it.
+    Oldest first; an entry is checked against the master's entries with its semantic hash and the
+    entries before it.
     """
     plan = JournalPlan()
     taken: set[str] = set()
     planned: dict[str, list[tuple[str, str, str]]] = {}  # hash -> (id, path, text) in this plan
-    for entry in sorted(entries, key=lambda e: (e.created_at, e.id)):
-        earlier = _earlier(master, lookup, planned, entry.semantic_hash)
+    ordered = sorted(entries, key=lambda e: (e.created_at, e.id))
+    stored = master.with_semantic_hash(JOURNAL_DIR, {e.semantic_hash for e in ordered}) if ordered else {}
+    for entry in ordered:
+        earlier = _earlier(master, stored.get(entry.semantic_hash, ()), planned, entry.semantic_hash)
         same_text = next((e for e in earlier if e[2] == entry.text), None)
         if earlier and (rule.on_repeat == "skip_hash" or (rule.on_repeat == "skip_exact" and same_text)):
             first = same_text or earlier[0]
@@ -76,10 +76,10 @@ def plan_journal(master: Snapshot, entries: Iterable[JournalEntry], *, version: 
     return plan
 
 
-def _earlier(master: Snapshot, lookup: HashLookup, planned: dict[str, list[tuple[str, str, str]]],
+def _earlier(master: Snapshot, stored: Iterable[tuple[str, str]], planned: dict[str, list[tuple[str, str, str]]],
              shash: str) -> list[tuple[str, str, str]]:
     out = []
-    for rid, path in lookup(shash):
+    for rid, path in stored:
         raw = master.document(path)
         if raw is not None:
             out.append((rid, path, str(raw.get("text", ""))))
@@ -97,13 +97,13 @@ def _free_path(master: Snapshot, taken: set[str], entry: JournalEntry) -> str:
     raise Corrupted(f"more than 9,999 entries named {day}_{title} in {folder}/")
 
 
-def plan_journal_import(master: Snapshot, entries: Sequence[JournalEntry], now: datetime, *, rule: JournalRule,
-                        lookup: HashLookup) -> tuple[Change, JournalPlan]:
+def plan_journal_import(master: Snapshot, entries: Sequence[JournalEntry], now: datetime, *,
+                        rule: JournalRule) -> tuple[Change, JournalPlan]:
     """Many entries as one version on ``master`` (HEAD), a bulk change (``soulpass import mira``)."""
     head = master.version
     version = head + 1
     ids = IdAllocator(master, version)
-    plan = plan_journal(master, entries, version=version, ids=ids, rule=rule, lookup=lookup)
+    plan = plan_journal(master, entries, version=version, ids=ids, rule=rule)
     counts = dict(master.entry().counts)
     counts["journal"] = int(counts.get("journal", 0)) + len(plan.added)
     entry = VersionEntry({"version": version, "parent": head, "timestamp": now.isoformat(), "kind": "import",
@@ -113,7 +113,3 @@ def plan_journal_import(master: Snapshot, entries: Sequence[JournalEntry], now: 
                           "superseded": [], "conflicts": [], "counts": counts})
     return Change(entry, documents=(*plan.documents, *ids.documents()), bulk=True), plan
 
-
-def empty_lookup(_shash: str) -> Sequence[tuple[str, str]]:
-    """A lookup for a master without a catalog: no earlier entries."""
-    return ()

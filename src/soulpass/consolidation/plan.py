@@ -18,7 +18,7 @@ from soulpass.consolidation.clipboard import ClipboardOp, plan_clipboards
 from soulpass.consolidation.documents import CoreMerge, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.ids import IdAllocator
-from soulpass.consolidation.journal import HashLookup, JournalPlan, empty_lookup, plan_journal
+from soulpass.consolidation.journal import JournalPlan, plan_journal
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import SemanticMerge
 from soulpass.errors import Corrupted, InvalidInput
@@ -175,12 +175,10 @@ def plan_consolidation(
     events: list[BufferEvent],
     rules: Rules,
     now: datetime,
-    journal_lookup: HashLookup = empty_lookup,
     parent: Snapshot | None = None,
 ) -> ConsolidationPlan:
     """Plan version HEAD+1 from a sandbox's events; ``master`` is HEAD, nothing is written.
 
-    ``journal_lookup`` finds the entries already in the master with a given semantic hash;
     ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase)."""
     p = _Planning(master, sandbox, now, master.version + 1, IdAllocator(master, master.version + 1))
     by_type: Events = defaultdict(list)
@@ -190,7 +188,7 @@ def plan_consolidation(
     merge = _merge_facts(p, by_type, rules)
     final.update(merge.new_facts)
     journal = plan_journal(master, [e for _ev, e in by_type["journal"]], version=p.version, ids=p.ids,
-                           rule=rules.journal, lookup=journal_lookup, session_id=sandbox.sandbox_id)
+                           rule=rules.journal, session_id=sandbox.sandbox_id)
     p.id_map.update(journal.id_map)
     p.duplicates.extend(journal.duplicates)
     p.records = [r for _rid, r in sorted(final.items())]

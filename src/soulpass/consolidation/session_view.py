@@ -8,18 +8,40 @@ The ranking itself is the index's and is not touched: the superseded hits only m
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
+from dataclasses import Field, replace
 from datetime import datetime
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from soulpass.consolidation.plan import plan_consolidation
 from soulpass.consolidation.rules import Rules
 from soulpass.ids import is_temp_id
-from soulpass.index.search import Hit
 from soulpass.records import BufferEvent
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store.contract import Snapshot
 
-__all__ = ["demote_superseded", "holds_committed_fact", "superseded_in_session"]
+__all__ = ["RankedHit", "demote_superseded", "holds_committed_fact", "superseded_in_session"]
+
+
+class RankedHit(Protocol):
+    """A search hit as a sandbox's search ranks it (``soulpass.index.search.Hit``): planning sits
+    below the index, so it names what it reads of a hit, not the index's class."""
+
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # moved hits are copies (dataclasses.replace)
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def score(self) -> float: ...
+
+    @property
+    def parts(self) -> dict[str, float]: ...
+
+
+H = TypeVar("H", bound=RankedHit)
 
 
 def superseded_in_session(head: Snapshot, sandbox: SandboxInfo, events: Sequence[BufferEvent], rules: Rules,
@@ -34,7 +56,7 @@ def superseded_in_session(head: Snapshot, sandbox: SandboxInfo, events: Sequence
     return {s["fact"]: temp_of[s["by"]] for s in plan.superseded if s["by"] in temp_of}
 
 
-def demote_superseded(hits: Sequence[Hit], superseded: Mapping[str, str]) -> list[Hit]:
+def demote_superseded(hits: Sequence[H], superseded: Mapping[str, str]) -> list[H]:
     """``hits`` (best first) with each superseded fact that outranks its superseder moved just
     below it, or to the end when the superseder is not among the hits. A moved hit takes the
     score of the hit now above it (scores stay in order) and ``parts["superseded"] = 1``."""
@@ -52,6 +74,6 @@ def demote_superseded(hits: Sequence[Hit], superseded: Mapping[str, str]) -> lis
     return out
 
 
-def holds_committed_fact(hits: Sequence[Hit]) -> bool:
+def holds_committed_fact(hits: Sequence[RankedHit]) -> bool:
     """Whether hits hold a committed fact at all (else none can be superseded in the session)."""
     return any(h.kind == "fact" and not is_temp_id(h.id) for h in hits)

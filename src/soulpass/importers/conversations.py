@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import InvalidInput
 from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
-from soulpass.index.catalog import Filters
-from soulpass.index.opening import open_catalog
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
@@ -38,7 +36,6 @@ __all__ = ["ROLES", "TAG_PREFIX", "ChatConversation", "ImportSummary", "Message"
 TAG_PREFIX = IMPORT_TAG_PREFIX
 ROLES = ("user", "assistant")
 MAX_LABEL = 100  # a sandbox's name: the conversation's title, cut
-_CHUNK = 500  # tags asked of the catalog at once (SQLite's bound parameters)
 
 Progress = Callable[[int, int], None]  # (items done, items in all)
 
@@ -118,8 +115,8 @@ def with_identities(conv: ChatConversation) -> ChatConversation:
 
 
 def known_tags(account: Account, tags: Iterable[str]) -> KnownTags:
-    """Which of ``tags`` records in force in ``account`` already carry (its catalog, caught up),
-    or forgotten records carried."""
+    """Which of ``tags`` records in force in ``account`` already carry (read from the store at
+    HEAD, never an index), or forgotten records carried."""
     wanted = list(dict.fromkeys(tags))
     found = KnownTags()
     gone = {t for e in account.store.log(lists=False) if e.fields.get("kind") == "forget"
@@ -128,12 +125,7 @@ def known_tags(account: Account, tags: Iterable[str]) -> KnownTags:
     found.update(found.forgotten)
     if not wanted:
         return found
-    with open_catalog(account.store) as catalog:
-        catalog.catch_up(account.store)
-        for start in range(0, len(wanted), _CHUNK):
-            chunk = set(wanted[start:start + _CHUNK])
-            ids = catalog.ids_matching(Filters(tags=tuple(chunk)))
-            found.update(t for row in catalog.get(ids) for t in row.tags if t in chunk)
+    found.update(account.store.snapshot().tags_carried(wanted))
     return found
 
 

@@ -26,7 +26,6 @@ from soulpass.consolidation.journal import JournalPlan, plan_journal_import
 from soulpass.errors import InvalidInput
 from soulpass.ids import new_temp_id, utc_now
 from soulpass.importers.base import Failure, failure, split
-from soulpass.index.catalog import CatalogHashLookup
 from soulpass.prose import (
     ENTRY_TYPES,
     FOLDER_OF_TYPE,
@@ -214,12 +213,7 @@ def import_mira(account: Account, folder: str | Path, *, dry_run: bool = False) 
     plans: list[JournalPlan] = []
 
     def plan(head: Snapshot) -> Change:
-        lookup = CatalogHashLookup(account.store)
-        try:
-            change, planned = plan_journal_import(head, [e for e, _ in entries], utc_now(),
-                                                  rule=account.sp.rules.journal, lookup=lookup)
-        finally:
-            lookup.close()
+        change, planned = plan_journal_import(head, [e for e, _ in entries], utc_now(), rule=account.sp.rules.journal)
         plans.append(planned)
         return change
 

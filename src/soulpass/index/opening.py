@@ -1,24 +1,67 @@
-"""The catalog an account's store keeps: in its PostgreSQL database when the store says so
-(``index_database()``, ``soulpass.index.pg``), else the SQLite one in its index folder."""
+"""Where an account's index lives, as its store says (``AccountBackend.index_location()``): the one
+place a catalog backend is chosen, by ``match`` on the closed union. ``LocalIndex``: the SQLite
+catalog in that folder; ``DatabaseIndex``: the catalog kept in the store's database
+(``soulpass.index.pg``), shared by every process."""
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 from soulpass.index.catalog import Catalog
-from soulpass.store.contract import AccountBackend
+from soulpass.index.seed_file import seed_name
+from soulpass.store.contract import AccountBackend, Database, DatabaseIndex, LocalIndex
+from soulpass.store.fsio import atomic_write
 
-__all__ = ["open_catalog"]
+__all__ = ["drop_index", "index_database", "open_catalog", "place_seed"]
 
 
 def open_catalog(store: AccountBackend, **options: Any) -> Any:
     """``Catalog.open(store, **options)``, or the account's ``PgCatalog`` (options do not apply).
     Both give ``catch_up``, ``rows``, ``version``, ``ids_matching``, ``get`` and ``delete_rows``, and
     close on leaving a ``with`` block."""
-    in_database = getattr(store, "index_database", None)
-    found = in_database() if callable(in_database) else None
-    if found is not None:
-        from soulpass.index.pg import PgCatalog
+    match store.index_location():
+        case DatabaseIndex(account=account) as where:
+            from soulpass.index.pg import PgCatalog
 
-        return PgCatalog(found[0], found[1], store.name)
-    return Catalog.open(store, **options)
+            return PgCatalog(index_database(where), account, store.name)
+        case LocalIndex():
+            return Catalog.open(store, **options)
+
+
+def drop_index(store: AccountBackend) -> None:
+    """Delete the account's derived index (nobody may hold it open); the store is untouched and the
+    next search rebuilds it. In a database: the account's rows of every index table, its vector
+    tables included (other accounts keep theirs)."""
+    match store.index_location():
+        case LocalIndex(folder=folder):
+            shutil.rmtree(folder, ignore_errors=True)
+        case DatabaseIndex(account=account, folder=folder) as where:
+            shutil.rmtree(folder, ignore_errors=True)
+            _drop_rows(index_database(where), account)
+
+
+def index_database(where: DatabaseIndex) -> Database:
+    """The database an index kept there lives in, its tables migrated (the index owns them:
+    ``soulpass.index.pg.schema``; once per process, then free)."""
+    from soulpass.index.pg.schema import INDEX_TABLES
+
+    where.database.migrate(INDEX_TABLES)
+    return where.database
+
+
+def place_seed(store: AccountBackend, model_id: str, data: bytes) -> None:
+    """Put ``data``, a seed of ``model_id``'s vectors (``seed_file.seed_bytes``, as a passport
+    carries it), where the account's index takes it when it next embeds. Either location keeps seeds
+    in its local folder: a seed is read once, by the process that embeds first."""
+    folder = store.index_location().folder
+    folder.mkdir(parents=True, exist_ok=True)
+    atomic_write(folder / seed_name(model_id), data)
+
+
+def _drop_rows(db: Database, account: int) -> None:
+    with db.connection() as conn:
+        for (table,) in conn.execute("SELECT name FROM index_vector_tables").fetchall():
+            conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (account,))
+        for table in ("index_rows", "index_embedded", "index_state"):
+            conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (account,))

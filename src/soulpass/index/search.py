@@ -38,7 +38,7 @@ from soulpass.index.speakers import speaks_first_person
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.base import unit_query
 from soulpass.index.vectors.groups import GroupBest
-from soulpass.store.contract import AccountBackend
+from soulpass.store.contract import AccountBackend, DatabaseIndex, LocalIndex
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgBacklog, PgVectors
@@ -92,7 +92,7 @@ class IndexStatus:
 
 
 class AccountIndex:
-    """The derived index of one account, in the folder its store hands out (``index_dir()``)."""
+    """The derived index of one account, where its store says (``index_location()``)."""
 
     def __init__(self, store: AccountBackend, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
                  reranker: Reranker | None = None, embed_inline: bool = True,
@@ -114,11 +114,12 @@ class AccountIndex:
         self._state: sqlite3.Connection | None = None
         self._passage_ids: passages.PassageIds | None = None
         self._in_database: PgVectors | None = None
-        in_database = getattr(store, "index_database", None)
-        found = in_database() if callable(in_database) else None
-        if found is not None:  # the store keeps the index beside it (PostgreSQL): every process shares it
-            self._open_in_database(*found)
-            return
+        match store.index_location():
+            case DatabaseIndex() as where:  # the store keeps the index beside it (PostgreSQL): every process shares it
+                self._open_in_database(where)
+                return
+            case LocalIndex() as local:
+                index_folder = local.folder
         catalog = Catalog.open(store, fulltext=fulltext)
         self._opened: object = _file_identity(catalog_path(store))
         if fulltext is not None:
@@ -126,7 +127,7 @@ class AccountIndex:
         self.catalog: IndexCatalog[AccountBackend] = catalog
         if embedder is not None:
             # One folder per backend and embedder: another model means other vectors, never mixed.
-            folder = account_vectors_folder(store.index_dir(), backend, embedder.model_id)
+            folder = account_vectors_folder(index_folder, backend, embedder.model_id)
             self.vectors = open_vector_index(folder, model_id=embedder.model_id, dim=embedder.dim, backend=backend)
             # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
             self._state = embedded_state(folder.with_name(folder.name + ".embedded.sqlite"),
@@ -137,12 +138,14 @@ class AccountIndex:
             self.backlog = EmbedBacklog(catalog_path(store), folder.with_name(folder.name + ".embedded.sqlite"),
                                         f"{embedder.model_id}|{EMBED_RECIPE}", self.vectors, embed_text,
                                         SEARCHABLE_KINDS, passages_of=embed_passages,
-                                        seed=store.index_dir() / seed_name(embedder.model_id))
+                                        seed=index_folder / seed_name(embedder.model_id))
 
-    def _open_in_database(self, db: Any, account_id: int) -> None:
+    def _open_in_database(self, where: DatabaseIndex) -> None:
         """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""
+        from soulpass.index.opening import index_database
         from soulpass.index.pg import PgBacklog, PgCatalog, PgVectors
 
+        db, account_id = index_database(where), where.account
         catalog = PgCatalog(db, account_id, self.store.name)
         self.catalog = catalog
         self._opened = catalog.born()
@@ -150,10 +153,10 @@ class AccountIndex:
             return
         model = self.embedder.model_id
         vectors = PgVectors(db, account_id, model_id=model, dim=self.embedder.dim,
-                            local_folder=account_vectors_folder(self.store.index_dir(), "hnsw", model))
+                            local_folder=account_vectors_folder(where.folder, "hnsw", model))
         self.vectors = self._in_database = vectors
         self.backlog = PgBacklog(catalog, vectors, f"{model}|{EMBED_RECIPE}", embed_text, SEARCHABLE_KINDS,
-                                 passages_of=embed_passages, seed=self.store.index_dir() / seed_name(model))
+                                 passages_of=embed_passages, seed=where.folder / seed_name(model))
 
     def dropped(self) -> bool:
         """Whether the index this handle opened was deleted since (``drop_index`` by another

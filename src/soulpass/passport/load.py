@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
-from soulpass.index.seed_file import load_seed, seed_name
+from soulpass.index.opening import place_seed
+from soulpass.index.seed_file import load_seed
 from soulpass.passport.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -28,7 +29,6 @@ from soulpass.passport.format import (
     sha256,
     tree_digest,
 )
-from soulpass.store.fsio import atomic_write
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -99,9 +99,7 @@ def _place_seed(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) ->
     if embedder is None or listed["key"] != f"{embedder.model_id}|{EMBED_RECIPE}":
         here = "no embedder" if embedder is None else f"{embedder.model_id}|{EMBED_RECIPE}"
         return f"ignored: made by {listed['key']}, this home embeds with {here} (records are embedded again)"
-    index_dir = sp.backend.open(name).index_dir()
-    index_dir.mkdir(parents=True, exist_ok=True)
-    atomic_write(index_dir / seed_name(embedder.model_id), data)
+    place_seed(sp.backend.open(name), embedder.model_id, data)
     return f"used: {listed.get('count', 0)} vectors"
 
 

@@ -15,8 +15,9 @@ __all__ = ["key_store"]
 
 
 def key_store(engine: Soulpass) -> KeyStore:
-    """The keys of ``engine``'s home."""
-    db = getattr(engine.backend, "db", None)
+    """The keys of ``engine``'s home: in the database its accounts are kept in, if any (declared by
+    the backend), else in the home folder."""
+    db = engine.backend.database()
     if db is not None:
         from soulpass.server.pg_keys import PostgresKeyStore
 

@@ -16,11 +16,24 @@ import psycopg
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.server.keys import KEY_PATTERN, ApiKey, NewKey, key_hash
-from soulpass.store.postgres.connections import Database
+from soulpass.store.contract import Database, Migration
 
 __all__ = ["PostgresKeyStore"]
 
 _COLUMNS = "key_id, account, created_at, label, sha256"
+
+# The server's own table, migrated by the server (the store's runner, ``Database.migrate``).
+_API_KEYS = """
+CREATE TABLE api_keys (
+    key_id text PRIMARY KEY,
+    account text,
+    created_at text NOT NULL,
+    label text NOT NULL DEFAULT '',
+    sha256 text NOT NULL
+);
+"""
+
+KEY_TABLES = (Migration("0002_api_keys", _API_KEYS),)
 
 
 def _key(row: tuple[Any, ...]) -> ApiKey:
@@ -32,6 +45,7 @@ class PostgresKeyStore:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        db.migrate(KEY_TABLES)
 
     def list(self) -> list[ApiKey]:
         with self.db.connection() as conn:

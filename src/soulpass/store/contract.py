@@ -13,7 +13,7 @@ export to files is the identity on names (ADR 0004); a database backend keeps th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,10 +33,15 @@ __all__ = [
     "Committed",
     "CommitOutcome",
     "CopyWalk",
+    "Database",
+    "DatabaseIndex",
     "DocumentPut",
     "HeadMoved",
     "Hook",
+    "IndexLocation",
+    "LocalIndex",
     "MasterStore",
+    "Migration",
     "PendingEvent",
     "SandboxClose",
     "SandboxMeta",
@@ -263,6 +268,17 @@ class Snapshot(Protocol):
         """Every record of ``kind`` present at this version, by id."""
         ...
 
+    def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """For each of ``hashes`` found, (id, key) of the prose entries under the folder ``prefix``
+        (``store.keys.JOURNAL_DIR``) present at this version with that ``semantic_hash``, oldest
+        first (by time, then id): what a commit's planner asks to skip or link a repeated entry."""
+        ...
+
+    def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
+        """Which of ``tags`` a record present at this version carries: what an importer asks to
+        leave out what it imported before."""
+        ...
+
 
 class MasterStore(Protocol):
     """One account's master state: versions move forward one atomic commit at a time."""
@@ -453,12 +469,9 @@ class AccountBackend(MasterStore, Protocol):
         pays nothing for the copies it does not index."""
         ...
 
-    def index_dir(self) -> Path:
-        """A local folder for this account's derived indexes (deleted and rebuilt at will)."""
-        ...
-
-    def drop_index(self) -> None:
-        """Delete the derived indexes; the stored account is untouched."""
+    def index_location(self) -> IndexLocation:
+        """Where this account's derived index lives (``soulpass.index.opening`` opens and drops
+        it); nothing there is the truth: it is deleted and rebuilt from the store at will."""
         ...
 
     def recover(self) -> list[str]:
@@ -505,10 +518,67 @@ class AccountBackend(MasterStore, Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Migration:
+    """One named step of an owner's tables in a :class:`Database`: ``sql``, run once per database
+    in a transaction of its own and recorded by ``name`` (names are one namespace: an owner's names
+    say whose they are). A released migration is never edited, only followed by another."""
+
+    name: str
+    sql: str
+
+
+class Database(Protocol):
+    """The SQL database a backend keeps its accounts in, lent to the layers that keep tables of
+    their own beside the store's (the index, the server's keys). Each owner migrates its own tables
+    through :meth:`migrate`; what a connection is belongs to the backend (PostgreSQL: psycopg)."""
+
+    def migrate(self, migrations: Sequence[Migration]) -> list[str]:
+        """Apply those of ``migrations`` the database lacks, in order (once, whatever the number of
+        processes starting together); returns the names applied now. Cheap once applied."""
+        ...
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A pooled connection; leaving the block commits (or rolls back on an exception)."""
+        ...
+
+    def dedicated(self) -> AbstractContextManager[Any]:
+        """A connection of its own (autocommit), for a section held across other calls."""
+        ...
+
+
+@dataclass(frozen=True)
+class LocalIndex:
+    """The account's index lives in the local folder ``folder`` (the files backend, or a database
+    home with ``soulpass_index=local``)."""
+
+    folder: Path
+
+
+@dataclass(frozen=True)
+class DatabaseIndex:
+    """The account's index lives in ``database``, in tables keyed by ``account`` (the account's row
+    id), shared by every process; ``folder`` is this process's local folder for what the database
+    cannot hold (vectors where pgvector is missing)."""
+
+    database: Database
+    account: int
+    folder: Path
+
+
+# Where an account's index lives: what ``AccountBackend.index_location`` says (a closed union).
+IndexLocation: TypeAlias = LocalIndex | DatabaseIndex
+
+
 class Backend(Protocol):
-    """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""
+    """Where accounts are kept (a home folder, a database): ``soulpass.store.open.open_backend``."""
 
     def accounts(self) -> list[str]: ...
+
+    def database(self) -> Database | None:
+        """The database the accounts are kept in, for the layers that keep tables beside them (the
+        server's keys); None for a home folder."""
+        ...
 
     def open(self, name: str, *, create: bool = False) -> AccountBackend:
         """The account ``name``; ``NotFound`` unless it exists or ``create`` is set."""

@@ -27,6 +27,9 @@ class FilesBackend:
     def accounts(self) -> list[str]:
         return list_accounts(self.home)
 
+    def database(self) -> None:
+        return None
+
     def open(self, name: str, *, create: bool = False) -> AccountBackend:
         return FilesMasterStore(AccountStore(self.home, name, create=create))
 

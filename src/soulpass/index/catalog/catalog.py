@@ -46,7 +46,7 @@ log = logging.getLogger(__name__)
 __all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "FullText", "catalog_file", "catalog_path",
            "catch_up", "logged_entry", "remove_catalog", "version_stamp"]
 
-CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountBackend.index_dir())
+CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountBackend.index_location().folder)
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
 _NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
@@ -74,12 +74,12 @@ class CatalogStatus:
 
 
 def catalog_path(store: AccountBackend) -> Path:
-    return store.index_dir() / CATALOG_NAME
+    return store.index_location().folder / CATALOG_NAME
 
 
 def catalog_file(store: AccountBackend) -> str:
     """The catalog as reports name it: by the index folder's name (``index/catalog.sqlite``)."""
-    return f"{store.index_dir().name}/{CATALOG_NAME}"
+    return f"{store.index_location().folder.name}/{CATALOG_NAME}"
 
 
 def remove_catalog(store: AccountBackend) -> None:

@@ -6,8 +6,7 @@ import contextlib
 import json
 import logging
 import os
-import shutil
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -32,9 +31,11 @@ from soulpass.store.files.commit import (
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.log_sums import check_line, read_sums
+from soulpass.store.files.prose_hashes import ProseHashes
 from soulpass.store.files.session_log import sweep_finished
 from soulpass.store.fsio import file_lock, load_json, makedirs_durable
 from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
+from soulpass.store.lookup import by_hash, carried, hash_holder, is_sha256, tag_holder
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,7 @@ class AccountStore:
                 raise NotFound(f"account {self.name!r} does not exist in {home}", account=self.name)
             makedirs_durable(self.path / "core")
         self.recovered: list[str] = []
+        self._prose_hashes: dict[str, ProseHashes] = {}  # by folder: FilesSnapshot.with_semantic_hash
         # What a process that died left half-done, as found here (``audit`` reports it).
         self.unfinished = unfinished_txns(self.path)
         if self.unfinished or log_tail_torn(self.path) or not _header_readable(self.path):
@@ -80,10 +82,6 @@ class AccountStore:
         is the truth: it may be deleted and rebuilt from the store at any time; what is inside is
         the index layer's business."""
         return self.path / INDEX
-
-    def drop_index(self) -> None:
-        """Delete this account's derived indexes; the store itself is untouched."""
-        shutil.rmtree(self.index_dir(), ignore_errors=True)
 
     # --- locking and committing --------------------------------------------------------
 
@@ -264,11 +262,57 @@ class AccountStore:
                 log.warning("account %s: record %s left out, its file cannot be read: %s", self.name,
                             PurePosixPath(rel).stem, exc)
 
+    def copies_holding(self, folder: str, holds: Callable[[bytes], bool],
+                       at: int) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, parsed copy) of the copies under core ``folder`` in force at version ``at`` that
+        may be the ones a lookup wants: a copy whose bytes (or an earlier copy's, under
+        ``history/``) ``holds`` accepts. Only those are parsed; the caller checks the field it wants.
+        A damaged copy is left out with a warning, as :meth:`iter_records` does."""
+        root = str(self.path)
+        keys: set[str] = set()
+        for dirpath, _dirs, files in os.walk(os.path.join(root, folder)):
+            keys.update(os.path.relpath(os.path.join(dirpath, name), root).replace(os.sep, "/") for name in files
+                        if name.endswith(COPY_SUFFIXES) and not name.startswith(".")
+                        and _holds(os.path.join(dirpath, name), holds))
+        history = os.path.join(root, HISTORY)
+        for dirpath, _dirs, files in os.walk(os.path.join(history, str(PurePosixPath(folder).relative_to("core")))):
+            for name in files:
+                stem, suffix = os.path.splitext(name)
+                if suffix in COPY_SUFFIXES and stem.isdigit() and _holds(os.path.join(dirpath, name), holds):
+                    keys.add(f"core/{os.path.relpath(dirpath, history).replace(os.sep, '/')}{suffix}")
+        for key in sorted(keys):
+            try:
+                doc = self.read_at(key, at)
+            except Corrupted as exc:
+                log.warning("account %s: %s left out of a lookup, it cannot be read: %s", self.name, key, exc)
+                continue
+            if doc is not None:
+                yield key, doc
+
+    def prose_candidates(self, folder: str, hashes: Collection[str], at: int) -> set[str]:
+        """Keys under ``folder`` whose copy at ``at`` (HEAD) may carry one of ``hashes`` (SHA-256
+        hex): what this handle's :class:`ProseHashes` knows, caught up through the log."""
+        known = self._prose_hashes.setdefault(folder, ProseHashes(self.path, folder))
+        return known.candidates(hashes, at, self._entries_between)
+
+    def _entries_between(self, after: int, upto: int) -> list[VersionEntry]:
+        if upto == after + 1:  # the usual step: one commit since, its line read from the log's end
+            return [FilesSnapshot(self, upto).entry()]
+        return [VersionEntry(e) for e in self.log(expand_after=after) if after < int(e["version"]) <= upto]
+
     def history_versions(self, relpath: str) -> list[int]:
         hist = self.path / history_dir(relpath)
         if not hist.is_dir():
             return []
         return sorted(int(p.stem) for p in hist.glob("*.json") if p.stem.isdigit())
+
+
+def _holds(path: str, holds: Callable[[bytes], bool]) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return holds(f.read())
+    except FileNotFoundError:  # moved into history/ by a commit since it was listed: seen there
+        return False
 
 
 def _header_readable(account: Path) -> bool:
@@ -340,6 +384,37 @@ class FilesSnapshot:
 
     def records(self, kind: str) -> Iterator[Record]:
         return self._store.iter_records(kind, self._version)
+
+    def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """At HEAD (what a planner reads) only the candidates the store's :class:`ProseHashes`
+        names are read; otherwise, or for a hash not made by ``records.semantic_hash``, the
+        folder's copies (history included) whose bytes hold one of the hashes."""
+        wanted = frozenset(h for h in hashes if h)
+        if not wanted:
+            return {}
+        if all(is_sha256(h) for h in wanted) and self._version == self._store.head():
+            keys = self._store.prose_candidates(prefix, wanted, self._version)
+            found = ((k, doc) for k in sorted(keys) if (doc := self._read_candidate(k)) is not None)
+            return by_hash(found, wanted)
+        return by_hash(self._store.copies_holding(prefix, hash_holder(wanted), self._version), wanted)
+
+    def _read_candidate(self, key: str) -> dict[str, Any] | None:
+        try:
+            return self._store.read_at(key, self._version)
+        except Corrupted as exc:
+            log.warning("account %s: %s left out of a lookup, it cannot be read: %s", self._store.name, key, exc)
+            return None
+
+    def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
+        """Every record folder is read; only copies whose bytes hold a wanted tag are parsed."""
+        wanted = frozenset(tags)
+        found: set[str] = set()
+        if wanted:
+            holds = tag_holder(wanted)
+            for folder in dict.fromkeys(RECORD_DIRS.values()):
+                for _key, body in self._store.copies_holding(folder, holds, self._version):
+                    found |= carried(body, wanted)
+        return frozenset(found)
 
 
 class _LoggedEntry(Mapping[str, Any]):

@@ -15,6 +15,7 @@ from soulpass.store.contract import (
     Committed,
     HeadMoved,
     Hook,
+    LocalIndex,
     StoredCopy,
     StoredVersionCopy,
     StoreFinding,
@@ -57,14 +58,11 @@ class FilesMasterStore:
         """The account's folder. Not in the contract: for this backend's own tools and tests."""
         return self.store.path
 
-    def index_dir(self) -> Path:
-        return self.store.index_dir()
+    def index_location(self) -> LocalIndex:
+        return LocalIndex(self.store.index_dir())
 
     def stored_bytes(self) -> int:
         return folder_bytes(self.store.path)
-
-    def drop_index(self) -> None:
-        self.store.drop_index()
 
     def recover(self) -> list[str]:
         return self.store.recover()

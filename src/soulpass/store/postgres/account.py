@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -12,7 +11,10 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.store.contract import (
     Change,
     CommitOutcome,
+    DatabaseIndex,
     Hook,
+    IndexLocation,
+    LocalIndex,
     StoredCopy,
     StoredVersionCopy,
     StoreFinding,
@@ -42,7 +44,8 @@ _COPIES = ("SELECT key, data, body, from_version, to_version FROM records WHERE 
 
 
 class PostgresAccount:
-    """Account ``name`` (row ``account_id``); its derived index lives under ``local_root``."""
+    """Account ``name`` (row ``account_id``); its derived index lives in the database, or under
+    ``local_root`` (:meth:`index_location`)."""
 
     def __init__(self, db: Database, account_id: int, name: str, uid: str, local_root: Path, *,
                  index_in_database: bool = True) -> None:
@@ -104,8 +107,12 @@ class PostgresAccount:
     def copies(self, wanted: Callable[[str], bool] | None = None) -> PostgresCopyWalk:
         return PostgresCopyWalk(self._db, self._id, wanted)
 
-    def index_dir(self) -> Path:
-        return self._index
+    def index_location(self) -> IndexLocation:
+        """In the database unless the URL says ``soulpass_index=local``; either way, what is kept
+        locally lives under ``local_root``, named by the account's uid (a replaced account: a new one)."""
+        if self._index_in_database:
+            return DatabaseIndex(self._db, self._id, self._index)
+        return LocalIndex(self._index)
 
     def stored_bytes(self) -> int:
         with self._db.connection() as conn:
@@ -116,20 +123,6 @@ class PostgresAccount:
                 " + (SELECT coalesce(sum(octet_length(event::text)), 0) FROM session_events WHERE account_id = %(a)s)",
                 {"a": self._id}).fetchone()
         return int(row[0] if row else 0) + folder_bytes(self._index)
-
-    def index_database(self) -> tuple[Database, int] | None:
-        """Where the account's index lives when it is kept in the database (``soulpass.index.pg``):
-        the database and the account's row id; None when it is kept in ``index_dir()``."""
-        return (self._db, self._id) if self._index_in_database else None
-
-    def drop_index(self) -> None:
-        """The local folder, and the catalog, vectors and backlog kept in the database."""
-        shutil.rmtree(self._index, ignore_errors=True)
-        with self._db.connection() as conn:
-            for (table,) in conn.execute("SELECT name FROM index_vector_tables").fetchall():
-                conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (self._id,))
-            for table in ("index_rows", "index_embedded", "index_state"):
-                conn.execute(f"DELETE FROM {table} WHERE account_id = %s", (self._id,))
 
     def recover(self) -> list[str]:
         """Remove the sandboxes an archive committed but whose removal never ran (a process died)."""

@@ -9,7 +9,7 @@ from soulpass.errors import NotFound
 from soulpass.ids import check_name
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.account import PostgresAccount
-from soulpass.store.postgres.connections import database
+from soulpass.store.postgres.connections import Database, database
 from soulpass.store.postgres.url import index_in_database, local_root, masked
 
 __all__ = ["PostgresBackend"]
@@ -27,6 +27,9 @@ class PostgresBackend:
 
     def __repr__(self) -> str:
         return f"PostgresBackend({masked(self.url)!r})"
+
+    def database(self) -> Database:
+        return self.db
 
     def accounts(self) -> list[str]:
         with self.db.connection() as conn:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import atexit
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool
 
 from soulpass.errors import BackendUnavailable
-from soulpass.store.postgres.schema import migrate
+from soulpass.store.contract import Migration
+from soulpass.store.postgres.schema import STORE_MIGRATIONS, migrate
 from soulpass.store.postgres.url import masked, server_url
 
 __all__ = ["Database", "close_database", "database"]
@@ -25,17 +26,30 @@ POOL_SIZE = 10
 
 
 class Database:
-    """One database: a pool of connections and the URL to open dedicated ones."""
+    """One database: a pool of connections and the URL to open dedicated ones
+    (:class:`soulpass.store.contract.Database`); the store's own tables are migrated on opening it."""
 
     def __init__(self, url: str) -> None:
         self.url, self.conninfo = url, server_url(url)
+        self._migrated: set[str] = set()  # names this process applied or found applied: not asked again
+        self._migrating = threading.Lock()
         try:
-            with psycopg.connect(self.conninfo) as conn:
-                migrate(conn)
+            self.migrate(STORE_MIGRATIONS)
         except psycopg.OperationalError as exc:
             raise BackendUnavailable(f"PostgreSQL at {masked(url)} does not answer: {exc}", url=masked(url)) from exc
         self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=POOL_SIZE, open=True,
                                    configure=_configure, name="soulpass")
+
+    def migrate(self, migrations: Sequence[Migration]) -> list[str]:
+        """The named-migration runner (``schema.migrate``) on a connection of its own, skipped once
+        this process has seen every one of ``migrations`` applied."""
+        with self._migrating:
+            if all(m.name in self._migrated for m in migrations):
+                return []
+            with psycopg.connect(self.conninfo) as conn:
+                applied = migrate(conn, migrations)
+            self._migrated.update(m.name for m in migrations)
+            return applied
 
     def connection(self) -> contextlib.AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
         """A pooled connection; leaving the block commits (or rolls back on an exception)."""

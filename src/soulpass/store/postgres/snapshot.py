@@ -6,7 +6,7 @@ snapshot holds no connection and no transaction: each read borrows a pooled conn
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any
 
 from soulpass.errors import Corrupted
@@ -14,6 +14,7 @@ from soulpass.records import RECORD_MODELS, Record
 from soulpass.store.contract import VersionEntry
 from soulpass.store.files.account import parse_model
 from soulpass.store.keys import kind_of_id, record_path
+from soulpass.store.lookup import by_hash
 from soulpass.store.postgres.connections import Database
 from soulpass.store.postgres.rows import VISIBLE, record_of_key
 
@@ -91,6 +92,36 @@ class PostgresSnapshot:
             if len(rows) < PAGE:
                 return
             after = str(rows[-1][0])
+
+
+    def with_semantic_hash(self, prefix: str, hashes: Collection[str]) -> dict[str, list[tuple[str, str]]]:
+        """The folder's documents valid at this version whose body carries one of the hashes (the
+        index ``documents_semantic_hash``, then the key range)."""
+        wanted = list(dict.fromkeys(h for h in hashes if h))
+        low = prefix.rstrip("/") + "/"
+        found: list[tuple[str, dict[str, Any]]] = []
+        for start in range(0, len(wanted), PAGE):
+            with self._db.connection() as conn:
+                rows = conn.execute(
+                    f"SELECT key, body FROM documents WHERE account_id = %(account)s AND key >= %(low)s "
+                    f"AND key < %(high)s AND {VISIBLE} AND body ? 'semantic_hash' "
+                    "AND body->>'semantic_hash' = ANY(%(hashes)s)",
+                    self._args(low=low, high=low[:-1] + "0", hashes=wanted[start:start + PAGE])).fetchall()
+            found += [(str(key), _mapping(body)) for key, body in rows]
+        return by_hash(found, frozenset(wanted))
+
+    def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
+        wanted = list(dict.fromkeys(tags))
+        found: set[str] = set()
+        for start in range(0, len(wanted), PAGE):
+            chunk = wanted[start:start + PAGE]
+            with self._db.connection() as conn:
+                rows = conn.execute(
+                    "SELECT DISTINCT t.tag FROM records AS r, jsonb_array_elements_text(r.body->'tags') AS t(tag) "
+                    f"WHERE r.account_id = %(account)s AND r.body->'tags' ?| %(tags)s AND {VISIBLE} "
+                    "AND t.tag = ANY(%(tags)s)", self._args(tags=chunk)).fetchall()
+            found.update(str(r[0]) for r in rows)
+        return frozenset(found)
 
 
 def _mapping(value: object) -> dict[str, Any]:
