@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +23,18 @@ from soulpass import Committed
 from soulpass.integrations.pydantic_ai import SoulpassHistory, memory_search_tool
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def close_the_event_loop() -> Iterator[None]:
+    """``Agent.run_sync`` leaves a new event loop set on this thread; closed here so that no later test
+    collects it open (its unclosed self-pipe socket is a ResourceWarning, an error in this suite)."""
+    yield
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        loop = asyncio.get_event_loop()
+    loop.close()
+    asyncio.set_event_loop(None)
 
 
 def echo(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
