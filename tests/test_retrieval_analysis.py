@@ -82,6 +82,7 @@ def test_no_first_person_no_user(question: str) -> None:
     "How has my running progressed since spring?",
     "Sum up everything we talked about",
     "Bring me up to speed on the kitchen renovation",
+    "Walk me through the budget decisions",
 ])
 def test_summary(question: str) -> None:
     assert analyse(question, PEOPLE).shape is Shape.SUMMARY
@@ -100,6 +101,11 @@ def test_summary(question: str) -> None:
     "What happened before the wedding?",
     "Where did Jon live prior to moving to Boston?",
     "What was the earliest thing we talked about?",
+    "Walk me through the order in which we planned the trip",  # an explicit order outweighs a summary
+    "Summarize the order of events",
+    "List the cities I visited in order",
+    "How many days passed between the interview and the offer?",
+    "How long after the move did Jon start his job?",
 ])
 def test_order(question: str) -> None:
     assert analyse(question, PEOPLE).shape is Shape.ORDER
@@ -160,14 +166,21 @@ def test_list(question: str) -> None:
     "What does Jon do for a living?",
     "What time is our next meeting scheduled for?",
     "What did I eat the day before yesterday?",  # a time phrase asks no order
+    "What is the sum of the first 15 terms?",  # "first" with a count is no order
+    "Walk me through how to change a tyre",  # an explanation, not a summary
+    "How did Gina feel about her progress at work?",
+    "What is the next number in the sequence 2, 4, 8?",
+    "When did Jon and Gina go hiking together?",  # a joint event, not a comparison
+    "What do you use in order to stay focused?",
 ])
 def test_one_fact(question: str) -> None:
     assert analyse(question, PEOPLE, reference=date(2023, 8, 10)).shape is Shape.FACT
 
 
 def test_the_first_matching_shape_wins() -> None:
-    # a summary of an ordered story is a summary; an order between two people is an order
-    assert analyse("Summarize the order of events", PEOPLE).shape is Shape.SUMMARY
+    # an explicit order outweighs a summary, a summary outweighs a relative order ("after")
+    assert analyse("Give an overview of the order of events", PEOPLE).shape is Shape.ORDER
+    assert analyse("Summarize what happened after the launch", PEOPLE).shape is Shape.SUMMARY
     assert analyse("Did Jon or Gina arrive first?", PEOPLE).shape is Shape.ORDER
     assert analyse("Which books did both Jon and Gina read?", PEOPLE).shape is Shape.COMPARISON
 

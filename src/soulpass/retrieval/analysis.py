@@ -3,7 +3,9 @@ which days it is about, and whether it is a request that a standing instruction 
 
 Pure and deterministic: no model, no I/O, no clock. The rules are general English (question words,
 auxiliaries, plural nouns, connectives), not the phrasing of any one data set. Shapes are tried in
-a fixed order and the first that matches wins: summary, order, comparison, list, else one fact.
+a fixed order and the first that matches wins: an explicit order ("in which order", "timeline"), a
+summary, an event placed against another ("first", "after", "how long between"), a comparison, a
+list, else one fact.
 """
 
 from __future__ import annotations
@@ -66,17 +68,26 @@ def _any(*patterns: str) -> re.Pattern[str]:
 
 _SUMMARY = _any(
     r"\bsummar(?:y|ies|ise|ize|ised|ized|ising|izing)\b", r"\boverview\b", r"\brecap\b", r"\brundown\b",
-    r"\bsum up\b", r"\bgist\b", r"\bwalk me through\b", r"\bup to speed\b",
+    r"\bsum up\b", r"\bgist\b", r"\bwalk me through\b(?! how\b)", r"\bup to speed\b",
     r"\bwhat (?:did|have|had) (?:we|you and i) (?:do|done|discuss|discussed|talk about|talked about|cover|"
     r"covered|work on|worked on|go over|gone over|go through|gone through)\b",
-    r"\bwhat progress\b", r"\bhow (?:has|have|did) .+ (?:progress|progressed|evolve|evolved|develop|developed)\b",
+    r"\bwhat progress\b",
+    r"\bhow (?:has|have|did) (?:\w+ ){1,3}(?:progress|progressed|evolve|evolved|develop|developed)\b",
     r"\beverything (?:we|i|you)\b",
 )
+# Words that ask for an order outright; they outweigh a summary's ("walk me through the order in which").
 _ORDER = _any(
-    r"\bin (?:which|what|chronological|the right|the correct) order\b", r"\bwhat order\b",
-    r"\bthe order (?:of|in which|that|i|we|you)\b", r"\bchronolog", r"\bsequence\b", r"\btimeline\b",
-    r"\bfirst\b", r"\bearliest\b", r"\bwhich came\b",
+    r"\bin (?:which|what|chronological|the right|the correct) order\b", r"\bwhat order\b", r"\bin order\b(?! to\b)",
+    r"\bthe order (?:of|in which|that|i|we|you)\b", r"\bchronolog", r"\btimeline\b",
+    r"\bsequence (?:of|in which)\b", r"\bin sequence\b", r"\bwhich came\b",
+)
+# Words that place one event against another: weaker than a summary's. "The first 15 terms" is a
+# count, not an order; "before" closing a clause ("have you been there before?") places nothing.
+_RELATIVE_ORDER = _any(
+    r"\bfirst\b(?! (?:\d|n\b|few\b|couple\b|one\b|two\b|three\b|four\b|five\b|ten\b))", r"\bearliest\b",
     r"\b(?:before|after|prior to|followed by)\b(?!\s*(?:[?.!,]|$))",
+    r"\bhow (?:long|much time|many (?:seconds|minutes|hours|days|weeks|months|years))\b.*"
+    r"\b(?:between|passed|since|until|after|before|elapsed)\b",
 )
 _COMPARATIVE = (r"\b(?:more|less|fewer|better|worse|longer|shorter|older|younger|bigger|smaller|larger|higher|"
                 r"lower|faster|slower|cheaper|easier|harder) than\b")
@@ -166,9 +177,11 @@ def _asks_for_plural(words: Sequence[str]) -> bool:
 
 
 def _shape(text: str, words: Sequence[str], who: Sequence[str]) -> Shape:
+    if _ORDER.search(text):
+        return Shape.ORDER
     if _SUMMARY.search(text):
         return Shape.SUMMARY
-    if _ORDER.search(text):
+    if _RELATIVE_ORDER.search(text):
         return Shape.ORDER
     if _COMPARISON.search(text) or _names_joined(text, who):
         return Shape.COMPARISON
@@ -178,8 +191,9 @@ def _shape(text: str, words: Sequence[str], who: Sequence[str]) -> Shape:
 
 
 def _names_joined(text: str, who: Sequence[str]) -> bool:
-    """Two named people joined by "and" ("Caroline and Melanie", "Jon's and Gina's")."""
-    if len(who) < 2:
+    """Two named people joined by "and" ("Caroline and Melanie", "Jon's and Gina's"), other than
+    for something they did together."""
+    if len(who) < 2 or re.search(r"\btogether\b|\bwith each other\b|\bwith one another\b", text):
         return False
     names = "|".join(re.escape(p.lower()) for p in who)
     return re.search(rf"\b(?:{names})(?:'s)? (?:and|&) (?:{names})\b", text) is not None

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""How the query analysis (``soulpass.retrieval.analyse``) reads the questions of data sets in the
+LoCoMo layout: per data-set category, how many questions get each shape, name a participant, speak
+in the first person, carry a time expression, or are requests a standing instruction may govern.
+
+    .venv/bin/python benchmarks/query_shapes.py ../shared/bench/locomo10.json ../shared/bench/beam500k.json \\
+        [--json benchmarks/results/query_shapes.json] [--examples 3]
+
+A diagnostic only: it shows what the analysis makes of questions it was never written for. It is
+never used to tune the analysis's rules to a data set (the rules are general English grammar; the
+issue's rules of measurement forbid data-set names, category ids and one set's phrasing in them),
+and a category's "right" shape is not defined here: categories are the data set's, shapes are ours.
+Where it shows a misreading of English (a rule firing on grammar it was not meant for), the fix is a
+general rule with hand-written examples in tests/test_retrieval_analysis.py, never a set's phrasing.
+
+Each question is read with its conversation's speakers as the known participants and the latest
+session date as the reference date (a question is asked after the conversation). The questions are
+those ``soulpass bench locomo`` scores: the ones with usable evidence.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from soulpass.bench.locomo import CATEGORIES, Conversation, load
+from soulpass.retrieval import QueryAnalysis, Shape, analyse
+
+
+def read_conversation(conv: Conversation) -> list[tuple[int, QueryAnalysis]]:
+    """Each question of ``conv`` with its category, as the analysis reads it."""
+    speakers = list(dict.fromkeys(t.speaker for s in conv.sessions for t in s.turns))
+    dates = [s.when.date() for s in conv.sessions]
+    return [(q.category, analyse(q.text, speakers, session_dates=dates)) for q in conv.questions]
+
+
+def tally(read: Sequence[tuple[int, QueryAnalysis]], examples: int = 0) -> dict[str, Any]:
+    """Per category (and overall): questions, shapes, and the share with each other reading."""
+    groups: dict[str, list[QueryAnalysis]] = {"all": [a for _, a in read]}
+    for category, a in read:
+        groups.setdefault(f"{category} {CATEGORIES.get(category, '?')}", []).append(a)
+    out: dict[str, Any] = {}
+    for name in sorted(groups, key=lambda g: (g != "all", int(g.split()[0]) if g != "all" else 0)):
+        items = groups[name]
+        shapes = Counter(a.shape.value for a in items)
+        row: dict[str, Any] = {
+            "questions": len(items),
+            "shapes": {s.value: shapes.get(s.value, 0) for s in Shape},
+            "names_someone": _share(items, lambda a: bool(a.who)),
+            "first_person": _share(items, lambda a: a.user),
+            "has_time": _share(items, lambda a: bool(a.when)),
+            "request": _share(items, lambda a: a.request),
+        }
+        if examples:
+            row["examples"] = {s.value: [a.text for a in items if a.shape is s][:examples] for s in Shape}
+        out[name] = row
+    return out
+
+
+def _share(items: Sequence[QueryAnalysis], test: Any) -> float:
+    return round(sum(1 for a in items if test(a)) / len(items), 3) if items else 0.0
+
+
+def print_table(name: str, table: dict[str, Any]) -> None:
+    shapes = [s.value for s in Shape]
+    print(f"\n{name}")
+    print(f"{'category':<22}{'n':>5} " + "".join(f"{s:>11}" for s in shapes)
+          + f"{'names':>7}{'I/we':>6}{'time':>6}{'req':>6}")
+    for category, row in table.items():
+        counts = "".join(f"{row['shapes'][s] / row['questions']:>11.2f}" for s in shapes)
+        print(f"{category:<22}{row['questions']:>5} {counts}{row['names_someone']:>7.2f}{row['first_person']:>6.2f}"
+              f"{row['has_time']:>6.2f}{row['request']:>6.2f}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("data", nargs="+", type=Path, help="data files in the LoCoMo layout")
+    parser.add_argument("--json", type=Path, help="write the tables here as JSON")
+    parser.add_argument("--examples", type=int, default=0, help="this many questions per shape and category")
+    args = parser.parse_args(argv)
+    report: dict[str, Any] = {}
+    for path in args.data:
+        read = [item for conv in load(path) for item in read_conversation(conv)]
+        report[path.name] = tally(read, args.examples)
+        print_table(path.name, report[path.name])
+    if args.json:
+        args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
