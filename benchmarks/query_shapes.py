@@ -4,7 +4,7 @@ LoCoMo layout: per data-set category, how many questions get each shape, name a 
 in the first person, carry a time expression, or are requests a standing instruction may govern.
 
     .venv/bin/python benchmarks/query_shapes.py ../shared/bench/locomo10.json ../shared/bench/beam500k.json \\
-        [--json benchmarks/results/query_shapes.json] [--examples 3]
+        [--json benchmarks/results/query_shapes.json] [--examples 3] [--instructions]
 
 A diagnostic only: it shows what the analysis makes of questions it was never written for. It is
 never used to tune the analysis's rules to a data set (the rules are general English grammar; the
@@ -16,6 +16,10 @@ general rule with hand-written examples in tests/test_retrieval_analysis.py, nev
 Each question is read with its conversation's speakers as the known participants and the latest
 session date as the reference date (a question is asked after the conversation). The questions are
 those ``soulpass bench locomo`` scores: the ones with usable evidence.
+
+With ``--instructions`` it also counts, per speaker, the turns' sentences that
+``soulpass.retrieval.standing_instructions`` takes for a standing instruction or a preference (it is
+meant for the user's turns: an assistant's advice is written in imperatives too).
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from soulpass.bench.locomo import CATEGORIES, Conversation, load
-from soulpass.retrieval import QueryAnalysis, Shape, analyse
+from soulpass.retrieval import Directive, QueryAnalysis, Shape, analyse, standing_instructions
 
 
 def read_conversation(conv: Conversation) -> list[tuple[int, QueryAnalysis]]:
@@ -62,6 +66,19 @@ def tally(read: Sequence[tuple[int, QueryAnalysis]], examples: int = 0) -> dict[
     return out
 
 
+def count_instructions(conversations: Sequence[Conversation]) -> dict[str, dict[str, int]]:
+    """Per speaker: turns, and sentences recognised as each kind of standing statement."""
+    out: dict[str, Counter[str]] = {}
+    for conv in conversations:
+        for session in conv.sessions:
+            for turn in session.turns:
+                row = out.setdefault(turn.speaker, Counter())
+                row["turns"] += 1
+                row.update(found.kind.value for found in standing_instructions(turn.text))
+    return {speaker: {"turns": row["turns"], **{k.value: row[k.value] for k in Directive}}
+            for speaker, row in sorted(out.items())}
+
+
 def _share(items: Sequence[QueryAnalysis], test: Any) -> float:
     return round(sum(1 for a in items if test(a)) / len(items), 3) if items else 0.0
 
@@ -82,12 +99,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("data", nargs="+", type=Path, help="data files in the LoCoMo layout")
     parser.add_argument("--json", type=Path, help="write the tables here as JSON")
     parser.add_argument("--examples", type=int, default=0, help="this many questions per shape and category")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count the standing instructions and preferences in the turns, per speaker")
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
     for path in args.data:
-        read = [item for conv in load(path) for item in read_conversation(conv)]
+        conversations = load(path)
+        read = [item for conv in conversations for item in read_conversation(conv)]
         report[path.name] = tally(read, args.examples)
         print_table(path.name, report[path.name])
+        if args.instructions:
+            counts = count_instructions(conversations)
+            report[path.name]["instructions_by_speaker"] = counts
+            total = {k: sum(row[k] for row in counts.values()) for k in ("turns", *(d.value for d in Directive))}
+            print(f"standing statements in {total['turns']} turns: " + ", ".join(
+                f"{k} {total[k]}" for k in total if k != "turns"))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0

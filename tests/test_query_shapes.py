@@ -18,7 +18,8 @@ def test_shapes_per_category(tmp_path: Path) -> None:
             "session_1": [{"speaker": "Ada", "dia_id": "D1:1", "text": "I went to Rome and Oslo."},
                           {"speaker": "Ben", "dia_id": "D1:2", "text": "I painted a lake."}],
             "session_2_date_time": "10:00 am on 20 May, 2023",
-            "session_2": [{"speaker": "Ada", "dia_id": "D2:1", "text": "Then I went to Lima."}],
+            "session_2": [{"speaker": "Ada", "dia_id": "D2:1", "text": "Then I went to Lima."},
+                          {"speaker": "Ada", "dia_id": "D2:2", "text": "From now on, call me Ad. I prefer tea."}],
         },
         "qa": [
             {"question": "Which cities did Ada visit?", "answer": "x", "evidence": ["D1:1", "D2:1"], "category": 1},
@@ -31,7 +32,7 @@ def test_shapes_per_category(tmp_path: Path) -> None:
     data.write_text(json.dumps([sample]), encoding="utf-8")
     out = tmp_path / "shapes.json"
     with benchmark_module("query_shapes") as bench:
-        assert bench.main([str(data), "--json", str(out), "--examples", "1"]) == 0
+        assert bench.main([str(data), "--json", str(out), "--examples", "1", "--instructions"]) == 0
     table = json.loads(out.read_text(encoding="utf-8"))["tiny.json"]
     assert table["all"]["questions"] == 3  # the question without evidence is not scored, nor read
     assert table["1 multi-hop"]["shapes"]["list"] == 1
@@ -40,3 +41,5 @@ def test_shapes_per_category(tmp_path: Path) -> None:
     # "last week" resolved against 20 May 2023, the latest session
     assert table["2 temporal"]["has_time"] == 0.5
     assert table["1 multi-hop"]["examples"]["list"] == ["Which cities did Ada visit?"]
+    assert table["instructions_by_speaker"] == {"Ada": {"turns": 3, "instruction": 1, "preference": 1},
+                                                "Ben": {"turns": 1, "instruction": 0, "preference": 0}}

@@ -67,6 +67,15 @@ def test_a_preference(text: str) -> None:
     "We talked about the budget yesterday.",
     "In the future, cars will drive themselves.",
     "Can you suggest a recipe?",
+    # advice and encouragement to the listener, not a directive on how to answer
+    "Make sure to take some time for yourself.",
+    "Ensure you have the necessary libraries installed.",
+    "Remember to stay patient throughout the process.",
+    "Don't be afraid to ask for help.",
+    "Don't give up on your dreams!",
+    "Don't let anything stop you.",
+    "Don't forget to drink water on the hike.",
+    "After an incident, reflect on how you can handle it differently in the future.",
 ])
 def test_not_an_instruction(text: str) -> None:
     assert standing_instructions(text) == ()

@@ -47,6 +47,16 @@ capitalize capitalise highlight summarize summarise translate be double-check pr
 skip omit leave remember note bear set mark label limit structure organize organise offer share stick
 confirm wait go put double triple sign greet open close bring contact notify alert warn follow
 """)
+# Of those, the verbs of how an answer is made: a reminder or a "don't" without a standing word
+# counts only with one of these ("don't use emojis"), not as advice or encouragement ("make sure to
+# take time for yourself", "don't be afraid", "don't let anything stop you").
+_OUTPUT = word_set("""
+use call address refer write give respond reply answer format include add mention remind show provide list
+send tell ask check double-check suggest recommend explain say cite quote spell capitalize capitalise
+highlight summarize summarise translate round convert express present display sort label structure
+apologize apologise repeat number start end begin sign greet
+""")
+_USER = re.compile(r"\b(?:i|me|my|mine)\b")  # the user speaks of themself: "remember that I..."
 _OPENERS = r"(?:(?:ok|okay|also|and|oh|btw|so|hey|one more thing|note|important|reminder)[,:]? )*"
 _TRIGGER = re.compile(
     r"\b(?:from now on|going forward|moving forward|from here on(?: out)?|henceforth|in (?:the )?future|"
@@ -59,7 +69,8 @@ _ALWAYS_NEVER = re.compile(
     r"^(?:can|could|would|will) you (?:please )?(?:always|never)\b)"
     r"(?: ever)?(?: (?P<verb>[\w'-]+))?")
 _REMINDERS = re.compile(r"^(?:please )?(?:make sure|be sure|remember|don't forget|do not forget|ensure|"
-                        r"keep in mind|bear in mind|note) (?:to|that|you)\b")
+                        r"keep in mind|bear in mind|note) (?:to|that|you)\b"
+                        r"(?: (?:always|never))?(?: (?P<verb>[\w'-]+))?")
 _DONT = re.compile(r"^(?:please )?(?:don't|do not|dont|stop|avoid|refrain from|no more)(?: ever)? (?P<verb>[\w'-]+)")
 _PREFERENCE = re.compile(
     r"\b(?:i(?:'d| would)? (?:really |strongly |generally |usually |much |also )?(?:prefer|rather)|"
@@ -82,26 +93,30 @@ def _kind(sentence: str) -> Directive | None:
     if (m := _ALWAYS_NEVER.search(sentence)) and (m.group("verb") in _IMPERATIVE or not sentence.startswith(
             ("always", "never"))):
         return Directive.INSTRUCTION
-    if _REMINDERS.search(sentence):
+    if (m := _REMINDERS.search(sentence)) and (m.group("verb") in _OUTPUT or _USER.search(sentence)):
         return Directive.INSTRUCTION
-    if (m := _DONT.search(sentence)) and (m.group("verb") in _IMPERATIVE or sentence.startswith("please")
-                                          or _is_gerund_after_stop(sentence, m.group("verb"))):
+    if (m := _DONT.search(sentence)) and _is_output(sentence, m):
         return Directive.INSTRUCTION
     if (m := _TRIGGER.search(sentence)) and _directs(sentence, m):
         return Directive.INSTRUCTION
     return None
 
 
-def _is_gerund_after_stop(sentence: str, verb: str) -> bool:
-    """"stop adding", "avoid using": a gerund of an imperative verb after "stop" or "avoid"."""
-    return sentence.startswith(("stop ", "avoid ", "please stop ", "please avoid ")) and any(
-        verb in (v + "ing", v + v[-1] + "ing", v[:-1] + "ing") for v in _IMPERATIVE)
+def _is_output(sentence: str, dont: re.Match[str]) -> bool:
+    """Whether a "don't"/"stop" is about how to answer: "please" before it, or an answer's verb after it
+    ("don't use", "stop adding"; not "don't give up")."""
+    verb = dont.group("verb")
+    if sentence.startswith("please"):
+        return True
+    if sentence[dont.end():].startswith(" up"):
+        return False
+    return verb in _OUTPUT or any(verb in (v + "ing", v + v[-1] + "ing", v[:-1] + "ing") for v in _OUTPUT)
 
 
 def _directs(sentence: str, trigger: re.Match[str]) -> bool:
     """Whether a time or condition trigger ("from now on", "whenever I ask") comes with a directive:
     an imperative verb opening a clause, "please", or "you" told what to do."""
-    if re.search(r"\bplease\b|\byou (?:should|must|will|can|need|have to|'ll)\b|\bi (?:want|need|'d like|"
+    if re.search(r"\bplease\b|\byou (?:should|must|will|need|have to|'ll)\b|\bi (?:want|need|'d like|"
                  r"would like) you\b", sentence):
         return True
     clauses = re.split(r"[,;:]| then ", sentence)
