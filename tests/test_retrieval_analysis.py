@@ -255,6 +255,12 @@ def test_topics_are_content_stems_without_names_and_time() -> None:
     assert a.topics == ("friend", "paint", "paris")
 
 
+def test_time_phrases_leave_the_topics_whatever_the_spacing() -> None:
+    a = analyse("What  did Jon cook   last\nweek?", PEOPLE, reference=date(2023, 8, 10))
+    assert [r.phrase for r in a.when] == ["last\nweek"]
+    assert a.topics == ("cook",)
+
+
 def test_topics_meet_across_word_forms() -> None:
     question = analyse("What time is our next meeting scheduled for?").topics
     assert set(topic_words("Always use 24-hour time format when I ask about meeting schedules.")) >= set(question)

@@ -21,6 +21,8 @@ def span(text: str, reference: date | None = REF) -> list[tuple[str, date, date]
     ("What did I do yesterday?", "yesterday", date(2023, 8, 9), date(2023, 8, 9)),
     ("What is on today?", "today", REF, REF),
     ("Remind me tonight", "tonight", REF, REF),
+    ("What did we watch last night?", "last night", date(2023, 8, 9), date(2023, 8, 9)),
+    ("What did I eat this morning?", "this morning", REF, REF),
     ("What is planned for tomorrow?", "tomorrow", date(2023, 8, 11), date(2023, 8, 11)),
     ("What happened the day before yesterday?", "the day before yesterday", date(2023, 8, 8), date(2023, 8, 8)),
     ("Book it for the day after tomorrow", "the day after tomorrow", date(2023, 8, 12), date(2023, 8, 12)),

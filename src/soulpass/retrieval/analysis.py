@@ -154,7 +154,7 @@ def named_participants(text: str, participants: Iterable[str]) -> tuple[str, ...
 
 def _without(text: str, phrases: Iterable[str]) -> str:
     for phrase in phrases:
-        text = text.replace(phrase.lower(), " ")
+        text = text.replace(_normal(phrase), " ")
     return text
 
 

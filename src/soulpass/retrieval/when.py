@@ -5,8 +5,8 @@ capital so that the verb "may" is not a month):
 
 - dates: "2023-05-08", "8 May 2023", "8th of May, 2023", "May 8, 2023", "8 May" and "May 8" (the
   reference's year), "May 2023", "in July" (the reference's year), "in 2023";
-- days: "yesterday", "today", "tonight", "tomorrow", "the day before yesterday", "the day after
-  tomorrow";
+- days: "yesterday", "last night", "today", "this morning", "tonight", "tomorrow", "the day before
+  yesterday", "the day after tomorrow";
 - periods: "last / this / next / past / coming" + "week", "weekend", "month", "year", a season or a
   weekday; "the summer of 2022"; "N days / weeks / months / years ago" (N in digits or words, "a",
   "a couple of"); "in the last / past N days..." (the span up to the reference).
@@ -47,6 +47,8 @@ _MONTHS = {name.lower(): n for n, name in enumerate(calendar.month_name) if name
 _MONTHS |= {name.lower(): n for n, name in enumerate(calendar.month_abbr) if name}
 _MONTHS["sept"] = 9
 _WEEKDAYS = {name.lower(): n for n, name in enumerate(calendar.day_name)}
+_DAYS_FROM_REFERENCE = {"yesterday": -1, "night": -1, "today": 0, "tonight": 0, "morning": 0, "afternoon": 0,
+                        "evening": 0, "tomorrow": 1}  # by the last word: "last night", "this morning"
 _SEASONS = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}  # the month each begins
 _NUMBERS = {"a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
             "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "couple of": 2}
@@ -160,7 +162,9 @@ class _Rule:
 
 
 def _rule(pattern: str, resolve: Callable[[dict[str, str], date], Span | None], *, absolute: bool = False) -> _Rule:
-    return _Rule(re.compile(r"(?<![\w-])" + pattern + r"(?![\w-])", re.IGNORECASE), absolute, resolve)
+    # a space in a pattern stands for any run of white space ("last\nweek" in a wrapped line)
+    spaced = pattern.replace(" ", r"\s+")
+    return _Rule(re.compile(r"(?<![\w-])" + spaced + r"(?![\w-])", re.IGNORECASE), absolute, resolve)
 
 
 def _dmy(g: dict[str, str], ref: date) -> Span | None:
@@ -179,8 +183,8 @@ _RULES: tuple[_Rule, ...] = (
           absolute=True),
     _rule(r"the day before yesterday", lambda g, r: _day_offset(-2, r)),
     _rule(r"the day after tomorrow", lambda g, r: _day_offset(2, r)),
-    _rule(r"(?P<d>yesterday|today|tonight|tomorrow)",
-          lambda g, r: _day_offset({"yesterday": -1, "today": 0, "tonight": 0, "tomorrow": 1}[g["d"]], r)),
+    _rule(r"(?P<d>yesterday|today|tonight|tomorrow|last night|this (?:morning|afternoon|evening))",
+          lambda g, r: _day_offset(_DAYS_FROM_REFERENCE[g["d"].split()[-1]], r)),
     _rule(r"(?:in|over|during|within) the (?:last|past) " + _NUMBER + " " + _UNIT,
           lambda g, r: _units_back(_number(g["n"]), g["unit"], r)),
     _rule(r"(?:in|over|during|within) the (?:last|past) " + _UNIT, lambda g, r: _units_back(1, g["unit"], r)),
