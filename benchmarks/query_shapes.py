@@ -19,7 +19,10 @@ those ``soulpass bench locomo`` scores: the ones with usable evidence.
 
 With ``--instructions`` it also counts, per speaker, the turns' sentences that
 ``soulpass.retrieval.standing_instructions`` takes for a standing instruction or a preference (it is
-meant for the user's turns: an assistant's advice is written in imperatives too).
+meant for the user's turns: an assistant's advice is written in imperatives too), and per category
+how many questions have a statement in an evidence turn, one that shares a topic word with the
+question (``shared_topics``), and how often the conversation's statement sharing the most topic
+words is in an evidence turn: how far matching on topic words can carry a governed request.
 """
 
 from __future__ import annotations
@@ -33,7 +36,15 @@ from pathlib import Path
 from typing import Any
 
 from soulpass.bench.locomo import CATEGORIES, Conversation, load
-from soulpass.retrieval import Directive, QueryAnalysis, Shape, analyse, standing_instructions
+from soulpass.retrieval import (
+    Directive,
+    QueryAnalysis,
+    Shape,
+    StandingInstruction,
+    analyse,
+    shared_topics,
+    standing_instructions,
+)
 
 
 def read_conversation(conv: Conversation) -> list[tuple[int, QueryAnalysis]]:
@@ -49,7 +60,7 @@ def tally(read: Sequence[tuple[int, QueryAnalysis]], examples: int = 0) -> dict[
     for category, a in read:
         groups.setdefault(f"{category} {CATEGORIES.get(category, '?')}", []).append(a)
     out: dict[str, Any] = {}
-    for name in sorted(groups, key=lambda g: (g != "all", int(g.split()[0]) if g != "all" else 0)):
+    for name in sorted(groups, key=_category_order):
         items = groups[name]
         shapes = Counter(a.shape.value for a in items)
         row: dict[str, Any] = {
@@ -66,17 +77,58 @@ def tally(read: Sequence[tuple[int, QueryAnalysis]], examples: int = 0) -> dict[
     return out
 
 
-def count_instructions(conversations: Sequence[Conversation]) -> dict[str, dict[str, int]]:
+Statements = dict[str, tuple[str, tuple[StandingInstruction, ...]]]  # dia id -> speaker, statements
+
+
+def statements_of(conv: Conversation) -> Statements:
+    """The standing statements recognised in each turn of ``conv``, by dia id, with its speaker."""
+    return {t.dia_id: (t.speaker, standing_instructions(t.text)) for s in conv.sessions for t in s.turns}
+
+
+def count_instructions(statements: Sequence[Statements]) -> dict[str, dict[str, int]]:
     """Per speaker: turns, and sentences recognised as each kind of standing statement."""
     out: dict[str, Counter[str]] = {}
-    for conv in conversations:
-        for session in conv.sessions:
-            for turn in session.turns:
-                row = out.setdefault(turn.speaker, Counter())
-                row["turns"] += 1
-                row.update(found.kind.value for found in standing_instructions(turn.text))
+    for conv in statements:
+        for speaker, found in conv.values():
+            row = out.setdefault(speaker, Counter())
+            row["turns"] += 1
+            row.update(f.kind.value for f in found)
     return {speaker: {"turns": row["turns"], **{k.value: row[k.value] for k in Directive}}
             for speaker, row in sorted(out.items())}
+
+
+def governing(conv: Conversation, statements: Statements) -> list[tuple[int, Counter[str]]]:
+    """Per question: whether an evidence turn holds a standing statement, whether one of those shares
+    a topic word with the question, and whether the conversation's statement sharing the most topic
+    words with it (the first of equals) stands in an evidence turn."""
+    speakers = list(dict.fromkeys(t.speaker for s in conv.sessions for t in s.turns))
+    dates = [s.when.date() for s in conv.sessions]
+    every = [(dia, f) for dia, (_, found) in statements.items() for f in found]
+    rows = []
+    for q in conv.questions:
+        topics = analyse(q.text, speakers, session_dates=dates).topics
+        evidence = [f for dia, f in every if dia in q.evidence]
+        best = max(every, key=lambda item: len(shared_topics(item[1], topics)), default=None)
+        rows.append((q.category, Counter({
+            "evidence_has_statement": bool(evidence),
+            "evidence_statement_shares_topic": any(shared_topics(f, topics) for f in evidence),
+            "best_sharing_statement_is_evidence": best is not None and bool(shared_topics(best[1], topics))
+            and best[0] in q.evidence,
+        })))
+    return rows
+
+
+def governing_table(rows: Sequence[tuple[int, Counter[str]]]) -> dict[str, dict[str, int]]:
+    out: dict[str, Counter[str]] = {}
+    for category, row in rows:
+        for name in ("all", f"{category} {CATEGORIES.get(category, '?')}"):
+            out.setdefault(name, Counter({"questions": 0})).update(row + Counter({"questions": 1}))
+    return {name: dict(out[name]) for name in sorted(out, key=_category_order)}
+
+
+def _category_order(name: str) -> tuple[bool, int]:
+    """"all" first, then the categories by number."""
+    return name != "all", int(name.split()[0]) if name != "all" else 0
 
 
 def _share(items: Sequence[QueryAnalysis], test: Any) -> float:
@@ -109,11 +161,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         report[path.name] = tally(read, args.examples)
         print_table(path.name, report[path.name])
         if args.instructions:
-            counts = count_instructions(conversations)
+            statements = [statements_of(conv) for conv in conversations]
+            counts = count_instructions(statements)
             report[path.name]["instructions_by_speaker"] = counts
             total = {k: sum(row[k] for row in counts.values()) for k in ("turns", *(d.value for d in Directive))}
             print(f"standing statements in {total['turns']} turns: " + ", ".join(
                 f"{k} {total[k]}" for k in total if k != "turns"))
+            rows = [row for conv, found in zip(conversations, statements, strict=True)
+                    for row in governing(conv, found)]
+            report[path.name]["governing"] = governing_table(rows)
+            for name, row in report[path.name]["governing"].items():
+                print(f"  {name:<22}" + "  ".join(f"{k} {v}" for k, v in row.items()))
     if args.json:
         args.json.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return 0
