@@ -7,8 +7,18 @@ import dataclasses
 from datetime import date
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from soulpass.retrieval import QueryAnalysis, Shape, analyse, named_participants, stem, topic_words
+from soulpass.retrieval import (
+    QueryAnalysis,
+    Shape,
+    analyse,
+    named_participants,
+    standing_instructions,
+    stem,
+    topic_words,
+)
 
 PEOPLE = ("Caroline", "Melanie", "Jon", "Gina", "Mary Ann Smith")
 
@@ -286,3 +296,13 @@ def test_the_analysis_is_a_frozen_value() -> None:
     with pytest.raises(dataclasses.FrozenInstanceError):
         a.shape = Shape.LIST  # type: ignore[misc]
     assert analyse("What is Caroline's job?", PEOPLE) == a
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=200), st.lists(st.text(max_size=12), max_size=3))
+def test_any_text_is_read(text: str, people: list[str]) -> None:
+    a = analyse(text, people, reference=date(2023, 8, 10))
+    assert a.shape in Shape
+    assert set(a.who) <= set(people)
+    assert all(r.start <= r.end for r in a.when)
+    assert standing_instructions(text) == standing_instructions(text)

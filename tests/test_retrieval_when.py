@@ -5,6 +5,8 @@ from __future__ import annotations
 from datetime import date
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from soulpass.retrieval import DateRange, time_ranges
 
@@ -127,3 +129,18 @@ def test_a_range_holds_its_days() -> None:
     assert date(2023, 8, 1) in week
     assert REF not in week
     assert "2023-08-01" not in week
+
+
+_WORDS = ["last", "next", "this", "past", "in", "the", "of", "on", "ago", "a", "couple", "two", "31", "0", "8th",
+          "May", "may", "February", "Sept.", "2023", "1999", "week", "weekend", "month", "year", "days", "summer",
+          "winter", "Friday", "yesterday", "tomorrow", "day", "before", "after", "over", "-", ",", "2023-02-30"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_WORDS), max_size=12), st.dates(min_value=date(1901, 3, 1),
+                                                                   max_value=date(2098, 10, 1)))
+def test_any_words_give_well_formed_ranges(words: list[str], reference: date) -> None:
+    text = " ".join(words)
+    for found in time_ranges(text, reference):
+        assert found.start <= found.end
+        assert found.phrase in text
