@@ -97,7 +97,7 @@ def _kind(sentence: str) -> Directive | None:
         return Directive.INSTRUCTION
     if (m := _DONT.search(sentence)) and _is_output(sentence, m):
         return Directive.INSTRUCTION
-    if (m := _TRIGGER.search(sentence)) and _directs(sentence, m):
+    if _TRIGGER.search(sentence) and _directs(sentence):
         return Directive.INSTRUCTION
     return None
 
@@ -113,7 +113,7 @@ def _is_output(sentence: str, dont: re.Match[str]) -> bool:
     return verb in _OUTPUT or any(verb in (v + "ing", v + v[-1] + "ing", v[:-1] + "ing") for v in _OUTPUT)
 
 
-def _directs(sentence: str, trigger: re.Match[str]) -> bool:
+def _directs(sentence: str) -> bool:
     """Whether a time or condition trigger ("from now on", "whenever I ask") comes with a directive:
     an imperative verb opening a clause, "please", or "you" told what to do."""
     if re.search(r"\bplease\b|\byou (?:should|must|will|need|have to|'ll)\b|\bi (?:want|need|'d like|"
