@@ -23,7 +23,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "ids", "sentences", "records", "prose")),
     ("store", ("store",)),
     ("index", ("index", "embed")),
-    ("sessions", ("sessions", "consolidation", "editing")),
+    # retrieval: reading questions and standing instructions, and plans over the index's public search.
+    ("sessions", ("sessions", "consolidation", "editing", "retrieval")),
     # The library API: soulpass.open -> Account -> Sandbox, Journal (and forget, which Account calls).
     ("engine", ("engine", "journal", "pool", "forgetting")),
     # Built on the library API only: integrity and backup tools, importers, the seed facades
