@@ -38,6 +38,7 @@ from soulpass.index.catalog.rows import COLUMNS
 from soulpass.index.catalog.schema import configure, transaction
 from soulpass.index.seed_file import load_seed
 from soulpass.index.vectors import VectorIndex
+from soulpass.index.vectors.abilities import SharesFolder
 
 __all__ = ["EmbedBacklog", "EmbedFn", "SeededEmbedding", "drain_until_empty", "embedded_state", "indexing_embed",
            "text_hash"]
@@ -120,6 +121,7 @@ class EmbedBacklog:
         ``seed``: vectors an import brought (soulpass.index.seed), used before the embedder."""
         self.key, self.vectors, self.embed_text, self.kinds = key, vectors, embed_text, tuple(kinds)
         self.passages_of = passages_of
+        self._shared = vectors if isinstance(vectors, SharesFolder) else None  # another process may write it
         self._seeded = SeededEmbedding(seed, key)
         self._lock = threading.RLock()  # one connection pair, used by the caller's and the indexer's thread
         self._draining = threading.Lock()  # one drain at a time
@@ -227,7 +229,7 @@ class EmbedBacklog:
         """Embed the oldest ``limit`` entries and remove them; returns how many were handled (0: empty).
         When ``embed`` raises, the entries stay for the next try. A reader of a vector index another
         process writes (``read_only``) drains nothing: that process embeds them."""
-        if getattr(self.vectors, "read_only", False):
+        if self._shared is not None and self._shared.read_only:
             return 0
         with self._draining:
             with self._lock:

@@ -1,7 +1,7 @@
 """Vectors a passport carries (``soulpass export --vectors``), so an import embeds nothing again.
 
 A seed is keyed by what was embedded, not by record id: for each embedded text (a record's own
-text and its passages, ``soulpass.index.search.embed_text``/``embed_passages``), its SHA-256 and
+text and its passages, ``soulpass.index.recipe.embed_text``/``embed_passages``), its SHA-256 and
 its vector, with the embedder and recipe (``key``) they came from. An import writes the seed beside
 the new account's index (``<index>/seed-<model>.npz``); the embedding backlog looks each text up
 there before it asks the embedder (``EmbedBacklog.drain``), so only texts the seed lacks are
@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 from soulpass.index.backlog import indexing_embed, text_hash
 from soulpass.index.catalog import Catalog
 from soulpass.index.passages import passage_id
+from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, embed_passages, embed_text
 from soulpass.index.seed_file import Seed
-from soulpass.index.vectors.exact import ExactIndex
-from soulpass.index.vectors.shared import SharedIndex
 
 if TYPE_CHECKING:
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
 __all__ = ["collect"]
 
@@ -28,12 +27,8 @@ __all__ = ["collect"]
 def collect(index: AccountIndex) -> tuple[str, Seed] | None:
     """The account's vectors as a seed (everything embedded first), or None when the account has
     no embedder or its vectors are not in our own index (ChromaDB keeps them)."""
-    from soulpass.index.search import EMBED_RECIPE, SEARCHABLE_KINDS, embed_passages, embed_text
-
-    vectors, embedder, catalog = index.vectors, index.embedder, index.catalog
-    if isinstance(vectors, SharedIndex):
-        vectors = vectors.inner
-    if vectors is None or embedder is None or not isinstance(vectors, ExactIndex) or not isinstance(catalog, Catalog):
+    vectors, embedder, catalog = index.stored_vectors, index.embedder, index.catalog
+    if vectors is None or embedder is None or not isinstance(catalog, Catalog):
         return None
     if index.backlog is not None:
         index.backlog.enqueue()

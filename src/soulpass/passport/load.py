@@ -93,7 +93,7 @@ def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes
 
 def _place_seed(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) -> str:
     """The seed beside the new account's index when this home embeds as the exporter did."""
-    from soulpass.index.search import EMBED_RECIPE
+    from soulpass.index.recipe import EMBED_RECIPE
 
     embedder = sp.embedder()
     if embedder is None or listed["key"] != f"{embedder.model_id}|{EMBED_RECIPE}":

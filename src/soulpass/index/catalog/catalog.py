@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
 
+from .kept import Kept, fetch_rows, fetch_sessions, last_row
 from .query import Filters, filter_sql, neighbour_sql, query_terms
-from .rows import COLUMNS, CatalogRow, Traits, is_catalogued
+from .rows import COLUMNS, CatalogRow, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import (
@@ -33,7 +34,6 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
-from .traits import Kept, fetch_rows, fetch_traits, last_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +114,7 @@ class Catalog:
         self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
-        self._kept = Kept(rows=last_row)  # candidates' traits and neighbours, while the catalog is unchanged
+        self._kept = Kept(rows=last_row)  # candidates' sessions and neighbours, while the catalog is unchanged
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -536,16 +536,16 @@ class Catalog:
                 latest[row.id] = row
         return [latest[i] for i in wanted if i in latest]
 
-    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
-        """Kind, session, agent, text length and whether it asks something, of each known id (the
-        latest copy, or the one on disk at ``as_of_version``): what ranking needs, without the text."""
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
+        """The session (None: none) of each known id (the latest copy, or the one on disk at
+        ``as_of_version``): what ranking needs, without the text."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
         with self._lock:
             if as_of_version is not None:
-                return fetch_traits(self._conn, _BY_ID, wanted, as_of_version)
-            return self._kept.get(self._conn, "traits", wanted, lambda ids: fetch_traits(self._conn, _BY_ID, ids))
+                return fetch_sessions(self._conn, _BY_ID, wanted, as_of_version)
+            return self._kept.get(self._conn, "sessions", wanted, lambda ids: fetch_sessions(self._conn, _BY_ID, ids))
 
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""

@@ -1,33 +1,8 @@
 """Default backend: exact search while the index is small, a usearch HNSW graph above that.
 
-Why, measured on this project's 2-core machine (384-d, top-10, 200 single queries from a fresh
-process, clustered synthetic vectors, ``benchmarks/search_scale.py``; figures in
-``benchmarks/results/search_scale.json``):
-
-* numpy brute force (one BLAS thread, see ``base.one_blas_thread``) costs 0.1-0.16 us a row:
-  ~1-2 ms at 16k rows, 10-17 ms at 100k, 115-165 ms at 1M, recall 1.0. ChromaDB answers in
-  1.3-1.9 ms p50 / 1.7-2.4 ms p95 at both 100k and 1M (its per-query overhead dominates), so
-  exact search cannot be "at most half of ChromaDB's p95" beyond a few thousand rows;
-* a usearch graph over f16 vectors (M=16, expansion_add=64) is 0.45 / 0.63 ms at 100k (recall
-  0.97), but at 1M it needs expansion_search ~200 for recall 0.965 and then costs 0.95-1.1 /
-  1.6-1.8 ms: no faster than ChromaDB (hnswlib, f32) at equal recall; i8 was no better;
-* a graph over the vectors' *sign bits* (``b1``: 48 bytes for 384-d, Hamming distance, one cache
-  line a node) asked for 250 candidates that are then re-scored with the exact float32 rows
-  (150 at 100k) reaches the same recall for less: at 1M 0.75-1.05 ms p50 / 1.1-1.7 ms p95
-  (recall 0.96), and it builds 5-8x faster (1M in ~2 min instead of ~15). Sign bits keep
-  cosine order well for sentence embeddings: on 5.9k real MiniLM vectors (LoCoMo turns,
-  questions as queries) the exact top-10 lies within the Hamming top-100 for 98.7% and the
-  top-200 for 99.6% (synthetic: 93% / 98%). Below 256-d too few bits are left: f16 there;
-* a graph over twice the bits (the signs of the vector and of the vector turned by one fixed
-  rotation, ``graph_bits``: 96 bytes for 384-d) needs a third fewer candidates for the same recall:
-  at 1M 200 re-scored reach recall@10 0.967 where the signs alone need 300 for 0.968, at 100k 150
-  reach 0.982 (0.966 alone; ``benchmarks/graph_bits.py``). New graphs hold these; a graph saved
-  with the signs alone is still searched as it is;
-* a graph whose rows joined it looking wider (``expansion_add`` 200, ``EXPANSION_ADD``, instead of
-  64) is better connected: at 1M rows 160 candidates reach the recall@10 (0.9735) that 64's graph
-  needs 220 for (``graph_bits.py --projections 2 --expansion-add 64,200``), for 2.7x the build
-  time. New graphs are built so and say so in a note beside them; a graph saved before
-  keeps its width.
+Why: exact numpy search costs ~0.1 us a row, too slow beyond a few tens of thousands of rows; a
+graph over the vectors' sign bits, its candidates re-scored with the float32 rows, reaches the
+recall of a float graph for less time and a faster build (the measurements: docs/performance.md).
 
 How:
 
@@ -73,8 +48,8 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
-from soulpass.index.vectors.base import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
+from soulpass.index.vectors.os_memory import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.store.fsio import atomic_write, dump_json, fsync_dir
