@@ -20,6 +20,7 @@ from soulpass.embed.rerank import Reranker
 from soulpass.index import passages
 from soulpass.index.backlog import EmbedBacklog, embedded_state
 from soulpass.index.buffer_rows import BufferVectors
+from soulpass.index.carried import carried_name, embedding_key
 from soulpass.index.catalog import Catalog, CatalogRow, CatchUpReport, Filters, FullText, catalog_path
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
@@ -27,9 +28,8 @@ from soulpass.index.dense import DatabaseDense, DenseScores, LocalDense
 from soulpass.index.filtered import MaskedDense
 from soulpass.index.follow import Follower, IndexStatus
 from soulpass.index.query_vectors import QueryVectors
-from soulpass.index.recipe import EMBED_RECIPE, SEARCHABLE_KINDS, embed_passages, embed_text
+from soulpass.index.recipe import SEARCHABLE_KINDS, embed_passages, embed_text
 from soulpass.index.search import Candidates, Hit, HybridSearch
-from soulpass.index.seed_file import seed_name
 from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
 from soulpass.index.vectors.abilities import GivesVectors, RebuildsGraph
 from soulpass.store.contract import AccountBackend
@@ -91,11 +91,11 @@ class AccountIndex:
         self.graph, self.stored_vectors = vectors.abilities.graph, vectors.abilities.vectors
         # The recipe is part of the key: when what is embedded changes, everything is re-embedded.
         state_file = folder.with_name(folder.name + ".embedded.sqlite")
-        state = self._state = embedded_state(state_file, f"{model}|{EMBED_RECIPE}")
+        state = self._state = embedded_state(state_file, embedding_key(model))
         masked = MaskedDense.over(vectors, catalog, state, folder.with_name(folder.name + ".catalog-rows.npz"))
-        self.backlog = EmbedBacklog(path, state_file, f"{model}|{EMBED_RECIPE}", vectors, embed_text,
+        self.backlog = EmbedBacklog(path, state_file, embedding_key(model), vectors, embed_text,
                                     SEARCHABLE_KINDS, passages_of=embed_passages,
-                                    seed=store.index_dir() / seed_name(model))
+                                    carried=store.index_dir() / carried_name(model))
         follow.update(masked=masked, passage_vectors=lambda: passages.total(state))
         return LocalDense(vectors, catalog, passages.PassageIds(state), masked)
 
@@ -113,8 +113,8 @@ class AccountIndex:
         vectors = PgVectors(db, account_id, model_id=model, dim=self.embedder.dim,
                             local_folder=account_vectors_folder(self.store.index_dir(), "hnsw", model))
         self.vectors = vectors
-        self.backlog = PgBacklog(catalog, vectors, f"{model}|{EMBED_RECIPE}", embed_text, SEARCHABLE_KINDS,
-                                 passages_of=embed_passages, seed=self.store.index_dir() / seed_name(model))
+        self.backlog = PgBacklog(catalog, vectors, embedding_key(model), embed_text, SEARCHABLE_KINDS,
+                                 passages_of=embed_passages, carried=self.store.index_dir() / carried_name(model))
         follow.update(passage_vectors=vectors.passages_total)
         return DatabaseDense(vectors, catalog)
 

@@ -3,7 +3,7 @@
 The algorithm, step by step (``HybridSearch.search``):
 
 1. candidates: the best ``CANDIDATES`` by BM25 and by cosine, and the turns next to the best
-   ``NEIGHBOUR_SEEDS`` of them in their conversations; every candidate gets both its exact BM25
+   ``NEIGHBOURS_OF_BEST`` of them in their conversations; every candidate gets both its exact BM25
    score (0 when no term matches) and its exact cosine;
 2. scores: each standardised over the candidates and fused (``soulpass.index.ranking``);
 3. rank: read in context (the better neighbour, the best in the session); ties broken by id, so
@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 CANDIDATES = 50  # per retriever, before fusion
 RERANK_DEPTH = 30  # the optional cross-encoder re-orders this many of the best (docs/performance.md)
 RERANK_WEIGHT = 1.0
-NEIGHBOUR_SEEDS = 20  # the neighbours of this many best candidates become candidates too
+NEIGHBOURS_OF_BEST = 20  # the neighbours of this many best candidates become candidates too
 
 
 @dataclass(frozen=True)
@@ -132,8 +132,8 @@ class HybridSearch:
         own_ids = {r.id for r in own}
         links = self.catalog.neighbours([i for i in scores.ids if i not in own_ids], turn_kinds, filters)
         links.update(buffer_links([r for r in own if r.kind in turn_kinds]))
-        seeds = scores.best(NEIGHBOUR_SEEDS, dense=qvec is not None)
-        added = [n for seed in seeds for n in links.get(seed, ()) if n and n not in scores.known]
+        best = scores.best(NEIGHBOURS_OF_BEST, dense=qvec is not None)
+        added = [n for rid in best for n in links.get(rid, ()) if n and n not in scores.known]
         self._complete(query, qvec, scores, added, filters)
         # A turn added as a neighbour knows its neighbours from theirs (it is their next or previous).
         for rid, (before, after) in list(links.items()):

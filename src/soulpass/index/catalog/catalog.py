@@ -274,15 +274,32 @@ class Catalog:
         if not terms or k == 0:
             return []
         filters = filters or Filters()
-        where, params = filter_sql(filters)
         with self._lock:
-            sidecar = self._synced_sidecar()
-            masked = self._search_masked(sidecar, terms, k, filters, where, params)
-            if masked is not None:
-                return masked
-            if sidecar is not None:
-                return self._search_sidecar(sidecar, terms, k, filters, where, params)
-            return self._search_fts5(terms, k, where, params)
+            return self._full_text(terms, k, filters)
+
+    def _full_text(self, terms: list[str], k: int, filters: Filters) -> list[tuple[str, float]]:
+        """The one place the full-text strategy is chosen. BM25 ranks every match the same way in
+        each; what differs is how the filters are checked, so the rule goes by how many rows pass:
+
+        1. a broad filter the filter columns answer (a speaker, a time range): each of the best
+           hits is checked against the passing rows' mask in numpy, asking for as many as the
+           passing share needs (``_search_masked``; with tantivy and a handful of passing rows,
+           a search among those rows);
+        2. with the tantivy sidecar (``fulltext="tantivy"``): a selective filter with few passing
+           rows is searched among them; else the best hits are over-fetched and checked in SQLite,
+           widening while short, then searched among the passing rows, or by FTS5 when too many
+           pass (``_search_sidecar``);
+        3. FTS5: the best matches ranked alone and checked in SQLite (twice, then eight times k),
+           else every passing match ranked in one SQL query (``_search_fts5``).
+        """
+        where, params = filter_sql(filters)
+        sidecar = self._synced_sidecar()
+        masked = self._search_masked(sidecar, terms, k, filters, where, params)
+        if masked is not None:
+            return masked
+        if sidecar is not None:
+            return self._search_sidecar(sidecar, terms, k, filters, where, params)
+        return self._search_fts5(terms, k, where, params)
 
     def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
         """BM25 scores of the given rows for ``query``, on the same scale as ``fts_search`` (rows
