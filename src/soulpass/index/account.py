@@ -59,20 +59,18 @@ class AccountIndex:
         self._state: sqlite3.Connection | None = None
         self._identity: Callable[[], object]  # what says the index opened is still the one there
         self._opened: object = None
-        follow: dict[str, Any] = {}
         found = _database_of(store)
         if found is not None:  # the store keeps the index beside it (PostgreSQL): every process shares it
-            self.dense = self._open_in_database(*found, follow)
+            self.dense, self.follower = self._open_in_database(*found, embed_inline)
         else:
-            self.dense = self._open_local(backend, fulltext, follow)
-        self.follower = Follower(store, self.catalog, embedder=embedder, vectors=self.vectors, backlog=self.backlog,
-                                 state=self._state, embed_inline=embed_inline, **follow)
+            self.dense, self.follower = self._open_local(backend, fulltext, embed_inline)
         self._search = HybridSearch(
             self.catalog, store.name, dense=self.dense, reranker=reranker,
             query_vectors=QueryVectors(embedder, QUERY_VECTORS_KEPT) if embedder is not None else None,
             buffer=BufferVectors(embedder) if embedder is not None else None)
 
-    def _open_local(self, backend: Backend, fulltext: FullText | None, follow: dict[str, Any]) -> DenseScores | None:
+    def _open_local(self, backend: Backend, fulltext: FullText | None,
+                    embed_inline: bool) -> tuple[DenseScores | None, Follower]:
         """The SQLite catalog and a vector index of ``backend`` in the index folder."""
         store = self.store
         catalog = Catalog.open(store, fulltext=fulltext)
@@ -83,7 +81,7 @@ class AccountIndex:
             catalog.record_fulltext(fulltext)
         self.catalog: IndexCatalog[AccountBackend] = catalog
         if self.embedder is None:
-            return None
+            return None, Follower(store, catalog, embed_inline=embed_inline)
         model = self.embedder.model_id
         # One folder per backend and embedder: another model means other vectors, never mixed.
         folder = account_vectors_folder(store.index_dir(), backend, model)
@@ -96,10 +94,12 @@ class AccountIndex:
         self.backlog = EmbedBacklog(path, state_file, embedding_key(model), vectors, embed_text,
                                     SEARCHABLE_KINDS, passages_of=embed_passages,
                                     carried=store.index_dir() / carried_name(model))
-        follow.update(masked=masked, passage_vectors=lambda: passages.total(state))
-        return LocalDense(vectors, catalog, passages.PassageIds(state), masked)
+        follower = Follower(store, catalog, embedder=self.embedder, vectors=vectors, backlog=self.backlog,
+                            state=state, masked=masked, passage_vectors=lambda: passages.total(state),
+                            embed_inline=embed_inline)
+        return LocalDense(vectors, catalog, passages.PassageIds(state), masked), follower
 
-    def _open_in_database(self, db: Any, account_id: int, follow: dict[str, Any]) -> DenseScores | None:
+    def _open_in_database(self, db: Any, account_id: int, embed_inline: bool) -> tuple[DenseScores | None, Follower]:
         """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""
         from soulpass.index.pg import PgBacklog, PgCatalog, PgVectors
 
@@ -108,15 +108,16 @@ class AccountIndex:
         self._identity = catalog.born  # its state row is made again when the index is dropped
         self._opened = self._identity()
         if self.embedder is None:
-            return None
+            return None, Follower(self.store, catalog, embed_inline=embed_inline)
         model = self.embedder.model_id
         vectors = PgVectors(db, account_id, model_id=model, dim=self.embedder.dim,
                             local_folder=account_vectors_folder(self.store.index_dir(), "hnsw", model))
         self.vectors = vectors
         self.backlog = PgBacklog(catalog, vectors, embedding_key(model), embed_text, SEARCHABLE_KINDS,
                                  passages_of=embed_passages, carried=self.store.index_dir() / carried_name(model))
-        follow.update(passage_vectors=vectors.passages_total)
-        return DatabaseDense(vectors, catalog)
+        follower = Follower(self.store, catalog, embedder=self.embedder, vectors=vectors, backlog=self.backlog,
+                            passage_vectors=vectors.passages_total, embed_inline=embed_inline)
+        return DatabaseDense(vectors, catalog), follower
 
     @property
     def dense_error(self) -> str | None:

@@ -94,14 +94,10 @@ GRAPH_SHARE = 0.3
 
 
 # How widely a new row looks for its neighbours when it joins the graph (usearch's expansion_add, the
-# ef_construction of HNSW). A graph built wider is better connected: a walk finds as many of the
-# true top 10 among fewer candidates. Measured (``benchmarks/graph_bits.py --size 1000000
-# --projections 2 --expansion-add 64,200``, clustered 384-d, M=16, 200 queries): 64 (before) needs
-# 220 candidates for recall@10 0.9735, 200 reaches it with 160 (p95 of the walk and re-scoring
-# 0.80 -> 0.57 ms) and 0.98 with 170; 300 is no better than 200 (a harness of this session's). It
-# costs 2.7x the build time (1M rows: 64 -> 171 s on 2 cores), small next to embedding them. A
-# graph's value is kept beside it (``graph-G-R.json``): one saved without it was built with 64, and
-# rows added to such a graph leave it counted as 64.
+# ef_construction of HNSW): a graph built wider is better connected, so a walk finds as many of the
+# true top 10 among fewer candidates (docs/performance.md). A graph's value is kept beside it
+# (``graph-G-R.json``): one saved without it was built with 64, and rows added to such a graph leave
+# it counted as 64.
 EXPANSION_ADD = 200
 EXPANSION_ADD_BEFORE = 64
 WIDE_FIRST = (150, 170)  # candidates for a top 10 in a graph built with EXPANSION_ADD: at 100k, at 1M rows
@@ -109,11 +105,10 @@ WIDE_FIRST = (150, 170)  # candidates for a top 10 in a graph built with EXPANSI
 
 def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections: int = 1,
                    expansion_add: int = EXPANSION_ADD_BEFORE) -> int:
-    """How many sign-bit neighbours to re-score for a top ``k``. By the vectors' own signs (one
-    projection): 150 for a top 10 at 100k rows, rising with log(rows) to 250 at 1M (measured
-    recall@10 0.966 and 0.961). By those and a rotation's (two, a graph's): 150 at 100k to 220 at
-    1M (0.982 and ~0.97: the same rows re-scored find more of the top 10). A graph built with
-    ``expansion_add`` of at least ``EXPANSION_ADD`` finds as many of them among fewer: WIDE_FIRST."""
+    """How many sign-bit neighbours to re-score for a top ``k``: for a top 10, rising with log(rows)
+    from 100k to 1M rows, fewer by two projections than by one, fewer again in a graph built with
+    ``expansion_add`` of at least ``EXPANSION_ADD`` (``WIDE_FIRST``); the recall each reaches is in
+    docs/performance.md."""
     growth = min(1.0, max(0.0, math.log10(max(1, graph_rows) / 100_000)))
     # Beyond the first 10, four more a row: a hybrid search asks for ~75 candidates to fuse, which
     # need not be as exact as a top 10 (25 per row would re-score ~1,900 at 1M: ~20 ms).
@@ -128,10 +123,8 @@ def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections
 
 # A new sign-bit graph holds 2 x dim bits a row: the signs of the vector and of the vector turned by
 # one fixed rotation. Hamming distance over twice the bits tracks the angle more closely, so fewer
-# candidates reach the same recall (``benchmarks/graph_bits.py``, clustered 384-d, M=16: at 1M rows
-# 200 re-scored give recall@10 0.967 against 0.939 with the signs alone, whose 300 give 0.968; at
-# 100k, 150 give 0.982 against 0.966), for 48 more bytes a node and about as fast a step. A graph
-# saved with dim bits (before) is still searched with the signs alone.
+# candidates reach the same recall, for 48 more bytes a node. A graph saved with dim bits (before)
+# is still searched with the signs alone.
 GRAPH_PROJECTIONS = 2
 
 
@@ -318,10 +311,8 @@ class HnswIndex(ExactIndex):
         return graph_bits(vectors, self._projections()) if self.quantization == "b1" else vectors
 
     def _ef_for(self, size: int) -> int:
-        """``expansion_search``: as given, else 64 up to 100k vectors growing as sqrt(size) to 256.
-
-        Measured (ours, clustered 384-d, M=16, expansion_add=64): recall@10 0.97 at 100k with 64;
-        at 1M 0.88 with 64, 0.94 with 128, 0.965 with 192, while p50 only went 0.90 -> 1.02 ms."""
+        """``expansion_search``: as given, else 64 up to 100k vectors growing as sqrt(size) to 256
+        (recall falls with the graph's size; docs/performance.md)."""
         if self._expansion_search is not None:
             return self._expansion_search
         if self.quantization == "b1":
