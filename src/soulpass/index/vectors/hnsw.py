@@ -179,6 +179,7 @@ class HnswIndex(ExactIndex):
         self._expansion_search = expansion_search
         self.b1_base: int | None = None  # sign-bit neighbours re-scored for a top 10 (None: by size)
         self._graph: Any = None
+        self._graph_mapped = False  # the saved graph is searched from its file's pages
         self._viewed = False  # ``_graph`` memory-maps its file (read-only)
         self._graph_rows = 0  # rows [0, _graph_rows) are in the graph in memory
         self._saved_rows = 0  # ... and [0, _saved_rows) in the graph file
@@ -329,7 +330,7 @@ class HnswIndex(ExactIndex):
             _note_path(path).unlink(missing_ok=True)
 
     def _find_graph(self) -> None:
-        """Note the newest saved graph the journal covers, to be loaded when first needed: a process
+        """Note the newest saved graph the row log covers, to be loaded when first needed: a process
         that only asks one question (a CLI search) need not import usearch nor map the graph."""
         self._pending_rows = max((n for n, _ in self._graph_files() if n <= self._rows.rows), default=0)
 
@@ -341,7 +342,7 @@ class HnswIndex(ExactIndex):
             if self._graph is None:  # unreadable or of another kind: rebuilt from the rows
                 self._seal_if_due()
             else:  # a handle that searches the graph will search again: map its pages now
-                populate(self._rows.matrix(), None if hasattr(self._graph, "soulpass_copy") else self._graph_path)
+                populate(self._rows.matrix(), self._graph_path if self._graph_mapped else None)
         return self._graph is not None
 
     def _scans_every_row(self) -> bool:
@@ -361,7 +362,7 @@ class HnswIndex(ExactIndex):
     def _load_graph(self) -> None:
         files = self._graph_files()
         for covered, path in reversed(files):
-            if covered > self._rows.rows:  # names rows the journal never committed
+            if covered > self._rows.rows:  # names rows the row log never committed
                 self._drop(path)
                 continue
             copy = huge_copy(path)  # a large graph: its bytes in huge pages, walked faster than the file's
@@ -379,6 +380,7 @@ class HnswIndex(ExactIndex):
                 self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
             self._graph, self._graph_rows, self._saved_rows, self._graph_path = graph, covered, covered, path
+            self._graph_mapped = copy is None  # the file's pages, not a copy in huge pages
             self._graph_expansion = _saved_expansion(path)
             graph.expansion_search = self._ef_for(len(graph))  # after: the width depends on the graph's bits
             self._viewed = True
