@@ -32,7 +32,6 @@ __all__ = ["DatabaseDense", "DenseScores", "LocalDense"]
 OVERFETCH_MOST = 32
 OVERFETCH_MARGIN = 1.25
 
-Catalog = SearchCatalog[Any]
 TopRecords = Callable[[int], tuple[list[str], bool]]  # n -> the n nearest records, and whether that was all
 
 
@@ -53,7 +52,7 @@ class LocalDense:
     """Dense scoring over a local vector index (exact, HNSW or Chroma) and the passage ids its
     embedding state keeps; broad filters through the catalog's masks where both answer them."""
 
-    def __init__(self, vectors: SharedIndex, catalog: Catalog, passage_ids: passages.PassageIds,
+    def __init__(self, vectors: SharedIndex, catalog: SearchCatalog[Any], passage_ids: passages.PassageIds,
                  masked: MaskedDense | None) -> None:
         self._vectors, self._catalog, self._passage_ids, self.masked = vectors, catalog, passage_ids, masked
         self._groups = vectors.abilities.groups  # exact search: one product gives every record's best
@@ -87,7 +86,7 @@ class LocalDense:
 class DatabaseDense:
     """Dense scoring over the vectors in the store's PostgreSQL database (``soulpass.index.pg``)."""
 
-    def __init__(self, vectors: PgVectors, catalog: Catalog) -> None:
+    def __init__(self, vectors: PgVectors, catalog: SearchCatalog[Any]) -> None:
         self._vectors, self._catalog = vectors, catalog
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str]:
@@ -103,7 +102,7 @@ def _top_records(vectors: VectorIndex, vector: Any, n: int) -> tuple[list[str], 
     return list(passages.best_per_record(hits)), len(hits) < n
 
 
-def _nearest_passing(vectors: VectorIndex, catalog: Catalog, vector: Any, depth: int, filters: Filters,
+def _nearest_passing(vectors: VectorIndex, catalog: SearchCatalog[Any], vector: Any, depth: int, filters: Filters,
                      top: TopRecords) -> list[str]:
     """The ``depth`` nearest records passing ``filters``: over-fetched and checked where many rows
     may pass, else searched among the passing ids."""
