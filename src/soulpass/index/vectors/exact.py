@@ -1,9 +1,8 @@
 """Exact backend: brute-force cosine search with numpy over the memory-mapped rows.
 
-Recall is 1.0 by construction and there is no build step. Measured on this project's 2-core
-machine (384-d, top-10, one query at a time, BLAS on one thread): ~1-2 ms at 16k rows, 10-17 ms at
-100k, 115-165 ms at 1M (``benchmarks/search_scale.py --backends exact``). So it is the right tool
-for small accounts and for selective filters, and the HNSW backend (``hnsw.py``) builds on it.
+Recall is 1.0 by construction and there is no build step; its time grows with the rows
+(docs/performance.md), so it is the right tool for small accounts and for selective filters, and the
+HNSW backend (``hnsw.py``) builds on it.
 """
 
 from __future__ import annotations
@@ -46,8 +45,8 @@ def top_k(rows: Rows, scores: Scores, k: int) -> tuple[Rows, Scores]:
 
 
 # Up to this many rows a product is numpy's own loop (``einsum``: one thread, no BLAS): as fast as
-# BLAS on one thread there (~20 us for 300 rows), without threadpoolctl's import (~20 ms, once) and
-# its ~12 us a call; above it BLAS on one thread (``one_blas_thread``).
+# BLAS on one thread there, without threadpoolctl's import and its cost a call; above it BLAS on one
+# thread (``one_blas_thread``).
 SMALL_PRODUCT = 512
 
 

@@ -1,11 +1,10 @@
 """The rows' sign bits, packed, by row: the first stage of a search among many filtered rows.
 
 A filter that passes a share of the rows (one speaker of 13) makes the HNSW graph a poor first
-stage: it must return ~13 times the candidates to find enough that pass (~50 ms at 1M rows). Here
-every row's sign bits (48 bytes for 384-d) sit in one array by row number, so the passing rows are
-ranked by Hamming distance to the query's signs directly (77k rows: ~4 MB, a few milliseconds),
-and the best few hundred are re-scored exactly (``hnsw.py``). Sign bits keep cosine order well for
-sentence embeddings (``hnsw.py``'s notes).
+stage: it must return ~13 times the candidates to find enough that pass. Here every row's sign bits
+(48 bytes for 384-d) sit in one array by row number, so the passing rows are ranked by Hamming
+distance to the query's signs directly, and the best few hundred are re-scored exactly
+(``hnsw.py``). Sign bits keep cosine order well for sentence embeddings (docs/performance.md).
 
 Layout: ``signs-G-R.b1`` holds rows ``[0, R)`` of generation G (rows x dim/8 bytes; the name says
 how many rows, temp + fsync + rename like the graph). Rows never change within a generation, so the
