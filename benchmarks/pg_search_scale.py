@@ -48,7 +48,7 @@ DIM = 384
 def build(home: str, data: Any, n: int, seed: int, chunk: int) -> dict[str, Any]:
     import soulpass
     from soulpass.index import passages
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
     vocab = Vocabulary.make(HYBRID_VOCAB, seed)
     acct = soulpass.open(home, embedder="none").account(HYBRID_ACCOUNT, create=True)
@@ -83,7 +83,7 @@ def build(home: str, data: Any, n: int, seed: int, chunk: int) -> dict[str, Any]
 
 def query(home: str, queries: list[str], vectors: Any, k: int) -> dict[str, Any]:
     import soulpass
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
     embedder = TableEmbedder({t: i for i, t in enumerate(queries)}, vectors)
     acct = soulpass.open(home, embedder=embedder).account(HYBRID_ACCOUNT)
@@ -91,7 +91,7 @@ def query(home: str, queries: list[str], vectors: Any, k: int) -> dict[str, Any]
     index = AccountIndex(acct.store, embedder)
     out: dict[str, Any] = {"open_s": round(time.perf_counter() - t0, 3), "variants": {}}
     timer = CallTimer()
-    for name in ("fts_search", "fts_scores", "passing", "ids_matching", "neighbours", "get", "traits"):
+    for name in ("fts_search", "fts_scores", "passing", "ids_matching", "neighbours", "get", "sessions"):
         timer.wrap(index.catalog, name, name)
     assert index.vectors is not None
     timer.wrap(index.vectors, "search", "vectors")

@@ -13,7 +13,7 @@ query (the best 50 by BM25 and by cosine, and the neighbours of the best 20 by t
 fused score) do not depend on them: only ``CandidateScores.rank`` does. So every question's candidate step
 runs once, through the same ``AccountIndex.candidates`` that ``search`` calls, and a weight vector
 is evaluated without searching again. The score ``rank`` gives is linear in the weights (each
-weight multiplies one part: the z-scores, the context and session terms, the traits), so the parts
+weight multiplies one part: the z-scores, the context and session terms), so the parts
 are read once per question from the production ``rank`` (with one weight at 1 and the others at 0)
 and a weight vector's ranking is a matrix product. Two self-checks fail loudly when this drifts from
 the search: the matrix ranking with the current constants equals ``rank``'s for every question, and
@@ -26,8 +26,8 @@ ranking before any fit), at most ``ROUNDS`` rounds; for each weight in turn the 
 ``STEPS`` x max(|w|, 0.3) are tried and the best is kept when it improves the objective by more
 than ``MIN_GAIN``.
 
-Only the four fusion weights (``FUSION``) are fitted by default; ``--fit-traits`` fits the three
-trait weights too (measured: they do not carry from one data set to the other).
+The four fusion weights are fitted (the three trait weights of a turn were removed in issue 37:
+fitted on one data set they lost on the other; docs/performance.md).
 
 What is reported, per data set:
 - ``current``: the weights in ``ranking.py`` now (in-sample wherever they were fitted on that set);
@@ -59,24 +59,25 @@ import soulpass
 import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
 from soulpass.engine import Account, Soulpass
-from soulpass.index.catalog import Filters, Traits
+from soulpass.index.account import AccountIndex
+from soulpass.index.catalog import Filters
 from soulpass.index.ranking import CandidateScores
-from soulpass.index.search import TURN_KINDS, AccountIndex, Candidates
+from soulpass.index.recipe import TURN_KINDS
+from soulpass.index.search import Candidates
 
 __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_weights", "decompose", "evaluate",
            "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
            "weights"]
 
-WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_SPEAKER", "W_ASKS", "W_LENGTH")
-FUSION = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")  # what the default is fitted on; traits stay at START
+WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")
+FUSION = WEIGHTS  # what the default is fitted on
 K = max(locomo.KS)  # as ``soulpass bench locomo``: the top 20 are asked for (candidate depth 50)
 KINDS = TURN_KINDS
 ROUNDS = 12  # a fit stops earlier when a whole round moves nothing
 STEPS = (-0.3, -0.15, -0.07, 0.07, 0.15, 0.3)
 # The ranking before any fit: the two z-scores added, half the better neighbour's and half the
-# session's best, no traits. Fits start here, so no test question has a say in where a fit begins.
-START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5, "W_SPEAKER": 0.0, "W_ASKS": 0.0,
-         "W_LENGTH": 0.0}
+# session's best. Fits start here, so no test question has a say in where a fit begins.
+START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5}
 MIN_GAIN = 1e-5
 CHECK_PER_CONVERSATION = 3  # questions per conversation compared with ``Account.search``
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,11 +94,9 @@ class Prepared:
     question: str
     evidence: tuple[str, ...]
     scores: CandidateScores
-    traits: dict[str, Traits]
+    sessions: dict[str, str | None]
     links: dict[str, tuple[str | None, str | None]]
-    named: set[str]
     dense: bool
-    first_person: bool
     dia: dict[str, str]  # record id -> dialog id (shared by the conversation's questions)
     category: int = 0  # the question's category in the data set
     ids: list[str] | None = None  # the candidates, in id order (ties go to the smaller id, as in ``rank``)
@@ -140,14 +139,12 @@ def candidates(index: AccountIndex, query: str, k: int = K) -> Candidates:
 
 def ranked_ids(item: Prepared, k: int = K) -> list[str]:
     """The production ranking (``CandidateScores.rank``) with the module constants as they are now."""
-    ranked = item.scores.rank(item.traits, item.links, named=item.named, dense=item.dense,
-                              first_person=item.first_person)
+    ranked = item.scores.rank(item.sessions, item.links, dense=item.dense)
     return [rid for rid, _ in ranked[:k]]
 
 
 # The part of ``rank``'s output that each weight multiplies (W_FTS and W_DENSE share "fused").
-_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session",
-         "W_SPEAKER": "speaker", "W_ASKS": "asks", "W_LENGTH": "length"}
+_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session"}
 
 
 def decompose(item: Prepared) -> None:
@@ -155,8 +152,7 @@ def decompose(item: Prepared) -> None:
     columns: list[dict[str, float]] = []
     for name in WEIGHTS:
         with weights({w: float(w == name) for w in WEIGHTS}):
-            ranked = item.scores.rank(item.traits, item.links, named=item.named, dense=item.dense,
-                                      first_person=item.first_person)
+            ranked = item.scores.rank(item.sessions, item.links, dense=item.dense)
         columns.append({rid: parts.get(_PART[name], 0.0) for rid, parts in ranked})
     item.ids = sorted(columns[0])
     item.parts = np.array([[col[rid] for col in columns] for rid in item.ids], dtype=np.float64)
@@ -206,8 +202,7 @@ def prepare(accounts: Sequence[Account], conversations: Sequence[locomo.Conversa
         dia = locomo.dia_of(account)
         for q in conv.questions:
             f = candidates(index, q.text)
-            out.append(Prepared(n, q.text, q.evidence, f.scores, f.traits, f.links, f.named, f.dense,
-                                f.first_person, dia, q.category))
+            out.append(Prepared(n, q.text, q.evidence, f.scores, f.sessions, f.links, f.dense, dia, q.category))
         if progress:
             print(f"  candidates: {conv.sample_id} ({len(conv.questions)} questions)", file=sys.stderr, flush=True)
     return out
@@ -387,8 +382,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar=("NAME", "HOME", "DATA"),
                         help="a data set: its name, the home `soulpass bench locomo` ingested it into, its file")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
-    parser.add_argument("--fit-traits", action="store_true",
-                        help="fit the three trait weights too (the default fits the four fusion weights only)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
     sets: list[DataSet] = []
@@ -408,7 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 account.close()
         sets.append(DataSet(name, items))
     t1 = time.perf_counter()
-    result = run(sets, WEIGHTS if args.fit_traits else FUSION, log=True)
+    result = run(sets, FUSION, log=True)
     t2 = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "retrieval-weight-fit",

@@ -172,7 +172,7 @@ def turn_record(turn: Turn) -> Any:
 def worker_hybrid_build(home: Path, data_path: Path, n: int, seed: int, chunk: int) -> dict[str, Any]:
     import soulpass
     from soulpass.index import passages
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
     vocab = Vocabulary.make(HYBRID_VOCAB, seed)
     data = np.load(data_path, mmap_mode="r")
@@ -251,7 +251,7 @@ def hybrid_variants(catalog: Any, count: int, seed: int) -> dict[str, list[Any]]
 def worker_hybrid_query(home: Path, queries_path: Path, n_queries: int, seed: int, k: int,
                         profile: bool) -> dict[str, Any]:
     import soulpass
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
     vocab = Vocabulary.make(HYBRID_VOCAB, seed)
     texts = hybrid_queries(n_queries, vocab, seed + 11)
@@ -269,14 +269,15 @@ def worker_hybrid_query(home: Path, queries_path: Path, n_queries: int, seed: in
         timer.wrap(index.catalog, name, label)
     assert index.vectors is not None
     timer.wrap(index.vectors, "search", "vectors")
-    if hasattr(index.vectors, "group_best"):  # an exact index: one product gives the records' best cosines
-        timer.wrap(index.vectors, "group_best", "vectors")
-    inner = getattr(index.vectors, "inner", index.vectors)
-    if hasattr(inner, "search_masked"):  # filtered searches over a row mask (index/filtered.py)
-        timer.wrap(inner, "search_masked", "vectors")
+    abilities = index.vectors.abilities
+    timer.wrap(index.vectors, "cosine_array", "vectors")
+    if abilities.groups is not None:  # an exact index: one product gives the records' best cosines
+        timer.wrap(abilities.groups, "group_best", "vectors")
+    if abilities.masked is not None:  # filtered searches over a row mask (index/filtered.py)
+        timer.wrap(abilities.masked, "search_masked", "vectors")
     if hasattr(index.catalog, "filter_mask"):
         timer.wrap(index.catalog, "filter_mask", "filter_mask")
-    timer.wrap(index, "_query_vector", "query_vector")
+    timer.wrap(index._search, "_query_vector", "query_vector")
     variants = hybrid_variants(index.catalog, len(texts), seed + 13)
     for variant, filters in variants.items():
         out["variants"][variant] = hybrid_timed(lambda q, i, f=filters: index.search(q, k, f[i]), texts, timer)
@@ -318,19 +319,19 @@ RECALL_DEPTH = 50  # the dense candidates a hybrid search takes (search.CANDIDAT
 
 
 def filtered_recall(index: Any, vectors: Matrix, variants: dict[str, list[Any]]) -> dict[str, float]:
-    """Recall@50 of a filtered search's dense candidates (``AccountIndex._dense``: whatever path
+    """Recall@50 of a filtered search's dense candidates (``AccountIndex.dense``: whatever path
     this code takes) against the exact nearest among every record passing the filter (SQLite's
     list, the records' own vectors: the benchmark's passages share their turn's vector)."""
-    from soulpass.index.search import _with_kinds
+    from soulpass.index.search import with_kinds
 
-    rows_store = getattr(index.vectors, "inner", index.vectors)._rows
+    rows_store = index.vectors.abilities.masked._rows  # a local exact or HNSW index
     out: dict[str, float] = {}
     for name, filters in variants.items():
         if name in ("all", "session"):
             continue
         found = []
         for i in range(min(RECALL_QUERIES, len(vectors))):
-            f = _with_kinds(filters[i])
+            f = with_kinds(filters[i])
             q = np.asarray(vectors[i], dtype=np.float32)
             q = q / np.linalg.norm(q)
             rows = rows_store.rows_for(index.catalog.ids_matching(f))
@@ -339,7 +340,8 @@ def filtered_recall(index: Any, vectors: Matrix, variants: dict[str, list[Any]])
             order = np.argsort(at)
             by_row = dict(zip(at[order].tolist(), scores.tolist(), strict=True))
             truth = set(sorted(ids, key=lambda x: -by_row[rows[x]])[:RECALL_DEPTH])
-            got = set(index._dense(vectors[i], RECALL_DEPTH, f))
+            assert index.dense is not None
+            got = set(index.dense.nearest(vectors[i], RECALL_DEPTH, f))
             found.append(len(truth & got) / max(1, len(truth)))
         out[name] = float(np.mean(found))
     return out

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 import soulpass
 from agent_helpers import shared_redis
 from soulpass.cli.main import cli
+from soulpass.records import TurnLLM
 
 
 @pytest.fixture
@@ -107,7 +108,7 @@ def test_chat_logs_turns_shows_context_and_answers(run: Any, tmp_path: Path) -> 
     texts = sorted(r.text for r in acct.records("turn_user")) + sorted(r.text for r in acct.records("turn_llm"))
     assert texts == ["how do I copy the backups?", "Use rsync."]
     (asked,), (answer,) = list(acct.records("turn_user")), list(acct.records("turn_llm"))
-    assert answer.reply_to == asked.id  # type: ignore[attr-defined]
+    assert isinstance(answer, TurnLLM) and answer.reply_to == asked.id
     assert json.loads(run("clipboard", "show", "-a", "ann", "--agent", "eva", "--json"))["items"] == [
         "backups live on /mnt/storage"]
 

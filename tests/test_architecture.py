@@ -209,13 +209,8 @@ def _is_path_attr(node: ast.expr) -> bool:
 # import of the names the index builds its paths with, or the folder itself taken from the store's
 # IndexLocation (``index_location().folder``) or the old ``index_dir()``.
 INDEX_FILE_NAMES = ("catalog.sqlite", ".embedded.sqlite", ".catalog-rows.npz", ".columns.npz", "/vectors/")
-INDEX_PATH_NAMES = frozenset({"CATALOG_NAME", "VECTORS_DIR", "catalog_path", "seed_name", "account_vectors_folder"})
-# Modules that still reach into an index folder, each with who removes the reach. The test fails
-# when a listed module no longer does, so the list only shrinks.
-PENDING_INDEX_PATHS = {
-    "soulpass.integrity": "idx-core, issue 37 item 5: the index audits its own vectors (integrity.py's "
-                          "_check_vectors walks <index>/vectors/ and reads its *.embedded.sqlite)",
-}
+INDEX_PATH_NAMES = frozenset({"CATALOG_NAME", "VECTORS_DIR", "catalog_path", "carried_name",
+                              "account_vectors_folder"})
 
 
 def index_paths(module: str, source: str) -> list[str]:
@@ -304,9 +299,6 @@ def test_no_account_paths_outside_store(module: str, path: Path) -> None:
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
 def test_no_paths_into_an_index_folder_outside_index(module: str, path: Path) -> None:
     hits = index_paths(module, path.read_text(encoding="utf-8"))
-    if module in PENDING_INDEX_PATHS:
-        assert hits, f"{module} no longer reaches into an index folder: take it out of PENDING_INDEX_PATHS"
-        return
     assert not hits, (f"{module} reaches into an index folder (only soulpass.index knows its files; "
                       "ask an index function):\n" + "\n".join(hits))
 
@@ -386,7 +378,7 @@ def test_the_planning_rule_catches_an_index_import(tmp_path: Path) -> None:
 @pytest.mark.parametrize("code", [
     "p = folder / 'catalog.sqlite'\n",
     "from soulpass.index.vectors import VECTORS_DIR\n",
-    "from soulpass.index.seed_file import seed_name\n",
+    "from soulpass.index.carried import carried_name\n",
     "folder = store.index_location().folder\n",
     "folder = acct.store.index_dir()\n",
     "state = folder.with_name(folder.name + '.embedded.sqlite')\n",

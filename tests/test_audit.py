@@ -85,7 +85,9 @@ def world(tmp_path: Path) -> Iterator[World]:
 
 def _checks(report: dict[str, object]) -> dict[str, set[str]]:
     out: dict[str, set[str]] = {}
-    for f in report["findings"]:  # type: ignore[attr-defined]
+    findings = report["findings"]
+    assert isinstance(findings, list)
+    for f in findings:
         out.setdefault(f["check"], set()).add(f["subject"])
     return out
 

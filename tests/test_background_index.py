@@ -30,7 +30,7 @@ from soulpass.embed.remote import RemoteEmbedder
 from soulpass.embed.wire import QueueNames
 from soulpass.ids import new_temp_id
 from soulpass.index.catalog import catalog_path
-from soulpass.index.search import embed_text
+from soulpass.index.recipe import embed_text
 from soulpass.records import TurnUser
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")

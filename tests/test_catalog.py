@@ -33,7 +33,7 @@ from soulpass.index.catalog import (
     fts_query,
     query_terms,
 )
-from soulpass.index.catalog.rows import Traits, is_catalogued, row_id
+from soulpass.index.catalog.rows import is_catalogued, row_id
 from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_changes
 from soulpass.records import SensoryRecord, TurnLLM, TurnUser
@@ -317,28 +317,27 @@ def test_passing_and_full_text_scores_are_kept_and_follow_changes(acct: soulpass
     assert cat.passing([a, c], Filters(kinds=("turn_user",), as_of_version=empty + 1)) == {a, c}
 
 
-def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
+def test_sessions_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_again_when_it_changes(
         acct: soulpass.Account, cat: Catalog) -> None:
-    """``traits`` and ``neighbours`` keep their answers (ranking reads them for every candidate) and
+    """``sessions`` and ``neighbours`` keep their answers (ranking reads them for every candidate) and
     read them again once the catalog changed, by this handle or by another connection;
     ``as_of_version`` reads the copy of then."""
-    from soulpass.index.catalog.traits import Kept, last_row
+    from soulpass.index.catalog.kept import Kept, last_row
 
     sb = acct.create_sandbox("chat")
     tu = sb.write_turn({"kind": "turn_user", "text_excerpt": "I moved to Paris.", "created_at": T0.isoformat()})
     rid = archive(sb).plan.id_map[tu]
     cat.catch_up(acct.store)
-    first = cat.traits([rid, "missing"])
-    assert set(first) == {rid} and first[rid].length == len("I moved to Paris.") and not first[rid].asks
-    assert cat.traits([rid]) == first  # kept: the same answer without reading it again
-    acct.edit(rid, text_excerpt="Did I tell you I moved to Paris?", reason="a question now")
+    first = cat.sessions([rid, "missing"])
+    assert set(first) == {rid} and first[rid] == sb.id
+    assert cat.sessions([rid]) == first  # kept: the same answer without reading it again
+    acct.edit(rid, text_excerpt="Did I tell you I moved to Paris?", reason="a new copy")
     with Catalog.open(acct.store) as other:  # another connection brings the catalog up to date
         other.catch_up(acct.store)
-    now = cat.traits([rid])[rid]
-    assert now.asks and now.length == len("Did I tell you I moved to Paris?")
-    assert cat.traits([rid], as_of_version=1)[rid] == first[rid]
+    assert cat.sessions([rid]) == first  # the new copy's session (read again: the catalog changed)
+    assert cat.sessions([rid], as_of_version=0) == {}  # no copy before the record was written
     cat.catch_up(acct.store)
-    assert cat.traits([rid])[rid] == now
+    assert cat.sessions([rid]) == first
 
     # Neighbours are kept by the question (kinds, filters) and read again when the catalog changes.
     sb = acct.create_sandbox("later")
@@ -361,9 +360,9 @@ def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_
     conn.execute("CREATE TABLE t (x)")
     cache = Kept(most=3)
 
-    def fetch(ids: Any) -> dict[str, Traits]:
+    def fetch(ids: Any) -> dict[str, str | None]:
         fetched.append(list(ids))
-        return {i: Traits("turn_user", None, None, len(i), False) for i in ids if i != "gone"}
+        return {i: None if len(i) < 3 else i for i in ids if i != "gone"}
 
     assert set(cache.get(conn, "t", ["a", "bb", "gone"], fetch)) == {"a", "bb"}
     assert set(cache.get(conn, "t", ["bb", "a", "gone"], fetch)) == {"a", "bb"}  # "gone" kept as unknown
@@ -372,7 +371,7 @@ def test_traits_and_neighbours_are_kept_while_the_catalog_is_unchanged_and_read_
     cache.get(conn, "t", ["a"], fetch)
     cache.get(conn, "t", ["cc", "ddd", "a"], fetch)  # three kept: as many as it keeps
     assert fetched[1:] == [["a"], ["cc", "ddd"]]
-    assert cache.get(conn, "t", ["ddd"], fetch) == {"ddd": Traits("turn_user", None, None, 3, False)}
+    assert cache.get(conn, "t", ["ddd"], fetch) == {"ddd": "ddd"}
     assert len(fetched) == 3
     cache.get(conn, "other", ["eeee"], fetch)  # one more than it keeps: it starts again
     cache.get(conn, "t", ["a"], fetch)

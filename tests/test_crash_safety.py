@@ -462,9 +462,10 @@ def _archive_check(sc: Scenario, rearchive: bool = True) -> Check:
             for rid in new_ids:
                 assert acct.record(rid).version == v
             for s in plan.superseded:
-                old = acct.record(s["fact"])
-                assert old.superseded_by == s["by"] and old.valid_to_version == v  # type: ignore[attr-defined]
-                assert acct.record(s["fact"], at=case.n).superseded_by is None  # type: ignore[attr-defined]
+                old, then = acct.record(s["fact"]), acct.record(s["fact"], at=case.n)
+                assert isinstance(old, SemanticFact) and isinstance(then, SemanticFact)
+                assert old.superseded_by == s["by"] and old.valid_to_version == v
+                assert then.superseded_by is None
             for rel in plan.replaced:  # the copy that version v replaced is in history/
                 assert (path / history_path(rel, v)).read_bytes() == case.base[rel]
             entry = acct.log()[-1]
@@ -475,7 +476,8 @@ def _archive_check(sc: Scenario, rearchive: bool = True) -> Check:
                 with pytest.raises(NotFound):
                     acct.record(rid)
             for s in plan.superseded:
-                assert acct.record(s["fact"]).superseded_by is None  # type: ignore[attr-defined]
+                fact = acct.record(s["fact"])
+                assert isinstance(fact, SemanticFact) and fact.superseded_by is None
             assert sid in live, "an uncommitted sandbox must survive the crash"
             if not rearchive:  # the tree is byte-identical to version N: archiving would be the same
                 return
@@ -786,7 +788,9 @@ def test_long_lived_handle_commits_after_another_process_crashed(scenario: Scena
         assert isinstance(acct.sandbox(other.id).archive(), Committed)
         fresh = soulpass.open(home).account(ACCOUNT)
         versions = [int(e["version"]) for e in fresh.log()]
-        texts = [t.text for t in fresh.records("turn_user")]  # type: ignore[attr-defined]
+        turns = list(fresh.records("turn_user"))
+        texts = [t.text_excerpt for t in turns if isinstance(t, TurnUser)]
+        assert len(texts) == len(turns)
         live = {s.sandbox_id for s in fresh.sandboxes()}
         if k < committed:  # the crashed commit never happened: its sandbox is still there
             assert fresh.head() == case.n + 1 and versions == list(range(1, case.n + 2))

@@ -20,9 +20,12 @@ import pytest
 import soulpass
 from soulpass.ids import new_temp_id
 from soulpass.index import passages
-from soulpass.index.catalog import Filters, remove_catalog
+from soulpass.index.account import AccountIndex
+from soulpass.index.catalog import Catalog, Filters, remove_catalog
 from soulpass.index.catalog.columns import CatalogColumns
-from soulpass.index.search import SEARCHABLE_KINDS, AccountIndex
+from soulpass.index.dense import LocalDense
+from soulpass.index.filtered import MaskedDense
+from soulpass.index.recipe import SEARCHABLE_KINDS
 from soulpass.index.vectors import ExactIndex, HnswIndex
 from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.records import TurnLLM, TurnUser
@@ -98,11 +101,17 @@ def _filters() -> list[Filters]:
             Filters(kinds=("turn_llm",), until=mid), Filters(kinds=SEARCHABLE_KINDS, agent="nobody")]
 
 
+def _masked(idx: AccountIndex) -> MaskedDense:
+    """The broad filters' masks of a local index (``LocalDense.masked``)."""
+    assert isinstance(idx.dense, LocalDense) and idx.dense.masked is not None
+    return idx.dense.masked
+
+
 def _check_all(idx: AccountIndex, queries: Sequence[str] = ("apple river", "violin tax", "puppy garden")) -> None:
     for filters in _filters():
         for query in queries:
             qvec = idx.embedder.embed_batch([query])[0]  # type: ignore[union-attr]
-            masked = idx._masked.nearest(qvec, 30, filters)
+            masked = _masked(idx).nearest(qvec, 30, filters)
             assert masked is not None, filters
             assert masked == _sql_dense(idx, query, 30, filters), (filters, query)
 
@@ -277,8 +286,8 @@ def test_passage_rows_take_their_records_mask(tmp_path: Path) -> None:
     idx.catch_up()
     assert idx._state is not None and passages.total(idx._state) > 0  # the long turn has passages
     qvec = HashEmbedder().embed_batch(["violin river."])[0]
-    bob = idx._masked.nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="bob"))
-    ann = idx._masked.nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="ann"))
+    bob = _masked(idx).nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="bob"))
+    ann = _masked(idx).nearest(qvec, 10, Filters(kinds=SEARCHABLE_KINDS, agent="ann"))
     assert bob is not None and ann is not None and len(bob) == 1 and len(ann) == 1 and bob != ann
     idx.close()
     acct.close()
@@ -302,11 +311,9 @@ def _account_with_kept_masks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, se
                              ) -> tuple[Any, list[Path]]:
     """An account of 400 turns whose index was caught up (and, with ``search_first``, searched with
     filters) by a handle now closed; the files it kept the masks in (saved from the first row on)."""
-    from soulpass.index import filtered
-    from soulpass.index.catalog import columns
+    from soulpass.index import tuning
 
-    monkeypatch.setattr(columns, "SAVE_MIN_ROWS", 1)
-    monkeypatch.setattr(filtered, "SAVE_MIN_ROWS", 1)
+    monkeypatch.setattr(tuning, "SAVE_MIN_ROWS", 1)
     acct = soulpass.open(tmp_path, embedder="none").account("a", create=True)
     acct.bulk_append(_turns(400, 1, START))
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
@@ -326,7 +333,8 @@ def test_columns_and_row_map_are_kept_for_the_next_handle(tmp_path: Path, monkey
     full_builds = _count_full_builds(idx, monkeypatch)
     _check_all(idx)
     assert None not in full_builds, "the map was rebuilt although it was kept"
-    masks = idx.catalog._masks  # type: ignore[attr-defined]
+    assert isinstance(idx.catalog, Catalog)
+    masks = idx.catalog._masks
     assert masks.columns is not None and masks.columns.saved_rows > 0  # loaded from the file
     acct.bulk_append(_turns(60, 2, START + timedelta(hours=500)))  # caught up from what was kept
     idx.catch_up()
@@ -367,9 +375,9 @@ def test_a_repeated_query_is_embedded_once(index: Any) -> None:
 def test_a_large_catch_up_prepares_the_filters(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """After a catch-up that wrote many vectors the masks are built and kept: the first filtered
     search of the next handle builds nothing."""
-    from soulpass.index import search
+    from soulpass.index import follow
 
-    monkeypatch.setattr(search, "PREPARE_FILTERS_AFTER", 300)
+    monkeypatch.setattr(follow, "PREPARE_FILTERS_AFTER", 300)
     acct, _ = _account_with_kept_masks(tmp_path, monkeypatch, search_first=False)  # the catch-up alone
     idx = AccountIndex(acct.store, HashEmbedder(), backend="hnsw")
     full_builds = _count_full_builds(idx, monkeypatch)

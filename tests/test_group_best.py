@@ -8,6 +8,7 @@ import importlib.util
 import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,7 @@ import pytest
 import soulpass
 from soulpass import Committed
 from soulpass.index import passages
-from soulpass.index.search import AccountIndex
+from soulpass.index.dense import LocalDense
 from soulpass.index.vectors import ExactIndex, HnswIndex
 from soulpass.index.vectors.base import IndexMeta
 from soulpass.index.vectors.groups import GroupBest, RowGroups
@@ -119,7 +120,9 @@ def test_group_best_follows_a_compaction_and_is_none_where_a_graph_answers(tmp_p
     shared = open_shared(tmp_path / "s", IndexMeta(backend="exact", model_id="m", dim=DIM),
                          lambda folder: ExactIndex(folder, model_id="m", dim=DIM))
     shared.upsert(["x", "x#0"], rng.normal(size=(2, DIM)).astype(np.float32))
-    got = shared.group_best(query, passages.record_of)
+    groups = shared.abilities.groups  # an exact index has the ability; a Chroma one would not
+    assert groups is not None
+    got = groups.group_best(query, passages.record_of)
     assert got is not None and got.top(5) == ["x"]
     shared.close()
 
@@ -146,17 +149,20 @@ def test_a_search_by_group_best_returns_what_the_row_by_row_path_does(tmp_path: 
     questions = ["what happened with the car", "when is the wedding", "how is the puppy", "Lisbon trip",
                  "did the laptop break", "swimming lessons", "concert tickets"]
     grouped = {q: [(h.id, h.parts.get("dense"), h.score) for h in acct.search(q, k=8)] for q in questions}
+    dense = acct.index().dense
+    assert isinstance(dense, LocalDense) and dense._groups is not None
     calls: list[bool] = []
-    original = AccountIndex._group_best
+    groups = dense._groups
 
-    def counting(self: AccountIndex, vector: object, *, scan: bool) -> GroupBest | None:
-        found = original(self, vector, scan=scan)
-        calls.append(found is not None)
-        return found
-    monkeypatch.setattr(AccountIndex, "_group_best", counting)
+    class Counting:
+        def group_best(self, vector: object, group_of: Any, *, scan: bool = True) -> GroupBest | None:
+            found = groups.group_best(vector, group_of, scan=scan)
+            calls.append(found is not None)
+            return found
+    monkeypatch.setattr(dense, "_groups", Counting())
     acct.search("something else entirely", k=8)
     assert calls and all(calls)  # the grouped path was the one taken
-    monkeypatch.setattr(AccountIndex, "_group_best", lambda self, vector, *, scan: None)
+    monkeypatch.setattr(dense, "_groups", None)  # the row-by-row path: cosines of the candidates' rows
     for q in questions:
         assert [(h.id, h.parts.get("dense"), h.score) for h in acct.search(q, k=8)] == grouped[q]
     acct.close()

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 import soulpass
 from soulpass.cli.main import cli
 from soulpass.embed.base import Vectors
+from soulpass.index.vectors import SharedIndex
 
 WORDS = 64
 
@@ -120,6 +121,6 @@ def test_after_the_holder_closes_a_new_handle_writes(tmp_path: Path) -> None:
     _remember(again, "the lighthouse keeper counts ships at dusk")
     assert "lighthouse" in _top(again, "lighthouse ships")
     vectors = again.index().vectors
-    assert vectors is not None and not vectors.read_only and vectors.count() == 2  # type: ignore[attr-defined]
+    assert isinstance(vectors, SharedIndex) and not vectors.read_only and vectors.count() == 2
     again.close()
 

@@ -7,10 +7,12 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import soulpass
-from soulpass.index.catalog import Catalog, CatalogRow, CatalogStatus, CatchUpReport, Filters, Traits
+from soulpass.index.account import AccountIndex
+from soulpass.index.catalog import Catalog, CatalogRow, CatalogStatus, CatchUpReport, Filters
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog, SearchCatalog
-from soulpass.index.search import AccountIndex
+from soulpass.index.follow import Follower
+from soulpass.index.search import HybridSearch
 from soulpass.store.contract import AccountBackend
 
 
@@ -45,8 +47,8 @@ class StandIn:
     def get(self, ids: Iterable[str], as_of_version: int | None = None) -> list[CatalogRow]:
         return self._call("get").get(ids, as_of_version)
 
-    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
-        return self._call("traits").traits(ids, as_of_version)
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
+        return self._call("sessions").sessions(ids, as_of_version)
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         return self._call("ids_matching").ids_matching(filters)
@@ -67,7 +69,7 @@ class StandIn:
         self._call("close").close()
 
 
-SEARCH_METHODS = {"catch_up", "fts_search", "fts_scores", "passing", "neighbours", "get", "traits", "ids_matching"}
+SEARCH_METHODS = {"catch_up", "fts_search", "fts_scores", "passing", "neighbours", "get", "sessions", "ids_matching"}
 
 
 def test_the_contract_names_the_eight_search_methods_and_the_upkeep() -> None:
@@ -90,14 +92,12 @@ def test_search_runs_on_a_stand_in_catalog_and_asks_only_the_contract(tmp_path: 
     expected = [(h.id, h.score) for h in plain.search("Biscuit puppy", k=5)]
     plain.close()
 
-    index = AccountIndex(acct.store)
-    assert isinstance(index.catalog, Catalog)
-    stand_in = StandIn(index.catalog)
-    index.catalog = stand_in
-    index.catch_up()
-    hits = [(h.id, h.score) for h in index.search("Biscuit puppy", k=5)]
-    assert hits == expected and len(hits) >= 2
-    assert {"catch_up", "fts_search", "get", "traits"} <= set(stand_in.calls) <= SEARCH_METHODS
-    index.status()
-    index.close()
-    assert set(stand_in.calls) - SEARCH_METHODS == {"status", "close"}
+    with Catalog.open(acct.store) as catalog:  # the parts an AccountIndex holds, over a stand-in catalog
+        stand_in = StandIn(catalog)
+        follower, search = Follower(acct.store, stand_in), HybridSearch(stand_in, acct.name)
+        follower.catch_up()
+        hits = [(h.id, h.score) for h in search.search("Biscuit puppy", k=5)]
+        assert hits == expected and len(hits) >= 2
+        assert {"catch_up", "fts_search", "get", "sessions"} <= set(stand_in.calls) <= SEARCH_METHODS
+        follower.status()
+    assert set(stand_in.calls) - SEARCH_METHODS == {"status"}

@@ -16,6 +16,7 @@ import pytest
 
 import soulpass
 from soulpass import Committed
+from soulpass.records import TurnUser
 from soulpass.store.files.account import AccountStore
 from soulpass.store.files.master import FilesMasterStore
 from soulpass.store.keys import RECORD_DIRS
@@ -76,7 +77,8 @@ def test_archiving_on_top_of_an_old_home(legacy: tuple[Path, dict[str, Any]]) ->
     assert isinstance(result, Committed) and result.version == 7
     assert result.plan.parent_version == 6 and not result.plan.rebased  # opened at HEAD by the old release
     assert {f.object for f in acct.records("fact")} >= {"a boat", "a bike"}
-    assert [t.text_excerpt for t in acct.records("turn_user", 7)][-1] == "still talking"  # type: ignore[attr-defined]
+    last = list(acct.records("turn_user", 7))[-1]
+    assert isinstance(last, TurnUser) and last.text_excerpt == "still talking"
     for v in range(7):  # the old versions are untouched
         assert read_version(acct, v) == expected["versions"][str(v)], f"version {v}"
     hits = acct.search("boat", k=3)

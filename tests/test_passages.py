@@ -15,7 +15,7 @@ from soulpass import Committed
 from soulpass.embed import embed_query
 from soulpass.index import passages
 from soulpass.index.catalog import CatalogRow
-from soulpass.index.search import embed_passages, embed_text
+from soulpass.index.recipe import embed_passages, embed_text
 from soulpass.index.vectors import open_vector_index
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)

@@ -148,8 +148,9 @@ def acct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
 def test_the_query_is_embedded_while_the_full_text_search_runs(acct: Account,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     index = acct.index()
-    assert index._query_vectors is not None
-    model = index._query_vectors.embedder
+    query_vectors = index._search._query_vectors
+    assert query_vectors is not None
+    model = query_vectors.embedder
     searching = threading.Event()
     full_text = index.catalog.fts_search
 
@@ -167,42 +168,7 @@ def test_the_query_is_embedded_while_the_full_text_search_runs(acct: Account,
             return model.embed_batch(texts)
 
     monkeypatch.setattr(index.catalog, "fts_search", fts_search)
-    monkeypatch.setattr(index._query_vectors, "embedder", WaitsForTheFullTextSearch())
+    monkeypatch.setattr(query_vectors, "embedder", WaitsForTheFullTextSearch())
     hits = acct.search("a young dog", k=1)
     assert overlapped == [True]
-    assert "golden retriever" in hits[0].text and "dense" in hits[0].parts
-
-
-@pytest.mark.parametrize("where", ["account", "sandbox"])
-def test_the_query_is_embedded_while_the_index_catches_up(acct: Account, monkeypatch: pytest.MonkeyPatch,
-                                                          where: str) -> None:
-    """An open index starts embedding a search's query before it catches up with the store (and,
-    in a sandbox, before its buffer is read); the search then waits for that embedding, not a
-    second one."""
-    index = acct.index()
-    assert index._query_vectors is not None
-    model = index._query_vectors.embedder
-    started = threading.Event()
-    embedded: list[str] = []
-
-    class Recording:
-        model_id, dim = model.model_id, model.dim
-
-        def embed_batch(self, texts: Sequence[str]) -> Vectors:
-            embedded.extend(texts)
-            started.set()
-            return model.embed_batch(texts)
-
-    caught_up_after_start: list[bool] = []
-    real_catch_up = index.catch_up
-
-    def catch_up() -> Any:
-        caught_up_after_start.append(started.wait(10))
-        return real_catch_up()
-
-    monkeypatch.setattr(index._query_vectors, "embedder", Recording())
-    monkeypatch.setattr(index, "catch_up", catch_up)
-    sandbox = acct.create_sandbox("later") if where == "sandbox" else None
-    hits = sandbox.search("a young dog", k=1) if sandbox is not None else acct.search("a young dog", k=1)
-    assert caught_up_after_start == [True] and embedded == ["a young dog"]
     assert "golden retriever" in hits[0].text and "dense" in hits[0].parts

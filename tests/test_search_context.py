@@ -3,7 +3,6 @@ the score fusion, and the effect end to end with the real embedder."""
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -14,8 +13,7 @@ import pytest
 import soulpass
 from soulpass import Committed
 from soulpass.index import ranking
-from soulpass.index import search as search_mod
-from soulpass.index.catalog import Catalog, Filters, Traits
+from soulpass.index.catalog import Catalog, Filters
 from soulpass.index.ranking import CandidateScores
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
@@ -91,9 +89,9 @@ def test_fusion_standardises_and_reads_context() -> None:
     fused = scores.fused(dense=True)
     assert max(fused, key=fused.__getitem__) == "a"
     assert sum(fused.values()) == pytest.approx(0.0, abs=1e-9)  # two z-scores: mean 0
-    traits = {i: Traits("turn_user", "s1" if i in "ab" else None, "ann", 20, False) for i in "abcd"}
+    sessions = {i: "s1" if i in "ab" else None for i in "abcd"}
     links = {"b": ("a", None), "a": (None, "b")}
-    ranked = dict(scores.rank(traits, links, named=(), dense=True))
+    ranked = dict(scores.rank(sessions, links, dense=True))
     low = min(fused.values())
     assert ranked["b"]["context"] == pytest.approx(ranking.W_CONTEXT * (fused["a"] - low))
     assert ranked["c"]["context"] == 0.0  # no neighbour among the candidates
@@ -105,69 +103,11 @@ def test_fusion_standardises_and_reads_context() -> None:
     assert ranked["b"]["session"] == pytest.approx(ranking.W_SESSION * (best_s1 - floor))
     assert ranked["c"]["session"] == pytest.approx(ranking.W_SESSION * (in_context["c"] - floor))
     for parts in ranked.values():
-        assert parts["score"] == pytest.approx(parts["fused"] + parts["context"] + parts["session"] + parts["speaker"]
-                                               + parts["asks"] + parts["length"])
-    order = [i for i, _ in scores.rank(traits, links, named=(), dense=True)]
+        assert parts["score"] == pytest.approx(parts["fused"] + parts["context"] + parts["session"])
+    order = [i for i, _ in scores.rank(sessions, links, dense=True)]
     assert order.index("b") < order.index("c")  # without context c (3.0 BM25) beats b
     assert fused["c"] > fused["b"]
     assert ranked["a"]["fts_rank"] == 1 and ranked["c"]["fts_rank"] == 2 and "fts_rank" not in ranked["b"]
-
-
-def test_turn_traits_speaker_question_and_length(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Equal scores; what differs is who spoke, whether it mostly asks, and how long it is. The traits
-    are off by default (their weights do not carry from one data set to another): switched on here."""
-    monkeypatch.setattr(ranking, "W_SPEAKER", 0.5)
-    monkeypatch.setattr(ranking, "W_ASKS", -0.6)
-    monkeypatch.setattr(ranking, "W_LENGTH", 0.65)
-    scores = CandidateScores({}, {"a": 0.4, "b": 0.4, "c": 0.4, "d": 0.4, "e": 0.4})
-    scores.known.update("abcde")
-    traits = {"a": Traits("turn_user", None, "bob", 40, False),
-              "b": Traits("turn_user", None, "ann_lee", 40, False),
-              "c": Traits("turn_user", None, "bob", 40, True),
-              "d": Traits("turn_user", None, "bob", 400, False),
-              "e": Traits("fact", None, "ann_lee", 40, True)}  # traits of turns only
-    ranked = dict(scores.rank(traits, {}, named={"ann", "lee", "eat"}, dense=True))
-    assert ranked["b"]["speaker"] == 0.5 and ranked["a"]["speaker"] == 0.0
-    assert ranked["c"]["asks"] == -0.6
-    assert ranked["d"]["length"] > 0 > ranked["a"]["length"]
-    assert ranked["d"]["length"] - ranked["a"]["length"] == pytest.approx(0.65 * (math.log1p(400) - math.log1p(40)))
-    assert ranked["b"]["length"] == 0.0  # ann_lee's only turn: compared with her own, not with bob's
-    assert "speaker" not in ranked["e"] and "asks" not in ranked["e"]
-    order = [i for i, _ in scores.rank(traits, {}, named={"ann", "lee"}, dense=True)]
-    assert order.index("b") < order.index("a") and order.index("d") < order.index("a") < order.index("c")
-    # "ann" alone does not name ann_lee
-    assert dict(scores.rank(traits, {}, named={"ann"}, dense=True))["b"]["speaker"] == 0.0
-
-
-def test_first_person_names_the_user(monkeypatch: pytest.MonkeyPatch) -> None:
-    """In a user-assistant chat "I" and "my" name the user: their turns gain W_SPEAKER, the assistant's do not."""
-    monkeypatch.setattr(ranking, "W_SPEAKER", 0.5)
-    assert search_mod.speaks_first_person("What deadline did I set?")
-    assert search_mod.speaks_first_person("my flat in Paris") and search_mod.speaks_first_person("I'm moving")
-    assert not search_mod.speaks_first_person("What did Caroline paint?")
-    assert not search_mod.speaks_first_person("Is it in the index?")  # "in", "it" are not "I"
-    scores = CandidateScores({}, {"u": 0.4, "a": 0.4, "n": 0.4})
-    scores.known.update("uan")
-    traits = {"u": Traits("turn_user", None, None, 40, False),
-              "a": Traits("turn_llm", None, "assistant", 40, False),
-              "n": Traits("turn_user", None, "caroline", 40, False)}  # a named person, not "the user"
-    asked = dict(scores.rank(traits, {}, named={"deadline"}, dense=True, first_person=True))
-    assert asked["u"]["speaker"] == 0.5 and asked["a"]["speaker"] == 0.0 and asked["n"]["speaker"] == 0.0
-    plain = dict(scores.rank(traits, {}, named={"deadline"}, dense=True, first_person=False))
-    assert plain["u"]["speaker"] == 0.0
-
-
-def test_mostly_asks_in_python_and_in_sql() -> None:
-    import sqlite3
-
-    from soulpass.index.catalog.rows import ASKS_SQL, mostly_asks
-
-    conn = sqlite3.connect(":memory:")
-    cases = {"Lovely! What breed is it?": True, "How?": True, "Why? Why not!": True,
-             "I moved on May 3. I have to unpack by Friday. Any tips?": False, "No.": False, "": False}
-    for text, expected in cases.items():
-        assert mostly_asks(text) is expected, text
-        assert bool(conn.execute(f"SELECT {ASKS_SQL} FROM (SELECT ? AS text) AS c", (text,)).fetchone()[0]) is expected
 
 
 def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
@@ -177,28 +117,8 @@ def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
     zf, zd = scores.standardised(dense=True)
     assert zd["b"] == zf["b"] and zd["a"] > 0 > zd["c"]
     assert zf["a"] == zf["b"] > 0
-    traits = {i: Traits("turn_user", None, "ann", 20, False) for i in "abcd"}
-    order = [i for i, _ in scores.rank(traits, {}, named=(), dense=True)]
+    order = [i for i, _ in scores.rank(dict.fromkeys("abcd"), {}, dense=True)]
     assert order == ["a", "b", "d", "c"]
-
-
-def test_traits_are_not_read_while_their_weights_are_zero(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default: speaker, asks and length weigh 0, so a turn's parts for them are 0.0 and nothing
-    about its speaker is looked at; switched on, they are."""
-    scores = CandidateScores({"a": 1.0}, {"a": 0.5, "b": 0.4})
-    scores.known.update("ab")
-    traits = {"a": Traits("turn_user", None, "ann", 400, True), "b": Traits("fact", None, None, 20, False)}
-
-    def unread(t: Traits) -> tuple[str, str | None]:
-        raise AssertionError("a trait was read")
-    monkeypatch.setattr(ranking, "speaker", unread)
-    ranked = dict(scores.rank(traits, {}, named={"ann"}, dense=True))
-    assert (ranked["a"]["speaker"], ranked["a"]["asks"], ranked["a"]["length"]) == (0.0, 0.0, 0.0)
-    assert "speaker" not in ranked["b"]  # not a turn
-    assert ranked["a"]["score"] == ranked["a"]["fused"] + ranked["a"]["context"] + ranked["a"]["session"]
-    monkeypatch.setattr(ranking, "W_ASKS", -0.5)
-    with pytest.raises(AssertionError, match="a trait was read"):
-        scores.rank(traits, {}, named={"ann"}, dense=True)
 
 
 DISTRACTORS = [

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from server_world import Tenant, World, app_routes, build_world
@@ -173,7 +174,9 @@ def test_a_key_never_reaches_another_account(client: TestClient, world: World) -
     assert checked >= 20
     assert bob.head() == head
     assert bob.sandbox(world.bob.sandbox_id).buffer().model_dump_json() == buffer
-    assert [k.account for k in client.app.state.keys.list()].count("bob") == 1  # type: ignore[attr-defined]
+    app = client.app
+    assert isinstance(app, FastAPI)
+    assert [k.account for k in app.state.keys.list()].count("bob") == 1
 
 
 def test_another_accounts_sandbox_under_my_name_is_404(client: TestClient, world: World) -> None:

@@ -16,6 +16,7 @@ from soulpass.server.app import create_app
 from soulpass.server.limits import ServerLimits
 from soulpass.server.ui import views
 from soulpass.server.ui.routes import COOKIE
+from soulpass.store.files.master import FilesMasterStore
 from ui_world import UiWorld, seed
 
 UNLIMITED = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
@@ -197,7 +198,9 @@ def test_agent_view_and_health(client: TestClient, world: UiWorld) -> None:
         return  # a damaged file is the home folder's case; PostgreSQL's own checks are its tests'
     # A damaged copy is a finding on the page.
     acct = soulpass.open(world.home, embedder="none").account("maya")
-    damaged = next(p for p in acct.store.path.rglob(f"{world.turn_id}.json"))  # type: ignore[attr-defined]
+    store = acct.store
+    assert isinstance(store, FilesMasterStore)  # the home folder's store: its files are at hand
+    damaged = next(p for p in store.path.rglob(f"{world.turn_id}.json"))
     damaged.write_text("{ not json", encoding="utf-8")
     r = client.get("/ui/a/maya/health?audit=1")
     assert 'id="findings"' in r.text and world.turn_id in r.text

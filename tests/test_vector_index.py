@@ -22,6 +22,8 @@ import pytest
 
 from soulpass.errors import BackendUnavailable, ConfigError, InvalidInput
 from soulpass.index.vectors import ChromaIndex, ExactIndex, HnswIndex, SharedIndex, VectorIndex, open_vector_index
+from soulpass.index.vectors.abilities import ScoresRows
+from soulpass.index.vectors.exact import NO_ROW
 
 DIM = 32
 MODEL = "test/model-a"
@@ -191,9 +193,14 @@ def test_allowed_filter(open_index: Callable[..., VectorIndex], backend: str) ->
     assert index.search(data[0], 5, allowed={"missing"}) == []
 
 
+def cosines(index: ScoresRows, vector: npt.ArrayLike, ids: list[str]) -> dict[str, float]:
+    """``cosine_array`` as a dict, ids without a live row left out."""
+    return {i: s for i, s in zip(ids, index.cosine_array(vector, ids).tolist(), strict=True) if s > NO_ROW}
+
+
 @pytest.mark.parametrize("name", LOCAL)
 def test_cosines_score_the_given_ids_as_a_search_among_them_does(name: str, tmp_path: Path) -> None:
-    """``cosines``: the exact score of each given id that has a live row, the very value a search
+    """``cosine_array``: the exact score of each given id that has a live row, the very value a search
     among those ids gives it (a hybrid search completes its candidates' scores by it), in the graph,
     the tail and past the gather threshold; unknown and deleted ids are left out."""
     index = OPENERS[name](tmp_path / "vectors")
@@ -206,7 +213,7 @@ def test_cosines_score_the_given_ids_as_a_search_among_them_does(name: str, tmp_
     for size in (3, 60, 350):  # a gather of a few rows; most rows: one product over them all
         wanted = [ids[i] for i in rng.choice(400, size, replace=False)] + ["r5", "missing"]
         query = data[int(rng.integers(400))] * 2.0
-        got = shared.cosines(query, wanted)
+        got = cosines(shared, query, wanted)
         assert got is not None and set(got) == set(wanted) - {"r5", "missing"}
         exact = ExactIndex(tmp_path / f"exact-{size}", model_id=MODEL, dim=DIM)
         exact.upsert(ids, data)
@@ -215,7 +222,7 @@ def test_cosines_score_the_given_ids_as_a_search_among_them_does(name: str, tmp_
         assert got == {i: searched[i] for i in got}  # the same floats, not just close
         unit = query / np.linalg.norm(query)
         assert got == pytest.approx({i: float(data[int(i[1:])] @ unit) for i in got}, abs=1e-5)
-    assert index.cosines(data[0], []) == {}  # type: ignore[attr-defined]
+    assert cosines(shared, data[0], []) == {}
     index.close()
 
 
@@ -762,7 +769,7 @@ def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_
 
 def test_huge_copy_holds_the_files_bytes_where_the_kernel_gives_huge_pages(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from soulpass.index.vectors import base
+    from soulpass.index.vectors import os_memory as base
 
     path = tmp_path / "graph.bin"
     path.write_bytes(bytes(range(256)) * 40_000)  # ~10 MB
@@ -783,7 +790,7 @@ def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path, monkeypatch
     """The saved graph is memory-mapped on open (read-only), from the file or, a large one, from its
     copy in huge pages (the threshold lowered here); the first seal after it copies it into memory,
     adds the tail and saves it, and a later open finds every row."""
-    from soulpass.index.vectors import base
+    from soulpass.index.vectors import os_memory as base
 
     if copied:
         if not base.huge_pages_on_request():
@@ -868,7 +875,7 @@ def _mapped_kib(path: Path) -> int:
 def test_populate_maps_every_page_of_a_file_mapping(tmp_path: Path) -> None:
     """``base.populate`` faults a file mapping's pages in at once (an array's, or every mapping of a
     file another library made), so searches do not fault their rows in one by one."""
-    from soulpass.index.vectors.base import populate
+    from soulpass.index.vectors.os_memory import populate
 
     path, other = tmp_path / "rows.f32", tmp_path / "graph.bin"
     np.ones((2048, 1024), dtype=np.float32).tofile(path)  # 8 MiB each
@@ -896,13 +903,14 @@ def test_cosines_after_a_search_take_its_scores_and_see_rows_added_since(tmp_pat
     query = rng.normal(size=DIM).astype(np.float32)
     q = query / np.linalg.norm(query)
     index.search(query, 5)
-    got = index.cosines(query, ids[:40])  # type: ignore[attr-defined]
+    assert isinstance(index, ScoresRows)
+    got = cosines(index, query, ids[:40])
     np.testing.assert_allclose([got[i] for i in ids[:40]], unit[:40] @ q, rtol=1e-5, atol=1e-6)
     added = rng.normal(size=(1, DIM)).astype(np.float32)
     index.upsert(["new"], added)
-    got = index.cosines(query, ["new", "r1"])  # type: ignore[attr-defined]
+    got = cosines(index, query, ["new", "r1"])
     np.testing.assert_allclose(got["new"], float(added[0] @ q / np.linalg.norm(added[0])), rtol=1e-5)
     other = rng.normal(size=DIM).astype(np.float32)
-    got = index.cosines(other, ids[:3])  # type: ignore[attr-defined]
+    got = cosines(index, other, ids[:3])
     np.testing.assert_allclose([got[i] for i in ids[:3]], unit[:3] @ (other / np.linalg.norm(other)), rtol=1e-5,
                                atol=1e-6)

@@ -18,11 +18,11 @@ from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
+from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Filters, FullText
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
-from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.buffer import Limits
@@ -352,8 +352,6 @@ class Account:
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
-            if self._index is not None:  # the query is embedded while the index catches up
-                self._index.expect_query(query)
             index = self.index()
             return above(search_results(index, index.search(query, k, filters)), query, min_score)
 
@@ -529,9 +527,6 @@ class Sandbox:
         own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
         committed fact this session's facts supersede ranks below the fact superseding it."""
         acct = self.account
-        opened = acct._index
-        if opened is not None:  # the query is embedded while the buffer is read and the index catches up
-            opened.expect_query(query)
         head = acct.store.head()
         at = self.info.parent_version
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,

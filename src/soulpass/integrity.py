@@ -18,33 +18,16 @@ Audit checks, each finding named by ``check``:
 
 from __future__ import annotations
 
-import hashlib
-import json
-import sqlite3
 from dataclasses import asdict, dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.ids import check_name
-from soulpass.index.catalog import Catalog, CatalogRow, catalog_file, remove_catalog
-from soulpass.index.catalog.make_rows import make_row
-from soulpass.index.catalog.rows import is_catalogued
-from soulpass.index.opening import open_catalog
-from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
-from soulpass.store.contract import AccountBackend, UnreadableCopy
+from soulpass.index.health import Finding, catalog_readable, check_index, drop_catalog, prune_orphans
 
 if TYPE_CHECKING:
     from soulpass.engine import Account, Soulpass
 
 __all__ = ["AuditReport", "Finding", "PruneReport", "audit", "prune", "reset_index"]
-
-
-@dataclass(frozen=True)
-class Finding:
-    check: str
-    subject: str
-    detail: str
 
 
 @dataclass
@@ -80,173 +63,35 @@ class PruneReport:
 
 def audit(sp: Soulpass, name: str) -> AuditReport:
     """Check one account without changing its files (a leftover txn is recovered by the open that
-    follows the check, as every open does)."""
+    follows the check, as every open does): the store's own findings, then the index's
+    (``soulpass.index.health``)."""
     check_name(name, "account name")
     report = AuditReport(account=name)
     acct = sp.account(name)  # its store notes what a process that died left, then finishes or discards it
     store = acct.store
-    acct.close()  # audit opens its own catalog and vectors, without catching them up
+    acct.close()  # the check opens its own catalog and vectors, without catching them up
     report.store_version = store.head()
     for finding in store.audit():
         report.add(finding.check, finding.subject, finding.detail)
-    files = _master_files(store)
-    report.files = len(files)
-    try:
-        catalog = open_catalog(acct.store, heal=False)  # a damaged catalog is reported, not replaced
-    except BackendUnavailable as exc:
-        report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
-        return report
-    try:
-        try:
-            rows = list(catalog.rows())
-            report.catalog_version = catalog.version()
-        except sqlite3.DatabaseError as exc:
-            report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
-            return report
-        if report.catalog_version != report.store_version:
-            behind = (report.catalog_version or 0) < report.store_version
-            report.add("version_drift", catalog_file(store),
-                       f"catalog at version {report.catalog_version}, store at {report.store_version}"
-                       + ("; any search catches it up, or `soulpass index rebuild`" if behind else
-                          "; the catalog is ahead of the files: `soulpass index rebuild`"))
-        _check_rows(report, rows, files)
-    finally:
-        catalog.close()
-    _check_vectors(report, sp, store.index_location().folder)
+    health = check_index(store, sp.embedder())
+    report.catalog_version, report.files, report.rows_in_force = (health.catalog_version, health.files,
+                                                                    health.rows_in_force)
+    report.findings.extend(health.findings)
     return report
-
-
-@dataclass(frozen=True)
-class _MasterFile:
-    """What the audit needs of a catalogued copy in force, read once: its content hash, the version
-    it names (None: it does not parse), and its catalog row's id and version or why it has none."""
-
-    content_hash: str
-    version: int | None
-    row: tuple[str, int] | str
-
-
-def _master_files(store: AccountBackend) -> dict[str, _MasterFile]:
-    out = {}
-    for copy in store.current_copies():
-        if not is_catalogued(copy.key):
-            continue
-        digest = hashlib.sha256(copy.data).hexdigest()
-        if isinstance(copy, UnreadableCopy):
-            out[copy.key] = _MasterFile(digest, None, copy.why)
-            continue
-        version = int(copy.body.get("version", 0))
-        try:
-            row = make_row(copy.key, copy.data, dict(copy.body), None)
-        except Corrupted as exc:
-            out[copy.key] = _MasterFile(digest, version, str(exc))
-            continue
-        out[copy.key] = _MasterFile(digest, version, (row.id, row.version))
-    return out
-
-
-def _check_rows(report: AuditReport, rows: list[CatalogRow], files: dict[str, _MasterFile]) -> None:
-    current: dict[str, CatalogRow] = {}
-    for r in rows:
-        if r.replaced_at is None:  # the copy that should be on disk now
-            current[r.path] = r
-    report.rows_in_force = sum(1 for r in rows if r.valid_to is None)
-    for path, row in sorted(current.items()):
-        file = files.get(path)
-        if file is None:
-            report.add("missing_file", row.id, f"{path} (version {row.version}) is in the index but not on disk")
-            continue
-        if file.content_hash != row.content_hash:
-            version = row.version if file.version is None else file.version
-            if version == row.version:
-                report.add("edited_file", row.id, f"{path} does not match the content hash of version {row.version}")
-    for path, file in sorted(files.items()):
-        if isinstance(file.row, str):
-            report.add("unreadable_file", path, file.row)
-            continue
-        row_id, row_version = file.row
-        if report.catalog_version is not None and row_version > report.catalog_version:
-            continue  # written after the version the catalog reflects: that is the drift, reported once
-        known = current.get(path)
-        if known is None or known.version < row_version:
-            report.add("unindexed_file", row_id, f"{path} (version {row_version}) has no catalog row")
-
-
-def _check_vectors(report: AuditReport, sp: Soulpass, index_dir: Path) -> None:
-    embedder = sp.embedder()
-    root = index_dir / VECTORS_DIR
-    if not root.is_dir():
-        return
-    folders = {p.parent for p in root.glob("*/meta.json")}
-    folders |= {root / p.name.removesuffix(".embedded.sqlite") for p in root.glob("*.embedded.sqlite")}
-    for folder in sorted(folders):
-        meta_file = folder / "meta.json"
-        try:
-            meta = json.loads(meta_file.read_bytes())
-        except FileNotFoundError:  # the folder is gone, its embedding state is not
-            if embedder is not None and folder.name.endswith("-" + model_tag(embedder.model_id)):
-                report.add("missing_vectors", _named(index_dir, folder),
-                           "the vector folder is gone; run `soulpass index rebuild`")
-            continue
-        except ValueError:
-            report.add("foreign_vectors", folder.name, "meta.json is unreadable")
-            continue
-        if embedder is None or meta.get("model_id") != embedder.model_id:
-            using = embedder.model_id if embedder else "no embedder"
-            report.add("foreign_vectors", _named(index_dir, folder),
-                       f"built by {meta.get('model_id')!r}, the account now uses {using!r}: not searched; "
-                       "delete the folder or switch back")
-            continue
-        state = folder.with_name(folder.name + ".embedded.sqlite")
-        if not state.exists():
-            continue
-        conn = sqlite3.connect(f"file:{state}?mode=ro", uri=True)
-        try:
-            embedded = conn.execute("SELECT count(*) FROM embedded").fetchone()[0]
-        except sqlite3.DatabaseError as exc:
-            report.add("index_unreadable", state.name, str(exc))
-            continue
-        finally:
-            conn.close()
-        index = open_vector_index(folder, model_id=str(meta["model_id"]), dim=int(meta["dim"]),
-                                  backend=meta.get("backend", "hnsw"))
-        try:
-            count = index.count()
-        finally:
-            index.close()
-        if count < embedded:
-            report.add("missing_vectors", _named(index_dir, folder),
-                       f"{count} vectors on disk, {embedded} recorded as embedded; run `soulpass index rebuild`")
-
-
-def _named(index_dir: Path, folder: Path) -> str:
-    """A vector folder as findings name it: by the index folder's name (``index/vectors/<folder>``)."""
-    return Path(index_dir.name, VECTORS_DIR, folder.name).as_posix()
 
 
 def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:
     """Remove catalog rows whose file is gone (orphan rows). Source files are never touched."""
-    report = PruneReport(dry_run=dry_run)
     acct.index()  # caught up
-    present = {copy.key for copy in acct.store.current_copies()}
-    with open_catalog(acct.store) as catalog:  # rows by file: the catalog's own audit
-        gone = [row for row in catalog.rows() if row.replaced_at is None and row.path not in present]
-        report.rows_removed = [{"id": r.id, "version": r.version, "path": r.path} for r in gone]
-        if not dry_run and gone:
-            catalog.delete_rows((r.id, r.version) for r in gone)
-    return report
+    gone = prune_orphans(acct.store, dry_run=dry_run)
+    return PruneReport([{"id": r.id, "version": r.version, "path": r.path} for r in gone], dry_run)
 
 
 def reset_index(acct: Account) -> bool:
-    """Delete the account's catalog files when they cannot be opened (the index is derived: a
-    rebuild makes it again from the files). Returns whether anything was deleted."""
-    try:
-        with Catalog.open(acct.store, fulltext="fts5", heal=False) as catalog:  # only opens it: no sidecar
-            catalog.version()
+    """Delete the account's catalog when it cannot be opened (the index is derived: a rebuild
+    makes it again from the files). Returns whether anything was deleted."""
+    if catalog_readable(acct.store):
         return False
-    except (BackendUnavailable, sqlite3.DatabaseError, KeyError):
-        pass
-    acct.close()
-    remove_catalog(acct.store)
+    acct.close()  # nobody may hold it open
+    drop_catalog(acct.store)
     return True
-

@@ -18,9 +18,9 @@ import numpy as np
 from soulpass.embed.base import Embedder
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
+from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.contract import IndexCatalog
-from soulpass.index.search import AccountIndex
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
 from soulpass.store.contract import AccountBackend
 from soulpass.store.keys import JOURNAL_DIR

@@ -17,7 +17,7 @@ from soulpass.index.relevance import relevance
 from soulpass.integrity import reset_index
 
 if TYPE_CHECKING:
-    from soulpass.index.search import AccountIndex
+    from soulpass.index.account import AccountIndex
 
 __all__ = ["COMMANDS"]
 
@@ -126,10 +126,10 @@ def index_rebuild(state: State, account: str, graph_only: bool, as_json: bool) -
 
 def _rebuild_graph(idx: AccountIndex, account: str, as_json: bool) -> None:
     """``index rebuild --graph``: the local vector index's graph built again from its rows."""
-    rebuild = getattr(idx.vectors, "rebuild_graph", None)
+    graph = idx.graph
     started = time.perf_counter()
     rows = None
-    if rebuild is not None:
+    if graph is not None:
         with contextlib.ExitStack() as stack:
             shown: list[tuple[Progress, TaskID]] = []  # a bar once there are rows to add
 
@@ -142,7 +142,7 @@ def _rebuild_graph(idx: AccountIndex, account: str, as_json: bool) -> None:
                 bar, task = shown[0]
                 bar.update(task, completed=done, total=total)
 
-            rows = rebuild(progress)
+            rows = graph.rebuild_graph(progress)
     seconds = round(time.perf_counter() - started, 3)
     if as_json:
         emit_json({"graph_rows": rows, "seconds": seconds})

@@ -14,18 +14,9 @@ side by side, its columns split after. The attention itself is one ``MultiHeadAt
 source's ~20 operators a layer: heads split, scaled scores, mask, softmax, heads joined; the
 attention mask kept) and GELU one ``Gelu``: 136 operators where the source has 385.
 
-Measured on LoCoMo's questions (2 cores, one intra-op thread, ad hoc loops alternating in one
-process): 1.7-2.0 ms a query against 2.5-2.8 ms for the first rewrite (a split and two products for
-each of the 36, ONNX Runtime's fusions) and 4.7-4.9 ms in float32; 1.39 instead of 1.66 ms of that
-without ONNX Runtime's ``SkipLayerNormalization`` fusion (``UNFUSED``: the fused operator took ~28 us
-where the add and the layer norm took ~11). ``benchmarks/embed_threads.py`` (caches swept between
-questions): 2.49 ms against 4.66 in float32 on 2 threads. Cosine to the float32 vector 0.9989 on
-average, 0.998 at worst (0.995 / 0.977 with one scale per product, which cost recall: LoCoMo's
-in-sample recall@10 fell for 16 questions and rose for 4). Over all of LoCoMo and BEAM-500K, recall@10
-is within 0.003 of float32's, and this graph's the first rewrite's within the noise (paired, question
-by question: LoCoMo -0.0007, BEAM-500K -0.0027, both 95% intervals across 0; docs/benchmarks.md, retrieval).
-The indexed vectors are never made here: a query is compared with the float32 vectors of the texts,
-so nothing stored depends on this graph.
+Why: the query's vector in about half the time of float32, as close to it as recall can tell (the
+measurements: docs/performance.md). The indexed vectors are never made here: a query is compared
+with the float32 vectors of the texts, so nothing stored depends on this graph.
 
 The rewrite (~0.17 s: importing onnx, parsing and writing 23 MB) is done once per machine: its result
 is kept in ``~/.cache/soulpass/models``, named by the model's sha256
@@ -64,9 +55,8 @@ log = logging.getLogger(__name__)
 REWRITE = 3
 PREFIX = "soulpass-int8-query/"  # the names of the constants the rewrite adds
 
-#: ONNX Runtime's graph fusions the query session goes without: on one query, its fused residual add
-#: and layer norm (``SkipLayerNormalization``) took ~28 us where the two took ~11 (1.66 -> 1.39 ms a
-#: query without it, the vectors as close to the float32 ones)
+#: ONNX Runtime's graph fusions the query session goes without: its fused residual add and layer
+#: norm (``SkipLayerNormalization``) is slower on one query than the two apart
 UNFUSED = ("SkipLayerNormFusion",)
 
 #: all-MiniLM-L6-v2's weight products: 6 layers x (query, key, value, output, two feed-forward)

@@ -33,13 +33,14 @@ import numpy.typing as npt
 from soulpass.embed.base import Embedder, Vectors
 from soulpass.errors import Corrupted
 from soulpass.index import passages
+from soulpass.index.carried import load_carried
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.catalog.rows import COLUMNS
 from soulpass.index.catalog.schema import configure, transaction
-from soulpass.index.seed_file import load_seed
 from soulpass.index.vectors import VectorIndex
+from soulpass.index.vectors.abilities import SharesFolder
 
-__all__ = ["EmbedBacklog", "EmbedFn", "SeededEmbedding", "drain_until_empty", "embedded_state", "indexing_embed",
+__all__ = ["EmbedBacklog", "EmbedFn", "CarriedFirst", "drain_until_empty", "embedded_state", "indexing_embed",
            "text_hash"]
 
 EmbedFn = Callable[[list[str]], Vectors]
@@ -77,30 +78,31 @@ def drain_until_empty(backlog: Drainable, embed: EmbedFn, batch: int, progress: 
     return done
 
 
-class SeededEmbedding:
-    """Embedding that takes what an import's seed holds (``soulpass.index.seed``) before the embedder."""
+class CarriedFirst:
+    """Embedding that takes what vectors an import carried hold (``soulpass.index.carried``) before
+    the embedder."""
 
-    def __init__(self, seed: Path | None, key: str) -> None:
-        self._seed_file, self.key = seed, key
-        self._seed: dict[str, npt.NDArray[np.float32]] | None = None
+    def __init__(self, carried: Path | None, key: str) -> None:
+        self._carried_file, self.key = carried, key
+        self._carried: dict[str, npt.NDArray[np.float32]] | None = None
 
     def embed(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
-        """``embed(texts)``, taking what the seed holds from it (only the rest is embedded)."""
-        if self._seed is None and self._seed_file is not None and self._seed_file.exists():
+        """``embed(texts)``, taking what the carried vectors hold from them (only the rest is embedded)."""
+        if self._carried is None and self._carried_file is not None and self._carried_file.exists():
             try:
-                self._seed = load_seed(self._seed_file, self.key) or {}
+                self._carried = load_carried(self._carried_file, self.key) or {}
             except Corrupted:  # derived data: embed everything instead
-                self._seed = {}
-        if not self._seed:
+                self._carried = {}
+        if not self._carried:
             return np.asarray(embed(texts), dtype=np.float32)
         hashes = [text_hash(t) for t in texts]
-        todo = [n for n, h in enumerate(hashes) if h not in self._seed]
+        todo = [n for n, h in enumerate(hashes) if h not in self._carried]
         fresh = np.asarray(embed([texts[n] for n in todo]), dtype=np.float32) if todo else None
-        dim = fresh.shape[1] if fresh is not None else len(next(iter(self._seed.values())))
+        dim = fresh.shape[1] if fresh is not None else len(next(iter(self._carried.values())))
         out = np.empty((len(texts), dim), dtype=np.float32)
         for n, h in enumerate(hashes):
-            if h in self._seed:
-                out[n] = self._seed[h]
+            if h in self._carried:
+                out[n] = self._carried[h]
         if fresh is not None:
             out[todo] = fresh
         return out
@@ -115,12 +117,13 @@ class EmbedBacklog:
 
     def __init__(self, catalog_file: Path, state_file: Path, key: str, vectors: VectorIndex,
                  embed_text: Callable[[CatalogRow], str], kinds: Sequence[str], *, busy_timeout: float = 30.0,
-                 passages_of: Callable[[CatalogRow], list[str]] | None = None, seed: Path | None = None) -> None:
+                 passages_of: Callable[[CatalogRow], list[str]] | None = None, carried: Path | None = None) -> None:
         """``passages_of``: a row's passage texts, embedded in the same drain (soulpass.index.passages);
-        ``seed``: vectors an import brought (soulpass.index.seed), used before the embedder."""
+        ``carried``: vectors an import brought (soulpass.index.carried), used before the embedder."""
         self.key, self.vectors, self.embed_text, self.kinds = key, vectors, embed_text, tuple(kinds)
         self.passages_of = passages_of
-        self._seeded = SeededEmbedding(seed, key)
+        self._shared = vectors if isinstance(vectors, SharesFolder) else None  # another process may write it
+        self._carried = CarriedFirst(carried, key)
         self._lock = threading.RLock()  # one connection pair, used by the caller's and the indexer's thread
         self._draining = threading.Lock()  # one drain at a time
         self._cat = sqlite3.connect(catalog_file, timeout=busy_timeout, isolation_level=None,
@@ -227,7 +230,7 @@ class EmbedBacklog:
         """Embed the oldest ``limit`` entries and remove them; returns how many were handled (0: empty).
         When ``embed`` raises, the entries stay for the next try. A reader of a vector index another
         process writes (``read_only``) drains nothing: that process embeds them."""
-        if getattr(self.vectors, "read_only", False):
+        if self._shared is not None and self._shared.read_only:
             return 0
         with self._draining:
             with self._lock:
@@ -258,7 +261,7 @@ class EmbedBacklog:
         return len(todo)
 
     def _embedded(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
-        return self._seeded.embed(embed, texts)
+        return self._carried.embed(embed, texts)
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""

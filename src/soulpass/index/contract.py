@@ -15,7 +15,7 @@ from typing import Protocol, TypeVar
 
 from soulpass.index.catalog.catalog import CatalogStatus, CatchUpReport
 from soulpass.index.catalog.query import Filters
-from soulpass.index.catalog.rows import CatalogRow, Traits
+from soulpass.index.catalog.rows import CatalogRow
 from soulpass.index.catalog.sync import Progress
 
 __all__ = ["IndexCatalog", "SearchCatalog"]
@@ -52,8 +52,8 @@ class SearchCatalog(Protocol[StoreT]):
         """Rows for ``ids`` in the order given, unknown ids left out."""
         ...
 
-    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
-        """What ranking reads of each known id (kind, session, agent, length, asks)."""
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
+        """The session (None: none) of each known id: what ranking reads besides the scores."""
         ...
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:

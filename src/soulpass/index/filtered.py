@@ -30,19 +30,20 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.index import passages
+from soulpass.index import passages, tuning
 from soulpass.index.catalog.query import Filters
 from soulpass.index.recipe import SEARCHABLE_KINDS
 
 if TYPE_CHECKING:
     from soulpass.index.catalog import Catalog
     from soulpass.index.catalog.columns import ColumnStamp
+    from soulpass.index.vectors import SharedIndex
+    from soulpass.index.vectors.abilities import SearchesMasked
     from soulpass.index.vectors.rows import RowStore
 
 __all__ = ["MaskedDense", "VectorCatalogRows"]
 
 PassageCounts = Callable[[list[str]], dict[str, int]]
-SAVE_MIN_ROWS = 16_384  # maps of fewer vector rows are not written to disk
 _SAMPLES = 16  # vector rows whose ids the file keeps, to recognise the rows it was made from
 
 
@@ -51,19 +52,17 @@ class MaskedDense:
     mask of passing rows (``Catalog.filter_mask``) becomes a mask of vector rows, the index searches
     among those (``search_masked``), and SQLite confirms only the ``depth`` records kept."""
 
-    def __init__(self, index: Any, catalog: Catalog, state: sqlite3.Connection, path: Path | None) -> None:
+    def __init__(self, index: SearchesMasked, catalog: Catalog, state: sqlite3.Connection, path: Path | None) -> None:
         self._index, self._catalog, self._state = index, catalog, state
         self._rows = VectorCatalogRows(path)
 
     @classmethod
-    def over(cls, vectors: Any, catalog: Any, state: sqlite3.Connection | None, path: Path | None,
+    def over(cls, vectors: SharedIndex, catalog: Catalog, state: sqlite3.Connection, path: Path | None,
              ) -> MaskedDense | None:
-        """For ``vectors`` (a shared handle: the index behind it) and ``catalog``; None where they
-        do not answer masks (a Chroma index, a PostgreSQL catalog)."""
-        index = getattr(vectors, "inner", vectors)
-        if state is None or not hasattr(index, "search_masked") or not hasattr(catalog, "filter_mask"):
-            return None
-        return cls(index, catalog, state, path)
+        """For ``vectors`` and the SQLite ``catalog``; None where the index does not search masked
+        rows (Chroma)."""
+        masked = vectors.abilities.masked
+        return cls(masked, catalog, state, path) if masked is not None else None
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str] | None:
         """Ids of the ``depth`` records nearest ``vector`` (by their own or a passage's vector)
@@ -168,7 +167,8 @@ class VectorCatalogRows:
 
     def _save_if_grown(self, store: RowStore) -> None:
         n = len(self._catalog_rows)
-        if self._path is None or self._key is None or n < max(SAVE_MIN_ROWS, self._saved_rows + self._saved_rows // 4):
+        grown = max(tuning.SAVE_MIN_ROWS, self._saved_rows + self._saved_rows // 4)
+        if self._path is None or self._key is None or n < grown:
             return
         meta: dict[str, Any] = {"key": list(self._key), "upto": self._upto, "samples": _samples(store.ids, n)}
         tmp = self._path.with_name(f".{self._path.name}.{os.getpid()}-{os.urandom(4).hex()}.tmp")

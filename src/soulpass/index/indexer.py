@@ -15,8 +15,8 @@ import time
 from dataclasses import dataclass
 
 from soulpass.errors import BackendUnavailable, ConfigError
+from soulpass.index.account import AccountIndex
 from soulpass.index.backlog import indexing_embed
-from soulpass.index.search import AccountIndex
 
 __all__ = ["BackgroundIndexer", "IndexerStatus"]
 

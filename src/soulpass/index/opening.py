@@ -9,11 +9,9 @@ import shutil
 from typing import Any
 
 from soulpass.index.catalog import Catalog
-from soulpass.index.seed_file import seed_name
 from soulpass.store.contract import AccountBackend, Database, DatabaseIndex, LocalIndex
-from soulpass.store.fsio import atomic_write
 
-__all__ = ["drop_index", "index_database", "open_catalog", "place_seed"]
+__all__ = ["drop_index", "index_database", "open_catalog"]
 
 
 def open_catalog(store: AccountBackend, **options: Any) -> Any:
@@ -48,15 +46,6 @@ def index_database(where: DatabaseIndex) -> Database:
 
     where.database.migrate(INDEX_TABLES)
     return where.database
-
-
-def place_seed(store: AccountBackend, model_id: str, data: bytes) -> None:
-    """Put ``data``, a seed of ``model_id``'s vectors (``seed_file.seed_bytes``, as a passport
-    carries it), where the account's index takes it when it next embeds. Either location keeps seeds
-    in its local folder: a seed is read once, by the process that embeds first."""
-    folder = store.index_location().folder
-    folder.mkdir(parents=True, exist_ok=True)
-    atomic_write(folder / seed_name(model_id), data)
 
 
 def _drop_rows(db: Database, account: int) -> None:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from soulpass.index.search import AccountIndex, Hit
+from soulpass.index.account import AccountIndex
+from soulpass.index.search import Hit
 
 __all__ = ["SearchResults", "search_results"]
 

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, utc_now
-from soulpass.index.seed import collect
-from soulpass.index.seed_file import seed_bytes
+from soulpass.index.carried import carried_bytes
+from soulpass.index.export_vectors import collect
 from soulpass.passport.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -46,11 +46,11 @@ class ExportResult:
 def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool = False, vectors: bool = False,
                    progress: bool = False) -> ExportResult:
     """Write account ``name`` to ``path``: the files in force at HEAD and the log, with ``history``
-    every superseded copy too, and with ``vectors`` the account's vectors (``soulpass.index.seed``)
+    every superseded copy too, and with ``vectors`` the account's vectors (``soulpass.index.carried``)
     so an import embeds nothing again. Written to a temporary name, renamed when complete."""
     check_name(name, "account name")
     store = sp.backend.open(name)
-    seed = _seed(sp, name) if vectors else None
+    carried = _carried(sp, name) if vectors else None
     target = Path(path).expanduser()
     tmp = target.with_name(f".{target.name}.partial")
     entries: list[dict[str, Any]] = []
@@ -68,8 +68,8 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
             manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "account": name, "head": head,
                         "history": history, "created_at": utc_now().isoformat(),
                         "embedder": _embedder_id(sp), "tree_sha256": tree, "entries": entries}
-            if seed is not None:
-                key, data, count = seed
+            if carried is not None:
+                key, data, count = carried
                 zf.writestr(VECTORS, data)
                 manifest["vectors"] = {"name": VECTORS, "sha256": sha256(data), "size": len(data), "key": key,
                                        "count": count}
@@ -83,17 +83,17 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
         tmp.unlink(missing_ok=True)
     return ExportResult(path=str(target), account=name, head=head, files=len(entries),
                         bytes=sum(e["size"] for e in entries), history=history, manifest_sha256=digest,
-                        tree_sha256=tree, vectors=None if seed is None else seed[2])
+                        tree_sha256=tree, vectors=None if carried is None else carried[2])
 
 
-def _seed(sp: Soulpass, name: str) -> tuple[str, bytes, int]:
-    """The account's vectors as a seed file: (embedder and recipe, bytes, how many)."""
+def _carried(sp: Soulpass, name: str) -> tuple[str, bytes, int]:
+    """The account's vectors to carry, as a file: (embedder and recipe, bytes, how many)."""
     found = collect(sp.account(name).index())
     if found is None:
         raise InvalidInput("--vectors needs an embedder and vectors in soulpass's own index (hnsw or exact, "
                            "not chroma)", field="vectors")
-    key, seed = found
-    return key, seed_bytes(key, seed), len(seed)
+    key, vectors = found
+    return key, carried_bytes(key, vectors), len(vectors)
 
 
 def _embedder_id(sp: Soulpass) -> str | None:

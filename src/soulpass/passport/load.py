@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
-from soulpass.index.opening import place_seed
-from soulpass.index.seed_file import load_seed
+from soulpass.index.carried import embedding_key, load_carried, place_carried
 from soulpass.passport.format import (
     FORMAT,
     FORMAT_VERSION,
@@ -87,19 +86,17 @@ def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes
     data = read_limited(zf, zf.getinfo(VECTORS), limit)
     if len(data) != int(listed.get("size", -1)) or sha256(data) != listed.get("sha256"):
         raise Corrupted(f"passport entry {VECTORS!r} does not match its size or SHA-256", entry=VECTORS)
-    load_seed(data, str(listed.get("key")))  # readable, or Corrupted naming it
+    load_carried(data, str(listed.get("key")))  # readable, or Corrupted naming it
     return data
 
 
 def _place_seed(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) -> str:
     """The seed beside the new account's index when this home embeds as the exporter did."""
-    from soulpass.index.search import EMBED_RECIPE
-
     embedder = sp.embedder()
-    if embedder is None or listed["key"] != f"{embedder.model_id}|{EMBED_RECIPE}":
-        here = "no embedder" if embedder is None else f"{embedder.model_id}|{EMBED_RECIPE}"
+    if embedder is None or listed["key"] != embedding_key(embedder.model_id):
+        here = "no embedder" if embedder is None else embedding_key(embedder.model_id)
         return f"ignored: made by {listed['key']}, this home embeds with {here} (records are embedded again)"
-    place_seed(sp.backend.open(name), embedder.model_id, data)
+    place_carried(sp.backend.open(name), embedder.model_id, data)
     return f"used: {listed.get('count', 0)} vectors"
 
 

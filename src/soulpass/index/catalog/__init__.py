@@ -16,7 +16,7 @@ from .catalog import (
 )
 from .lookup import CatalogHashLookup
 from .query import Filters, fts_query, query_terms
-from .rows import CatalogRow, Traits
+from .rows import CatalogRow
 
 __all__ = [
     "DEFAULT_FULLTEXT",
@@ -27,7 +27,6 @@ __all__ = [
     "CatchUpReport",
     "Filters",
     "FullText",
-    "Traits",
     "catalog_file",
     "catalog_path",
     "catch_up",

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
 
+from .kept import Kept, fetch_rows, fetch_sessions, last_row
 from .query import Filters, filter_sql, neighbour_sql, query_terms
-from .rows import COLUMNS, CatalogRow, Traits, is_catalogued
+from .rows import COLUMNS, CatalogRow, is_catalogued
 from .schema import configure, migrate, transaction
 from .sidecar import TantivySidecar, tantivy_module
 from .sync import (
@@ -33,7 +34,6 @@ from .sync import (
     rebuild_rows,
     version_stamp,
 )
-from .traits import Kept, fetch_rows, fetch_traits, last_row
 
 if TYPE_CHECKING:
     import numpy as np
@@ -114,7 +114,7 @@ class Catalog:
         self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
         self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
-        self._kept = Kept(rows=last_row)  # candidates' traits and neighbours, while the catalog is unchanged
+        self._kept = Kept(rows=last_row)  # candidates' sessions and neighbours, while the catalog is unchanged
         self._sidecar: TantivySidecar | None = None
         self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -274,15 +274,32 @@ class Catalog:
         if not terms or k == 0:
             return []
         filters = filters or Filters()
-        where, params = filter_sql(filters)
         with self._lock:
-            sidecar = self._synced_sidecar()
-            masked = self._search_masked(sidecar, terms, k, filters, where, params)
-            if masked is not None:
-                return masked
-            if sidecar is not None:
-                return self._search_sidecar(sidecar, terms, k, filters, where, params)
-            return self._search_fts5(terms, k, where, params)
+            return self._full_text(terms, k, filters)
+
+    def _full_text(self, terms: list[str], k: int, filters: Filters) -> list[tuple[str, float]]:
+        """The one place the full-text strategy is chosen. BM25 ranks every match the same way in
+        each; what differs is how the filters are checked, so the rule goes by how many rows pass:
+
+        1. a broad filter the filter columns answer (a speaker, a time range): each of the best
+           hits is checked against the passing rows' mask in numpy, asking for as many as the
+           passing share needs (``_search_masked``; with tantivy and a handful of passing rows,
+           a search among those rows);
+        2. with the tantivy sidecar (``fulltext="tantivy"``): a selective filter with few passing
+           rows is searched among them; else the best hits are over-fetched and checked in SQLite,
+           widening while short, then searched among the passing rows, or by FTS5 when too many
+           pass (``_search_sidecar``);
+        3. FTS5: the best matches ranked alone and checked in SQLite (twice, then eight times k),
+           else every passing match ranked in one SQL query (``_search_fts5``).
+        """
+        where, params = filter_sql(filters)
+        sidecar = self._synced_sidecar()
+        masked = self._search_masked(sidecar, terms, k, filters, where, params)
+        if masked is not None:
+            return masked
+        if sidecar is not None:
+            return self._search_sidecar(sidecar, terms, k, filters, where, params)
+        return self._search_fts5(terms, k, where, params)
 
     def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
         """BM25 scores of the given rows for ``query``, on the same scale as ``fts_search`` (rows
@@ -536,16 +553,16 @@ class Catalog:
                 latest[row.id] = row
         return [latest[i] for i in wanted if i in latest]
 
-    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
-        """Kind, session, agent, text length and whether it asks something, of each known id (the
-        latest copy, or the one on disk at ``as_of_version``): what ranking needs, without the text."""
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
+        """The session (None: none) of each known id (the latest copy, or the one on disk at
+        ``as_of_version``): what ranking needs, without the text."""
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
         with self._lock:
             if as_of_version is not None:
-                return fetch_traits(self._conn, _BY_ID, wanted, as_of_version)
-            return self._kept.get(self._conn, "traits", wanted, lambda ids: fetch_traits(self._conn, _BY_ID, ids))
+                return fetch_sessions(self._conn, _BY_ID, wanted, as_of_version)
+            return self._kept.get(self._conn, "sessions", wanted, lambda ids: fetch_sessions(self._conn, _BY_ID, ids))
 
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""

@@ -35,6 +35,8 @@ from typing import Any, TypeVar, cast
 import numpy as np
 import numpy.typing as npt
 
+from soulpass.index import tuning
+
 from .query import Filters, as_utc
 from .rows import to_us
 from .schema import transaction
@@ -43,7 +45,6 @@ __all__ = ["CatalogColumns", "CatalogMasks", "ColumnStamp", "catalog_born"]
 
 _NO_TIME = np.iinfo(np.int64).min  # a row without an event time: outside every time range
 _GROW = 1.25  # arrays grow by a quarter (amortised appends)
-SAVE_MIN_ROWS = 16_384  # columns of fewer rows are not written to disk (a load costs next to nothing)
 MASKS_KEPT = 8  # filter masks kept per catalog state (a search asks twice; agents repeat their filters)
 _A = TypeVar("_A", bound="np.ndarray[Any, Any]")
 
@@ -133,7 +134,7 @@ class CatalogColumns:
     def save_if_grown(self, path: Path) -> None:
         """Write the columns to ``path`` when they hold a quarter more rows than it (temp + rename;
         no fsync: a file lost or torn is only ignored)."""
-        if self.stamp is None or self.rows < max(SAVE_MIN_ROWS, self.saved_rows + self.saved_rows // 4):
+        if self.stamp is None or self.rows < max(tuning.SAVE_MIN_ROWS, self.saved_rows + self.saved_rows // 4):
             return
         n = self.rows + 1
         meta = {"born": self.stamp.born, "generation": self.stamp.generation, "deleted": self.stamp.deleted,

@@ -12,36 +12,7 @@ from typing import Any
 
 from soulpass.store.keys import CORE, KIND_BY_PREFIX, RECORD_DIRS, VERSION_FILE, is_journal_path
 
-__all__ = ["ASKS_SQL", "COLUMNS", "CatalogRow", "Traits", "from_us", "is_catalogued", "mostly_asks", "row_id", "to_us"]
-
-
-@dataclass(frozen=True)
-class Traits:
-    """What ranking reads of a candidate besides its scores: a light row (no text)."""
-
-    kind: str
-    session_id: str | None
-    agent: str | None
-    length: int  # characters of text
-    asks: bool  # the text mostly asks: it has a question mark, and no more other sentence ends than those
-
-    @classmethod
-    def of(cls, row: CatalogRow) -> Traits:
-        return cls(row.kind, row.session_id, row.agent, len(row.text), mostly_asks(row.text))
-
-
-def mostly_asks(text: str) -> bool:
-    """A turn that asks rather than tells ("Lovely! What breed is it?"), not one that tells and then
-    asks ("I moved on May 3. I have to unpack by Friday. Any tips?"): the question is rarely where the
-    answer is, the telling is. Same rule as ``ASKS_SQL``."""
-    questions = text.count("?")
-    return questions > 0 and questions >= text.count(".") + text.count("!")
-
-
-# ``mostly_asks`` in SQL, for a catalog column ``c.text``.
-ASKS_SQL = ("(length(c.text) - length(replace(c.text, '?', ''))) > 0 AND "
-            "(length(c.text) - length(replace(c.text, '?', ''))) >= "
-            "(2 * length(c.text) - length(replace(c.text, '.', '')) - length(replace(c.text, '!', '')))")
+__all__ = ["COLUMNS", "CatalogRow", "from_us", "is_catalogued", "row_id", "to_us"]
 
 
 @dataclass(frozen=True)

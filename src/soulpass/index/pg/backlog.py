@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from soulpass.index import passages
-from soulpass.index.backlog import EmbedFn, SeededEmbedding, drain_until_empty, text_hash
+from soulpass.index.backlog import CarriedFirst, EmbedFn, drain_until_empty, text_hash
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.pg.catalog import PgCatalog
 from soulpass.index.pg.vectors import PgVectors
@@ -33,10 +33,10 @@ class PgBacklog:
 
     def __init__(self, catalog: PgCatalog, vectors: PgVectors, key: str, embed_text: Callable[[CatalogRow], str],
                  kinds: Sequence[str], *, passages_of: Callable[[CatalogRow], list[str]] | None = None,
-                 seed: Path | None = None) -> None:
+                 carried: Path | None = None) -> None:
         self.catalog, self.vectors, self.key, self.embed_text = catalog, vectors, key, embed_text
         self.kinds, self.passages_of = tuple(kinds), passages_of
-        self._seeded = SeededEmbedding(seed, key)
+        self._carried = CarriedFirst(carried, key)
         self._draining = threading.Lock()
 
     def close(self) -> None:
@@ -88,7 +88,7 @@ class PgBacklog:
             if work:
                 extra = {r.id: self.passages_of(r) for r in work} if self.passages_of else {}
                 batch = [texts[r.id] for r in work] + [p for ps in extra.values() for p in ps]
-                vectors = self._seeded.embed(embed, batch)
+                vectors = self._carried.embed(embed, batch)
                 own = vectors[:len(work)]
                 self.vectors.upsert([r.id for r in work], own, sources=[text_hash(texts[r.id]) for r in work])
                 before = self.vectors.passage_counts(list(extra))

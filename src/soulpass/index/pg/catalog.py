@@ -29,7 +29,7 @@ from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.index.catalog.catalog import CatalogStatus
 from soulpass.index.catalog.query import Filters, neighbour_sql, query_terms
 from soulpass.index.catalog.query import filter_sql as query_filter_sql
-from soulpass.index.catalog.rows import ASKS_SQL, COLUMNS, CatalogRow, Traits, is_catalogued
+from soulpass.index.catalog.rows import COLUMNS, CatalogRow, is_catalogued
 from soulpass.index.catalog.sync import (
     CatchUpReport,
     Progress,
@@ -425,14 +425,11 @@ class PgCatalog:
         latest = {row.id: row for row in map(_row, self._copies(_SELECT, wanted, as_of_version))}
         return [latest[i] for i in wanted if i in latest]
 
-    def traits(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, Traits]:
+    def sessions(self, ids: Iterable[str], as_of_version: int | None = None) -> dict[str, str | None]:
         wanted = list(dict.fromkeys(ids))
         if not wanted:
             return {}
-        fetched = self._copies(f"c.id, c.kind, c.session_id, c.agent, length(c.text), {ASKS_SQL}", wanted,
-                               as_of_version)
-        return {rid: Traits(kind, session, agent, length or 0, bool(asks))
-                for rid, kind, session, agent, length, asks in fetched}
+        return {rid: session for rid, session in self._copies("c.id, c.session_id", wanted, as_of_version)}
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         where, params = filter_sql(filters or Filters())

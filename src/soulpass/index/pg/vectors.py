@@ -14,6 +14,7 @@ table's change counter before each search. A warning says so, once per database.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
 import threading
@@ -25,9 +26,9 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
-from soulpass.index.passages import record_of
-from soulpass.index.vectors import model_tag, open_vector_index
-from soulpass.index.vectors.base import IndexMeta, VectorIndex, check_ids, unit_query, unit_rows
+from soulpass.index.passages import best_in_array, passage_id, record_of
+from soulpass.index.vectors import SharedIndex, model_tag, open_vector_index
+from soulpass.index.vectors.base import IndexMeta, check_ids, unit_query, unit_rows
 from soulpass.store.fsio import atomic_write, dump_json, load_json
 
 log = logging.getLogger(__name__)
@@ -86,7 +87,7 @@ class PgVectors:
         self.table = f"index_vectors_{model_tag(model_id)}"
         self._meta = IndexMeta(backend="pgvector" if self.pgvector else "pg-bytea", model_id=model_id, dim=dim)
         self._lock = threading.RLock()
-        self._local: VectorIndex | None = None
+        self._local: SharedIndex | None = None
         self._local_folder = local_folder
         self._ann = False  # the HNSW index is known to exist
         self._ensure_table(model_id)
@@ -184,13 +185,16 @@ class PgVectors:
                 f"SELECT record, count(*) FROM {self.table} WHERE account_id = %s AND record = ANY(%s)"
                 " AND id <> record AND embedding IS NOT NULL GROUP BY record", (self.account, list(ids)))}
 
-    def best_per_record(self, vector: npt.ArrayLike, records: Sequence[str]) -> dict[str, float] | None:
-        """The best cosine of each record's own and passage vectors, in one query (pgvector only:
-        None without it, where the local index answers)."""
-        if not self.pgvector:
-            return None
+    def best_per_record(self, vector: npt.ArrayLike, records: Sequence[str]) -> dict[str, float]:
+        """The best cosine of each record's own and passage vectors (those that have one): in one
+        query with pgvector, else from the local index's rows."""
         if not records:
             return {}
+        if self._local is not None:
+            self._sync_local()
+            of = {rid: tuple(passage_id(rid, n) for n in range(k)) for rid, k in self.passage_counts(records).items()}
+            wanted = [*records, *itertools.chain.from_iterable(of.values())]
+            return best_in_array(records, of, self._local.cosine_array(vector, wanted))
         with self.db.connection() as conn:
             return {rid: float(best) for rid, best in conn.execute(
                 f"SELECT record, max(-(embedding {self._ip} %s::{self._vector})) FROM {self.table}"
@@ -265,7 +269,7 @@ class PgVectors:
 
     def _writes_local(self) -> bool:
         """Whether this process keeps the local index (bytea mode; another process on this host may)."""
-        return self._local is not None and not getattr(self._local, "read_only", False)
+        return self._local is not None and not self._local.read_only
 
     def _sync_local(self) -> None:
         """Bring the local index (bytea mode) up to the table's change counter; an index that holds

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from soulpass.index.vectors.base import IndexMeta, VectorIndex
 from soulpass.index.vectors.exact import ExactIndex
 from soulpass.index.vectors.hnsw import HnswIndex
-from soulpass.index.vectors.shared import SharedIndex, open_shared
+from soulpass.index.vectors.shared import LocalIndex, SharedIndex, open_shared
 
 if TYPE_CHECKING:  # loaded when first asked for: most processes never use ChromaDB
     from soulpass.index.vectors.chroma import ChromaIndex
@@ -53,7 +53,7 @@ def account_vectors_folder(index_dir: Path, backend: Backend, model_id: str) -> 
     return index_dir / VECTORS_DIR / f"{backend}-{model_tag(model_id)}"
 
 
-def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> VectorIndex:
+def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> SharedIndex:
     """Open (or create) the vector index of ``backend`` in ``folder`` for embedder ``model_id``.
 
     Handles opened in one process on one folder share one open index (``shared.py``); when another
@@ -62,7 +62,7 @@ def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: B
                        lambda path: _open_backend(path, model_id=model_id, dim=dim, backend=backend))
 
 
-def _open_backend(folder: Path, *, model_id: str, dim: int, backend: Backend) -> VectorIndex:
+def _open_backend(folder: Path, *, model_id: str, dim: int, backend: Backend) -> LocalIndex:
     match backend:
         case "hnsw":
             return HnswIndex(folder, model_id=model_id, dim=dim)

@@ -14,6 +14,7 @@ from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, InvalidInput
@@ -87,6 +88,19 @@ class ChromaIndex:
         found_ids: list[str] = result["ids"][0]
         distances: list[float] = (result["distances"] or [[]])[0]
         return [(i, 1.0 - float(d)) for i, d in zip(found_ids, distances, strict=True)]
+
+    def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The exact cosine of each of ``ids`` in their order (the stored unit vectors read back),
+        -2 for an id Chroma does not hold (``ids`` are distinct)."""
+        query = unit_query(vector, self._meta.dim)
+        out = np.full(len(ids), -2.0, dtype=np.float32)
+        at = {rid: n for n, rid in enumerate(ids)}
+        for start in range(0, len(ids), self._batch):
+            got = self._collection.get(ids=list(ids[start:start + self._batch]), include=["embeddings"])
+            if got["ids"]:
+                rows = np.asarray(got["embeddings"], dtype=np.float32)
+                out[[at[rid] for rid in got["ids"]]] = rows @ query
+        return out
 
     def count(self) -> int:
         return int(self._collection.count())

@@ -1,9 +1,8 @@
 """Exact backend: brute-force cosine search with numpy over the memory-mapped rows.
 
-Recall is 1.0 by construction and there is no build step. Measured on this project's 2-core
-machine (384-d, top-10, one query at a time, BLAS on one thread): ~1-2 ms at 16k rows, 10-17 ms at
-100k, 115-165 ms at 1M (``benchmarks/search_scale.py --backends exact``). So it is the right tool
-for small accounts and for selective filters, and the HNSW backend (``hnsw.py``) builds on it.
+Recall is 1.0 by construction and there is no build step; its time grows with the rows
+(docs/performance.md), so it is the right tool for small accounts and for selective filters, and the
+HNSW backend (``hnsw.py``) builds on it.
 """
 
 from __future__ import annotations
@@ -16,24 +15,24 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
+from soulpass.index.vectors.abilities import RowMask
 from soulpass.index.vectors.base import (
     IndexMeta,
     as_id_set,
     check_ids,
-    one_blas_thread,
     open_meta,
     unit_query,
     unit_rows,
 )
 from soulpass.index.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
+from soulpass.index.vectors.os_memory import one_blas_thread
 from soulpass.index.vectors.rows import RowStore
 
-__all__ = ["NO_ROW", "ExactIndex", "RowMask", "top_k"]
+__all__ = ["NO_ROW", "ExactIndex", "top_k"]
 
 Scores = npt.NDArray[np.float32]
 NO_ROW = -2.0  # ``cosine_array``'s score of an id without a live row (below every cosine)
 Rows = npt.NDArray[np.int64]
-RowMask = Callable[[RowStore], npt.NDArray[np.bool_]]  # which of a RowStore's rows may be returned
 
 
 def top_k(rows: Rows, scores: Scores, k: int) -> tuple[Rows, Scores]:
@@ -46,8 +45,8 @@ def top_k(rows: Rows, scores: Scores, k: int) -> tuple[Rows, Scores]:
 
 
 # Up to this many rows a product is numpy's own loop (``einsum``: one thread, no BLAS): as fast as
-# BLAS on one thread there (~20 us for 300 rows), without threadpoolctl's import (~20 ms, once) and
-# its ~12 us a call; above it BLAS on one thread (``one_blas_thread``).
+# BLAS on one thread there, without threadpoolctl's import and its cost a call; above it BLAS on one
+# thread (``one_blas_thread``).
 SMALL_PRODUCT = 512
 
 
@@ -101,16 +100,10 @@ class ExactIndex:
             ids = self._rows.ids.take(rows.tolist())
             return [(i or "", s) for i, s in zip(ids, scores.tolist(), strict=True)]
 
-    def cosines(self, vector: npt.ArrayLike, ids: Collection[str]) -> dict[str, float]:
-        """The exact cosine of each of ``ids`` that has a live row (the others left out): the scores
-        ``search(vector, len(ids), allowed=ids)`` gives them, without ranking them or reading back
-        the ids of the rows (a hybrid search completes its candidates' scores by this)."""
-        wanted = list(ids)
-        scores = self.cosine_array(vector, wanted)
-        return {i: s for i, s in zip(wanted, scores.tolist(), strict=True) if s > NO_ROW}
-
     def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> Scores:
-        """``cosines`` as an array in the order of ``ids``, ``NO_ROW`` for an id without a live row."""
+        """The exact cosine of each of ``ids``, in their order (``NO_ROW`` for an id without a live
+        row): the scores ``search(vector, len(ids), allowed=ids)`` gives them, without ranking them
+        (a hybrid search completes its candidates' scores by this)."""
         query = unit_query(vector, self._meta.dim)
         out = np.full(len(ids), NO_ROW, dtype=np.float32)
         with self._lock:

@@ -1,33 +1,8 @@
 """Default backend: exact search while the index is small, a usearch HNSW graph above that.
 
-Why, measured on this project's 2-core machine (384-d, top-10, 200 single queries from a fresh
-process, clustered synthetic vectors, ``benchmarks/search_scale.py``; figures in
-``benchmarks/results/search_scale.json``):
-
-* numpy brute force (one BLAS thread, see ``base.one_blas_thread``) costs 0.1-0.16 us a row:
-  ~1-2 ms at 16k rows, 10-17 ms at 100k, 115-165 ms at 1M, recall 1.0. ChromaDB answers in
-  1.3-1.9 ms p50 / 1.7-2.4 ms p95 at both 100k and 1M (its per-query overhead dominates), so
-  exact search cannot be "at most half of ChromaDB's p95" beyond a few thousand rows;
-* a usearch graph over f16 vectors (M=16, expansion_add=64) is 0.45 / 0.63 ms at 100k (recall
-  0.97), but at 1M it needs expansion_search ~200 for recall 0.965 and then costs 0.95-1.1 /
-  1.6-1.8 ms: no faster than ChromaDB (hnswlib, f32) at equal recall; i8 was no better;
-* a graph over the vectors' *sign bits* (``b1``: 48 bytes for 384-d, Hamming distance, one cache
-  line a node) asked for 250 candidates that are then re-scored with the exact float32 rows
-  (150 at 100k) reaches the same recall for less: at 1M 0.75-1.05 ms p50 / 1.1-1.7 ms p95
-  (recall 0.96), and it builds 5-8x faster (1M in ~2 min instead of ~15). Sign bits keep
-  cosine order well for sentence embeddings: on 5.9k real MiniLM vectors (LoCoMo turns,
-  questions as queries) the exact top-10 lies within the Hamming top-100 for 98.7% and the
-  top-200 for 99.6% (synthetic: 93% / 98%). Below 256-d too few bits are left: f16 there;
-* a graph over twice the bits (the signs of the vector and of the vector turned by one fixed
-  rotation, ``graph_bits``: 96 bytes for 384-d) needs a third fewer candidates for the same recall:
-  at 1M 200 re-scored reach recall@10 0.967 where the signs alone need 300 for 0.968, at 100k 150
-  reach 0.982 (0.966 alone; ``benchmarks/graph_bits.py``). New graphs hold these; a graph saved
-  with the signs alone is still searched as it is;
-* a graph whose rows joined it looking wider (``expansion_add`` 200, ``EXPANSION_ADD``, instead of
-  64) is better connected: at 1M rows 160 candidates reach the recall@10 (0.9735) that 64's graph
-  needs 220 for (``graph_bits.py --projections 2 --expansion-add 64,200``), for 2.7x the build
-  time. New graphs are built so and say so in a note beside them; a graph saved before
-  keeps its width.
+Why: exact numpy search costs ~0.1 us a row, too slow beyond a few tens of thousands of rows; a
+graph over the vectors' sign bits, its candidates re-scored with the float32 rows, reaches the
+recall of a float graph for less time and a faster build (the measurements: docs/performance.md).
 
 How:
 
@@ -73,8 +48,8 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
-from soulpass.index.vectors.base import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
+from soulpass.index.vectors.os_memory import huge_copy, one_blas_thread, populate
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.store.fsio import atomic_write, dump_json, fsync_dir
@@ -119,14 +94,10 @@ GRAPH_SHARE = 0.3
 
 
 # How widely a new row looks for its neighbours when it joins the graph (usearch's expansion_add, the
-# ef_construction of HNSW). A graph built wider is better connected: a walk finds as many of the
-# true top 10 among fewer candidates. Measured (``benchmarks/graph_bits.py --size 1000000
-# --projections 2 --expansion-add 64,200``, clustered 384-d, M=16, 200 queries): 64 (before) needs
-# 220 candidates for recall@10 0.9735, 200 reaches it with 160 (p95 of the walk and re-scoring
-# 0.80 -> 0.57 ms) and 0.98 with 170; 300 is no better than 200 (a harness of this session's). It
-# costs 2.7x the build time (1M rows: 64 -> 171 s on 2 cores), small next to embedding them. A
-# graph's value is kept beside it (``graph-G-R.json``): one saved without it was built with 64, and
-# rows added to such a graph leave it counted as 64.
+# ef_construction of HNSW): a graph built wider is better connected, so a walk finds as many of the
+# true top 10 among fewer candidates (docs/performance.md). A graph's value is kept beside it
+# (``graph-G-R.json``): one saved without it was built with 64, and rows added to such a graph leave
+# it counted as 64.
 EXPANSION_ADD = 200
 EXPANSION_ADD_BEFORE = 64
 WIDE_FIRST = (150, 170)  # candidates for a top 10 in a graph built with EXPANSION_ADD: at 100k, at 1M rows
@@ -134,11 +105,10 @@ WIDE_FIRST = (150, 170)  # candidates for a top 10 in a graph built with EXPANSI
 
 def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections: int = 1,
                    expansion_add: int = EXPANSION_ADD_BEFORE) -> int:
-    """How many sign-bit neighbours to re-score for a top ``k``. By the vectors' own signs (one
-    projection): 150 for a top 10 at 100k rows, rising with log(rows) to 250 at 1M (measured
-    recall@10 0.966 and 0.961). By those and a rotation's (two, a graph's): 150 at 100k to 220 at
-    1M (0.982 and ~0.97: the same rows re-scored find more of the top 10). A graph built with
-    ``expansion_add`` of at least ``EXPANSION_ADD`` finds as many of them among fewer: WIDE_FIRST."""
+    """How many sign-bit neighbours to re-score for a top ``k``: for a top 10, rising with log(rows)
+    from 100k to 1M rows, fewer by two projections than by one, fewer again in a graph built with
+    ``expansion_add`` of at least ``EXPANSION_ADD`` (``WIDE_FIRST``); the recall each reaches is in
+    docs/performance.md."""
     growth = min(1.0, max(0.0, math.log10(max(1, graph_rows) / 100_000)))
     # Beyond the first 10, four more a row: a hybrid search asks for ~75 candidates to fuse, which
     # need not be as exact as a top 10 (25 per row would re-score ~1,900 at 1M: ~20 ms).
@@ -153,10 +123,8 @@ def _b1_candidates(k: int, graph_rows: int, base: int | None = None, projections
 
 # A new sign-bit graph holds 2 x dim bits a row: the signs of the vector and of the vector turned by
 # one fixed rotation. Hamming distance over twice the bits tracks the angle more closely, so fewer
-# candidates reach the same recall (``benchmarks/graph_bits.py``, clustered 384-d, M=16: at 1M rows
-# 200 re-scored give recall@10 0.967 against 0.939 with the signs alone, whose 300 give 0.968; at
-# 100k, 150 give 0.982 against 0.966), for 48 more bytes a node and about as fast a step. A graph
-# saved with dim bits (before) is still searched with the signs alone.
+# candidates reach the same recall, for 48 more bytes a node. A graph saved with dim bits (before)
+# is still searched with the signs alone.
 GRAPH_PROJECTIONS = 2
 
 
@@ -211,6 +179,7 @@ class HnswIndex(ExactIndex):
         self._expansion_search = expansion_search
         self.b1_base: int | None = None  # sign-bit neighbours re-scored for a top 10 (None: by size)
         self._graph: Any = None
+        self._graph_mapped = False  # the saved graph is searched from its file's pages
         self._viewed = False  # ``_graph`` memory-maps its file (read-only)
         self._graph_rows = 0  # rows [0, _graph_rows) are in the graph in memory
         self._saved_rows = 0  # ... and [0, _saved_rows) in the graph file
@@ -343,10 +312,8 @@ class HnswIndex(ExactIndex):
         return graph_bits(vectors, self._projections()) if self.quantization == "b1" else vectors
 
     def _ef_for(self, size: int) -> int:
-        """``expansion_search``: as given, else 64 up to 100k vectors growing as sqrt(size) to 256.
-
-        Measured (ours, clustered 384-d, M=16, expansion_add=64): recall@10 0.97 at 100k with 64;
-        at 1M 0.88 with 64, 0.94 with 128, 0.965 with 192, while p50 only went 0.90 -> 1.02 ms."""
+        """``expansion_search``: as given, else 64 up to 100k vectors growing as sqrt(size) to 256
+        (recall falls with the graph's size; docs/performance.md)."""
         if self._expansion_search is not None:
             return self._expansion_search
         if self.quantization == "b1":
@@ -363,7 +330,7 @@ class HnswIndex(ExactIndex):
             _note_path(path).unlink(missing_ok=True)
 
     def _find_graph(self) -> None:
-        """Note the newest saved graph the journal covers, to be loaded when first needed: a process
+        """Note the newest saved graph the row log covers, to be loaded when first needed: a process
         that only asks one question (a CLI search) need not import usearch nor map the graph."""
         self._pending_rows = max((n for n, _ in self._graph_files() if n <= self._rows.rows), default=0)
 
@@ -375,7 +342,7 @@ class HnswIndex(ExactIndex):
             if self._graph is None:  # unreadable or of another kind: rebuilt from the rows
                 self._seal_if_due()
             else:  # a handle that searches the graph will search again: map its pages now
-                populate(self._rows.matrix(), None if hasattr(self._graph, "soulpass_copy") else self._graph_path)
+                populate(self._rows.matrix(), self._graph_path if self._graph_mapped else None)
         return self._graph is not None
 
     def _scans_every_row(self) -> bool:
@@ -395,7 +362,7 @@ class HnswIndex(ExactIndex):
     def _load_graph(self) -> None:
         files = self._graph_files()
         for covered, path in reversed(files):
-            if covered > self._rows.rows:  # names rows the journal never committed
+            if covered > self._rows.rows:  # names rows the row log never committed
                 self._drop(path)
                 continue
             copy = huge_copy(path)  # a large graph: its bytes in huge pages, walked faster than the file's
@@ -413,6 +380,7 @@ class HnswIndex(ExactIndex):
                 self._drop(path)  # unreadable or of another kind: rebuilt from the rows
                 continue
             self._graph, self._graph_rows, self._saved_rows, self._graph_path = graph, covered, covered, path
+            self._graph_mapped = copy is None  # the file's pages, not a copy in huge pages
             self._graph_expansion = _saved_expansion(path)
             graph.expansion_search = self._ef_for(len(graph))  # after: the width depends on the graph's bits
             self._viewed = True

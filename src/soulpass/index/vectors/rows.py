@@ -1,25 +1,26 @@
-"""The rows behind the local backends: an append-only float32 file and a journal of id -> row.
+"""The rows behind the local backends: an append-only float32 file and a log of id -> row.
 
 Layout of the folder (``G`` is the generation named in ``state.json``)::
 
     meta.json          backend, model_id, dim (base.open_meta)
     state.json         {"generation": G}
     vectors-G.f32      row r = dim float32 values at offset r * dim * 4, unit length, never rewritten
-    journal-G.log      frames [u32 length][u32 crc32][JSON]: {"u": [ids], "at": r0, "dead": [rows]} gives
+    journal-G.log      the row log (its file name kept from earlier releases, so their folders open
+                       as they are): frames [u32 length][u32 crc32][JSON]: {"u": [ids], "at": r0, "dead": [rows]} gives
                        ids[j] row r0+j and names the rows that died by it (the ids' older rows),
                        {"d": [ids], "rows": [rows]} forgets ids (their rows). Frames of an earlier
                        release carry no row lists: their dead rows are found by id
     ids-G-R.keys.npy   the live ids of rows [0, R) as sorted fixed-width UTF-8, and beside it
     ids-G-R.rows.npy   their rows: a derived checkpoint (written each time the rows grew by a
                        quarter), memory-mapped to find ids' rows without an id -> row map
-    ids-G-R.at.json    where in the journal that checkpoint was taken and the crc32 of its two
-                       arrays: opening starts from the checkpoint and replays the journal after it
+    ids-G-R.at.json    where in the row log that checkpoint was taken and the crc32 of its two
+                       arrays: opening starts from the checkpoint and replays the row log after it
     signs-G-R.b1       the sign bits of rows [0, R), packed (``signs.py``; derived, the HNSW backend's)
     lock               flock held while the index is open for writing
 
 Why this shape: rows are only ever appended, so an update is "new row, old row dead" and a write
-can tear only past the committed end. ``append`` writes the rows, fsyncs, then appends one journal
-frame and fsyncs: the frame is the commit point. On open a torn or unchecked journal tail is cut
+can tear only past the committed end. ``append`` writes the rows, fsyncs, then appends one row log
+frame and fsyncs: the frame is the commit point. On open a torn or unchecked row log tail is cut
 off and vector bytes past the last committed row are truncated. Because row numbers never change
 within a generation, an ANN graph keyed by row stays valid as rows are added and deleted.
 ``compact`` (when dead rows outweigh live ones) writes generation G+1 with live rows only and
@@ -30,11 +31,11 @@ it never writes, truncates or sweeps, reads only intact frames, and ``refresh`` 
 what the writer committed since (a new generation reopens it). Rows are written and fsynced before
 the frame that names them, so a reader never sees a row that is not whole.
 
-Opening replays the journal into the row -> id list and the live mask only: because each frame
+Opening replays the row log into the row -> id list and the live mask only: because each frame
 names the rows it killed, no id -> row map is needed for that (building one for 1M rows costs
-~0.5 s). Where a checkpoint says where in the journal it was taken (and its bytes check), the rows
+~0.5 s). Where a checkpoint says where in the row log it was taken (and its bytes check), the rows
 it covers come from its arrays (``row_ids.RowIds``: an id is decoded when asked for) and only the frames
-after it are replayed: parsing 1M ids out of the journal's JSON cost a fresh process ~0.15 s.
+after it are replayed: parsing 1M ids out of the row log's JSON cost a fresh process ~0.15 s.
 ``rows_for`` finds a few ids' rows by binary search in the sorted-ids checkpoint, then by
 a small map of the rows written after it; the whole map is built when a write first needs it and
 kept up to date after. A checkpoint row is trusted only if that row still holds that id, so a stale,
@@ -232,9 +233,9 @@ class RowStore:
             self._close_files()
             self._open_generation()
             return True
-        if os.fstat(self._journal_fd).st_size <= self._journal_end:
+        if os.fstat(self._log_fd).st_size <= self._log_end:
             return False
-        self._apply_frames(self._journal_end)
+        self._apply_frames(self._log_end)
         self._remap()
         return True
 
@@ -280,17 +281,17 @@ class RowStore:
             self._sweep_other_generations()
         self._reset_rows()
         flags = os.O_RDONLY if self.read_only else os.O_RDWR | os.O_CREAT
-        self._journal_fd = os.open(self.journal_path, flags, 0o644)
+        self._log_fd = os.open(self.row_log_path, flags, 0o644)
         self._vectors_fd = os.open(self.vectors_path, flags, 0o644)
-        self._journal_end = 0
+        self._log_end = 0
         if not self.read_only:
             fsync_dir(self.folder)
         start = self._resume()
         try:
             self._apply_frames(start)
-            # no intact frame where the checkpoint says: replaying from there would cut the journal
-            moved_on = self._journal_end > start or os.fstat(self._journal_fd).st_size == start
-        except Corrupted:  # the journal after the checkpoint does not follow on from it
+            # no intact frame where the checkpoint says: replaying from there would cut the row log
+            moved_on = self._log_end > start or os.fstat(self._log_fd).st_size == start
+        except Corrupted:  # the row log after the checkpoint does not follow on from it
             if not start:
                 raise
             moved_on = False
@@ -301,14 +302,14 @@ class RowStore:
         if self.read_only:
             self._remap()
             return
-        if os.fstat(self._journal_fd).st_size > self._journal_end:  # a torn last frame: it never committed
-            os.ftruncate(self._journal_fd, self._journal_end)
-            os.fsync(self._journal_fd)
-        os.lseek(self._journal_fd, 0, os.SEEK_END)
+        if os.fstat(self._log_fd).st_size > self._log_end:  # a torn last frame: it never committed
+            os.ftruncate(self._log_fd, self._log_end)
+            os.fsync(self._log_fd)
+        os.lseek(self._log_fd, 0, os.SEEK_END)
         size = os.fstat(self._vectors_fd).st_size
         committed = self.rows * self._row_bytes
         if size < committed:
-            raise Corrupted(f"{self.vectors_path} holds {size // self._row_bytes} rows, the journal names "
+            raise Corrupted(f"{self.vectors_path} holds {size // self._row_bytes} rows, the row log names "
                             f"{self.rows}; rebuild the index", path=str(self.vectors_path))
         if size > committed:  # rows written before a crash, never committed by a frame
             os.ftruncate(self._vectors_fd, committed)
@@ -320,11 +321,11 @@ class RowStore:
         self._row_of, self._checkpoint, self._tail = None, None, None
         self._live_count = 0
         self._live = np.zeros(1024, dtype=np.bool_)
-        self._journal_end = 0
+        self._log_end = 0
 
     def _resume(self) -> int:
-        """Take the rows the newest checkpoint covers from its arrays, if it says where in the journal
-        it was taken and its bytes check: the journal offset to replay from (0: no such checkpoint)."""
+        """Take the rows the newest checkpoint covers from its arrays, if it says where in the row log
+        it was taken and its bytes check: the row log offset to replay from (0: no such checkpoint)."""
         found = self._load_checkpoint(bounded=False)
         if found is None:
             return 0
@@ -334,7 +335,7 @@ class RowStore:
             end, crc = int(at["journal_end"]), int(at["crc32"])
         except (OSError, ValueError, KeyError, TypeError, Corrupted):  # derived: not there, or damaged
             return 0
-        if end > os.fstat(self._journal_fd).st_size or _crc(keys, rows, end) != crc:
+        if end > os.fstat(self._log_fd).st_size or _crc(keys, rows, end) != crc:
             return 0
         if len(rows) and (int(rows.min()) < 0 or int(rows.max()) >= covered):
             return 0
@@ -344,17 +345,17 @@ class RowStore:
         self._grow(covered)
         self._live[rows] = True
         self._live_count = len(rows)
-        self._journal_end = end
+        self._log_end = end
         return end
 
     def _apply_frames(self, start: int) -> None:
-        """Apply the intact frames of the journal from byte ``start`` on."""
-        journal = self.journal_path
-        for end, frame in _read_frames(journal, start):
+        """Apply the intact frames of the row log from byte ``start`` on."""
+        log_path = self.row_log_path
+        for end, frame in _read_frames(log_path, start):
             if "u" in frame:
                 if frame.get("at") != self.rows:
-                    raise Corrupted(f"{journal}: frame at byte {self._journal_end} starts at row {frame.get('at')}, "
-                                    f"expected {self.rows}; rebuild the index", path=str(journal))
+                    raise Corrupted(f"{log_path}: frame at byte {self._log_end} starts at row {frame.get('at')}, "
+                                    f"expected {self.rows}; rebuild the index", path=str(log_path))
                 dead = frame.get("dead")
                 if isinstance(dead, list) and type(frame["u"]) is list:
                     self._replay_upsert(frame["u"], self.rows, dead)
@@ -366,7 +367,7 @@ class RowStore:
                     self._kill(rows)
                 else:
                     self._apply_delete(_ids(frame["d"]))
-            self._journal_end = end
+            self._log_end = end
 
     @property
     def generation(self) -> int:
@@ -377,7 +378,7 @@ class RowStore:
         return self.folder / f"vectors-{self._generation}.f32"
 
     @property
-    def journal_path(self) -> Path:
+    def row_log_path(self) -> Path:
         return self.folder / f"journal-{self._generation}.log"
 
     def _checkpoint_paths(self, covered: int) -> tuple[Path, Path, Path]:
@@ -398,7 +399,7 @@ class RowStore:
                 np.save(fh, array)
             os.replace(tmp, path)
         if not nul:  # fixed-width bytes would lose a trailing NUL
-            end = os.lseek(self._journal_fd, 0, os.SEEK_CUR)
+            end = os.lseek(self._log_fd, 0, os.SEEK_CUR)
             at = {"journal_end": end, "crc32": _crc(sorted_keys, sorted_rows, end)}
             tmp = at_path.with_name(f".{at_path.name}.tmp")
             tmp.write_bytes(dump_json(at))
@@ -411,7 +412,7 @@ class RowStore:
 
     def _load_checkpoint(self, bounded: bool = True) -> tuple[npt.NDArray[Any], npt.NDArray[np.int64], int] | None:
         """The newest readable checkpoint of this generation covering no more rows than there are
-        (``bounded``; before the journal is read: any)."""
+        (``bounded``; before the row log is read: any)."""
         found = [n for n, _ in numbered_files(self.folder, f"ids-{self._generation}-", ".keys.npy")
                  if n <= self.rows or not bounded]
         for start in reversed(found):
@@ -480,15 +481,15 @@ class RowStore:
 
     def _write_frame(self, frame: dict[str, object]) -> None:
         payload = json.dumps(frame, ensure_ascii=False).encode("utf-8")
-        start = os.lseek(self._journal_fd, 0, os.SEEK_CUR)
+        start = os.lseek(self._log_fd, 0, os.SEEK_CUR)
         try:
-            _pwrite_all(self._journal_fd, _HEADER.pack(len(payload), zlib.crc32(payload)) + payload, start)
-            os.fsync(self._journal_fd)
+            _pwrite_all(self._log_fd, _HEADER.pack(len(payload), zlib.crc32(payload)) + payload, start)
+            os.fsync(self._log_fd)
         except BaseException:  # never leave a torn frame that later frames would be written after
             with contextlib.suppress(OSError):
-                os.ftruncate(self._journal_fd, start)
+                os.ftruncate(self._log_fd, start)
             raise
-        os.lseek(self._journal_fd, start + _HEADER.size + len(payload), os.SEEK_SET)
+        os.lseek(self._log_fd, start + _HEADER.size + len(payload), os.SEEK_SET)
 
     def _remap(self) -> None:
         if self.rows == 0:
@@ -499,7 +500,7 @@ class RowStore:
 
     def _close_files(self) -> None:
         self._matrix = np.zeros((0, self.dim), dtype=np.float32)
-        for fd in (self._journal_fd, self._vectors_fd):
+        for fd in (self._log_fd, self._vectors_fd):
             with contextlib.suppress(OSError):
                 os.close(fd)
 
@@ -520,7 +521,7 @@ def _ids(values: Any) -> list[str]:
 
 
 def _crc(keys: npt.NDArray[Any], rows: npt.NDArray[np.int64], journal_end: int) -> int:
-    """crc32 of a checkpoint's keys, rows and journal offset (what its ``.at.json`` vouches for)."""
+    """crc32 of a checkpoint's keys, rows and row log offset (what its ``.at.json`` vouches for)."""
     crc = zlib.crc32(np.ascontiguousarray(keys).view(np.uint8).data)
     crc = zlib.crc32(np.ascontiguousarray(rows).view(np.uint8).data, crc)
     return zlib.crc32(str(journal_end).encode(), crc)

@@ -10,25 +10,33 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import ConfigError
+from soulpass.index.vectors.abilities import ScoresRows, abilities_of
 from soulpass.index.vectors.base import IndexMeta, VectorIndex
-from soulpass.index.vectors.groups import GroupBest
 
-__all__ = ["SharedIndex", "open_shared"]
+__all__ = ["LocalIndex", "SharedIndex", "open_shared"]
+
+
+class LocalIndex(VectorIndex, ScoresRows, Protocol):
+    """A vector index kept in a local folder: it also scores given rows exactly."""
+
 
 _guard = threading.Lock()
-_open: dict[Path, tuple[VectorIndex, int]] = {}  # folder -> (the index, handles on it)
+_open: dict[Path, tuple[LocalIndex, int]] = {}  # folder -> (the index, handles on it)
 
 
 class SharedIndex:
-    """A handle on a process-wide open index: a ``VectorIndex`` whose ``close`` releases this handle."""
+    """A handle on a process-wide open index: a ``VectorIndex`` whose ``close`` releases this handle.
+    ``abilities`` says, once, what the index behind it can do besides (``abilities.py``)."""
 
-    def __init__(self, folder: Path, index: VectorIndex) -> None:
+    def __init__(self, folder: Path, index: LocalIndex) -> None:
         self._folder, self._index, self._closed = folder, index, False
+        self.abilities = abilities_of(index)
 
     @property
     def meta(self) -> IndexMeta:
@@ -37,7 +45,7 @@ class SharedIndex:
     @property
     def read_only(self) -> bool:
         """Another process writes the folder (see ``rows.py``): writes raise ``BackendUnavailable``."""
-        return bool(getattr(self._index, "read_only", False))
+        return self.abilities.shared is not None and self.abilities.shared.read_only
 
     def upsert(self, ids: Sequence[str], vectors: npt.ArrayLike) -> None:
         self._index.upsert(ids, vectors)
@@ -48,31 +56,9 @@ class SharedIndex:
     def search(self, vector: npt.ArrayLike, k: int, allowed: Collection[str] | None = None) -> list[tuple[str, float]]:
         return self._index.search(vector, k, allowed)
 
-    def cosines(self, vector: npt.ArrayLike, ids: Collection[str]) -> dict[str, float] | None:
-        """The index's exact cosines of ``ids`` (``ExactIndex.cosines``); None where it has none."""
-        cosines = getattr(self._index, "cosines", None)
-        return cosines(vector, ids) if cosines is not None else None
-
-    def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> npt.NDArray[np.float32] | None:
-        """The index's ``ExactIndex.cosine_array``; None where it has none."""
-        cosine_array = getattr(self._index, "cosine_array", None)
-        return cosine_array(vector, ids) if cosine_array is not None else None
-
-    def group_best(self, vector: npt.ArrayLike, group_of: Callable[[str], str], *,
-                   scan: bool = True) -> GroupBest | None:
-        """The index's ``ExactIndex.group_best``; None where it has none."""
-        group_best = getattr(self._index, "group_best", None)
-        return group_best(vector, group_of, scan=scan) if group_best is not None else None
-
-    def rebuild_graph(self, progress: Callable[[int, int], None] | None = None) -> int | None:
-        """The index's ``HnswIndex.rebuild_graph``; None where it has no graph to rebuild."""
-        rebuild = getattr(self._index, "rebuild_graph", None)
-        return int(rebuild(progress)) if rebuild is not None else None
-
-    @property
-    def inner(self) -> VectorIndex:
-        """The shared open index this handle searches."""
-        return self._index
+    def cosine_array(self, vector: npt.ArrayLike, ids: Sequence[str]) -> npt.NDArray[np.float32]:
+        """The exact cosine of each of ``ids`` in their order, ``NO_ROW`` for one without a vector."""
+        return self._index.cosine_array(vector, ids)
 
     def count(self) -> int:
         return self._index.count()
@@ -90,7 +76,7 @@ class SharedIndex:
             index.close()
 
 
-def open_shared(folder: str | Path, wanted: IndexMeta, opener: Callable[[Path], VectorIndex]) -> SharedIndex:
+def open_shared(folder: str | Path, wanted: IndexMeta, opener: Callable[[Path], LocalIndex]) -> SharedIndex:
     """A handle on the index in ``folder``: the one already open in this process, else ``opener``'s."""
     key = Path(folder).resolve()
     with _guard:

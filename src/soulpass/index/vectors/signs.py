@@ -1,11 +1,10 @@
 """The rows' sign bits, packed, by row: the first stage of a search among many filtered rows.
 
 A filter that passes a share of the rows (one speaker of 13) makes the HNSW graph a poor first
-stage: it must return ~13 times the candidates to find enough that pass (~50 ms at 1M rows). Here
-every row's sign bits (48 bytes for 384-d) sit in one array by row number, so the passing rows are
-ranked by Hamming distance to the query's signs directly (77k rows: ~4 MB, a few milliseconds),
-and the best few hundred are re-scored exactly (``hnsw.py``). Sign bits keep cosine order well for
-sentence embeddings (``hnsw.py``'s notes).
+stage: it must return ~13 times the candidates to find enough that pass. Here every row's sign bits
+(48 bytes for 384-d) sit in one array by row number, so the passing rows are ranked by Hamming
+distance to the query's signs directly, and the best few hundred are re-scored exactly
+(``hnsw.py``). Sign bits keep cosine order well for sentence embeddings (docs/performance.md).
 
 Layout: ``signs-G-R.b1`` holds rows ``[0, R)`` of generation G (rows x dim/8 bytes; the name says
 how many rows, temp + fsync + rename like the graph). Rows never change within a generation, so the
@@ -24,14 +23,15 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.index.vectors.base import Matrix, populate
+from soulpass.index import tuning
+from soulpass.index.vectors.base import Matrix
+from soulpass.index.vectors.os_memory import populate
 from soulpass.index.vectors.rows import numbered_files
 from soulpass.store.fsio import fsync_dir
 
 __all__ = ["SignBits", "hamming", "nearest"]
 
 Packed = npt.NDArray[np.uint8]
-SAVE_MIN_ROWS = 16_384  # rows packed in memory before a file is written
 
 
 class SignBits:
@@ -108,7 +108,7 @@ class SignBits:
         at = start - len(self._saved)
         self._tail[at:at + upto - start] = np.packbits(np.asarray(matrix[start:upto]) > 0, axis=-1)
         self._tail_rows = upto - len(self._saved)
-        if not self.read_only and self._tail_rows >= max(SAVE_MIN_ROWS, len(self._saved) // 4):
+        if not self.read_only and self._tail_rows >= max(tuning.SAVE_MIN_ROWS, len(self._saved) // 4):
             self._save()
 
     def save_if_unsaved(self) -> None:

@@ -1,11 +1,10 @@
 """What ranking reads of its candidates besides their scores, kept while the catalog is unchanged.
 
-A search ranks a few hundred candidates by their kind, session, speaker, text length and whether
-they ask something (``Traits``), and by the turns next to them in their sessions; reading those from
-SQLite (the length and the question marks counted over the text, the neighbours by event time) was
-~0.7 ms of a 2.7 ms LoCoMo search. While the catalog stays as it was (this connection's changes and
-SQLite's ``data_version``, which moves when another connection commits) the answers stand, so they
-are kept (``Kept``), the way full text keeps its last query's matches.
+A search ranks a few hundred candidates by their sessions and by the turns next to them there;
+reading those from SQLite for every search is a quarter of a small account's search. While the
+catalog stays as it was (this connection's changes and SQLite's ``data_version``, which moves when
+another connection commits) the answers stand, so they are kept (``Kept``), the way full text keeps
+its last query's matches.
 """
 
 from __future__ import annotations
@@ -15,29 +14,24 @@ import sqlite3
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
-from .rows import ASKS_SQL, Traits
-
-__all__ = ["Kept", "fetch_rows", "fetch_traits", "last_row"]
+__all__ = ["Kept", "fetch_rows", "fetch_sessions", "last_row"]
 
 V = TypeVar("V")
 _NONE = object()  # the catalog has no answer for this id
 ANSWERS_KEPT = 20_000  # answers kept at most (~8 MB; then it starts again): a small account whole
 
 
-def fetch_traits(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
-                 as_of_version: int | None = None) -> dict[str, Traits]:
-    """The traits of each of ``ids`` the catalog knows: its latest copy, or the one on disk at
-    ``as_of_version``. ``by_id``: the catalog table, looked up by id (``c``)."""
-    sql = (f"SELECT c.id, c.kind, c.session_id, c.agent, length(c.text), {ASKS_SQL}"
-           f" FROM json_each(?) AS w CROSS JOIN {by_id} ON c.id = w.value")
+def fetch_sessions(conn: sqlite3.Connection, by_id: str, ids: Sequence[str],
+                   as_of_version: int | None = None) -> dict[str, str | None]:
+    """The session (None: none) of each of ``ids`` the catalog knows: of its latest copy, or of the one
+    on disk at ``as_of_version``. ``by_id``: the catalog table, looked up by id (``c``)."""
+    sql = f"SELECT c.id, c.session_id FROM json_each(?) AS w CROSS JOIN {by_id} ON c.id = w.value"
     params: list[Any] = [json.dumps(list(ids))]
     if as_of_version is not None:
         sql += " WHERE c.version <= ? AND (c.replaced_at IS NULL OR c.replaced_at > ?)"
         params += [as_of_version, as_of_version]
     fetched = conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall()
-    # Later copies come later in the key order: the last one wins.
-    return {rid: Traits(kind, session, agent, length or 0, bool(asks))
-            for rid, kind, session, agent, length, asks in fetched}
+    return dict(fetched)  # later copies come later in the key order: the last one wins
 
 
 def fetch_rows(conn: sqlite3.Connection, by_id: str, where: str, params: Sequence[Any],
@@ -57,7 +51,7 @@ def last_row(conn: sqlite3.Connection) -> int:
 
 
 class Kept:
-    """Answers about ids (their traits, their neighbours, by a key naming the question) kept while
+    """Answers about ids (their sessions, their neighbours, by a key naming the question) kept while
     the catalog is unchanged; an id the catalog does not answer for is kept as such. At most
     ``most`` answers, then it starts again; nothing is kept while ``rows(conn)`` (the catalog's
     size) is above ``most``: a large account's candidates are seldom asked for twice, and starting
