@@ -14,14 +14,12 @@ from .catalog import (
     catch_up,
     remove_catalog,
 )
-from .lookup import CatalogHashLookup
 from .query import Filters, fts_query, query_terms
 from .rows import CatalogRow
 
 __all__ = [
     "DEFAULT_FULLTEXT",
     "Catalog",
-    "CatalogHashLookup",
     "CatalogRow",
     "CatalogStatus",
     "CatchUpReport",

@@ -48,7 +48,7 @@ def model_tag(model_id: str) -> str:
 
 def account_vectors_folder(index_dir: Path, backend: Backend, model_id: str) -> Path:
     """The folder of an account's vectors of ``backend`` for embedder ``model_id``, under the index
-    folder its store hands out (``AccountStore.index_dir()``): one folder per backend and
+    folder its store hands out (``index_location().folder``): one folder per backend and
     embedder, so another model means other vectors, never mixed."""
     return index_dir / VECTORS_DIR / f"{backend}-{model_tag(model_id)}"
 
