@@ -217,8 +217,12 @@ class FullAfterCommit:
 def full_after_commit(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> FullAfterCommit:
     home, sid = _template(tmp_path)
     acct = _open(home).account("ann")
+    sb = acct.sandbox(sid)
     disk = FullDisk(monkeypatch)
-    return FullAfterCommit(home, sid, acct, disk, acct.archive(sid))
+    result = acct.archive(sid)
+    with pytest.raises((soulpass.Conflict, soulpass.NotFound)):  # archived: never acknowledged, then swept away
+        sb.add_turn("user", "written after the archive")
+    return FullAfterCommit(home, sid, acct, disk, result)
 
 
 def test_a_full_disk_past_the_commit_point_is_committed_and_a_retry_does_not_hang(

@@ -64,16 +64,17 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
 
 
 def _close(info: SandboxInfo, pending: str | None) -> str | None:
-    """Remove an archived sandbox; what is pending after the commit point (``pending``, a removal
-    that failed) is said, not raised: the version is committed, recovery removes the sandbox."""
-    if pending is not None:
-        return f"{pending}; sandbox {info.sandbox_id} is removed then"
+    """Remove an archived sandbox; what is left after the commit point (``pending``, a removal
+    that failed) is said, not raised: the version is committed, recovery finishes the rest.
+
+    Removed even while the commit's last steps are pending (its ``ARCHIVED.json`` may not be in
+    place yet): an append to it now is refused, never acknowledged and then swept away."""
     try:
         info.remove()
     except (OSError, BackendUnavailable) as exc:
-        return (f"version committed, but removing sandbox {info.sandbox_id} failed ({exc}); "
+        return (f"{pending or 'version committed'}; removing sandbox {info.sandbox_id} failed too ({exc}), "
                 "recovery removes it at the next commit or open")
-    return None
+    return pending
 
 
 def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo,
@@ -97,7 +98,10 @@ def _finished(store: AccountBackend, sandbox_id: str, version: int) -> AlreadyAr
 
 
 def _already_archived(store: AccountBackend, sandbox_id: str) -> AlreadyArchived:
-    """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``)."""
+    """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``).
+    Recovery runs first: an archive whose last steps were left pending has its line in the log then."""
+    with contextlib.suppress(OSError, BackendUnavailable):
+        store.recover()
     for entry in reversed(store.log(lists=False)):
         if entry.source_sandbox == sandbox_id:
             return AlreadyArchived(sandbox_id, entry.version)

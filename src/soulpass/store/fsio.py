@@ -280,7 +280,7 @@ def resource_lock(path: Path, *, create_parent: bool = True, blocking: bool = Tr
     another thread of the process waits on a thread lock, never on a second descriptor, since
     ``flock`` through a second descriptor blocks even its own process (a self-deadlock). Other
     processes wait on the ``flock``. ``create_parent`` and ``blocking`` as for :func:`file_lock`."""
-    key = os.path.abspath(path)
+    key = os.path.realpath(path)  # one entry per file, however the home was named
     me = threading.get_ident()
     with _HELD_GUARD:
         held = _HELD.setdefault(key, _Held())
