@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -28,6 +28,11 @@ from soulpass.engine import Account
 from soulpass.integrity import audit
 from soulpass.store.files import commit as commit_module
 from soulpass.store.files.layout import LOG_FILE
+
+if TYPE_CHECKING:
+    from fastapi.testclient import TestClient
+
+    from server_world import World
 
 RETRY_TIMEOUT = 60.0  # seconds: a retry that takes longer has hung on a lock
 
@@ -390,3 +395,21 @@ def _try(path: Path) -> None:
     with resource_lock(path, blocking=False):
         pass
 
+
+
+def test_a_full_disk_before_the_commit_point_is_a_507_that_says_nothing_was_committed(
+        client: TestClient, world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    h, base = world.ann.auth, "/v1/accounts/ann"
+    head = client.get(base, headers=h).json()["version"]
+
+    def no_room(*args: Any, **kwargs: Any) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device (injected)")
+
+    monkeypatch.setattr(commit_module, "_write_journal", no_room)
+    refused = client.post(f"{base}/sandboxes/{world.ann.sandbox_id}/archive", headers=h, json={})
+    assert refused.status_code == 507, refused.text
+    assert f"version {head + 1} was not committed" in refused.json()["message"]
+    monkeypatch.undo()
+    assert client.get(base, headers=h).json()["version"] == head
+    done = client.post(f"{base}/sandboxes/{world.ann.sandbox_id}/archive", headers=h, json={}).json()
+    assert done["status"] == "committed" and done["version"] == head + 1 and done["warning"] is None
