@@ -318,6 +318,8 @@ def test_an_account_whose_recovery_cannot_write_still_opens_and_reads(
     with pytest.raises(OSError):  # a write must recover first, and cannot: nothing written
         _archive_turns(reader, "blocked", "not yet")
     disk.free()
+    assert "redone 00000002" in reader.store.recover()
+    assert "recovery_pending" not in {f.check for f in reader.store.audit()}  # it ran whole since
     later = _open(home).account("ann")
     assert later.head() == 2 and _content(later) == AFTER
 

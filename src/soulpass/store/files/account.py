@@ -117,6 +117,7 @@ class AccountStore:
             self.recovered += repair_log_tail(self.path)  # after recover: a txn re-appends its own line
             self.recovered += repair_header(self.path)
             self.recovered += sweep_finished(self.path)
+            self.read_only = None  # recovery ran whole: nothing is pending any more
             yield
 
     def recover(self) -> list[str]:
