@@ -174,3 +174,25 @@ def test_a_connection_dropped_after_the_commit_is_committed_and_the_retry_says_s
     assert isinstance(retry, soulpass.AlreadyArchived) and retry.version == 2
     assert sb.id not in {m.sandbox_id for m in again.store.sandboxes.list()}  # removed by the retry's recovery
     assert [e["version"] for e in again.log()] == [1, 2]
+
+
+def test_a_head_row_changed_by_hand_is_set_back_from_the_log(url: str) -> None:
+    """PostgreSQL's ``accounts.head`` is to the ``versions`` log what VERSION.json is to the files':
+    a head row set back by hand never makes a commit reissue a version or an id."""
+    import psycopg
+
+    acct = soulpass.open(url, embedder="none").create_account("ann")
+    for n in range(3):
+        sb = acct.create_sandbox(f"s{n}")
+        sb.add_turn("user", f"turn {n}")
+        sb.archive()
+    with psycopg.connect(url.split("&soulpass_cache")[0], autocommit=True) as conn:
+        conn.execute("UPDATE accounts SET head = 0 WHERE name = 'ann'")
+    assert any(f.check == "version_drift" for f in acct.store.audit())  # reported
+    sb = acct.create_sandbox("after")
+    sb.add_turn("user", "after the edit")
+    assert acct.archive(sb.id).version == 4  # type: ignore[union-attr]
+    assert acct.head() == 4 and [e["version"] for e in acct.log()] == [1, 2, 3, 4]
+    ids = [i for e in acct.store.log() for ids in e.added.values() for i in ids]
+    assert len(ids) == len(set(ids)) == 4
+    assert _turns(acct) == {"turn 0", "turn 1", "turn 2", "after the edit"}
