@@ -12,6 +12,12 @@ Then a fresh process opens the account and checks it (``tests/test_fault_injecti
 same for every k): ``lost`` when something acknowledged is missing, ``torn`` when the audit finds
 damage, ``stuck`` when the account cannot be opened or the next archive fails. Prints
 ``faults / lost / torn / stuck = N / 0 / 0 / 0`` and writes JSON.
+
+Each archive under a fault also has its true outcome (issue 38): what the call reported
+(``committed``, ``committed, cleanup pending``, or an ``error``) against what the fresh open finds
+(version 2 committed, or still 1). ``untruthful`` counts the trials where the two disagree (an
+error for a version that is committed, or ``Committed`` for one that is not); the JSON lists every
+trial. A power loss or a kill reaches no caller, so those trials have no report to check.
 """
 
 from __future__ import annotations
@@ -35,41 +41,57 @@ import soulpass
 from fault_helpers import AFTER, BEFORE, MODES, TURNS, Faults, content, durable_copy, snapshot_files, template
 from soulpass.errors import SoulpassError
 
+UNREPORTED = "none (no caller is left)"  # a power loss, a kill
+
 
 def open_home(home: Path) -> soulpass.Soulpass:
     return soulpass.open(home, embedder="none")
 
 
-def verdict(home: Path, sid: str, extra: list[str]) -> str:
-    """ok, lost, torn or stuck: the account after a fault, opened afresh."""
+def verdict(home: Path, sid: str, extra: list[str]) -> tuple[str, int | None]:
+    """ok, lost, torn or stuck: the account after a fault, opened afresh; and its HEAD then
+    (None when it could not be read)."""
+    head = None
     try:
         acct = open_home(home).account("ann")
         head = acct.head()
         if [f for f in acct.store.audit() if f.check != "leftover_txn"] or head not in (1, 2):
-            return "torn"
+            return "torn", head
         if head == 1:
             buffered = [str(t.get("text_excerpt")) for t in acct.sandbox(sid).buffer().new_turns]
             if buffered[:3] != TURNS or content(acct) != BEFORE:
-                return "lost"
+                return "lost", head
             acct.archive(sid)
         if content(acct) != AFTER | {("turn", t) for t in extra}:
-            return "lost"
+            return "lost", head
         sb = acct.create_sandbox("after")
         sb.add_turn("user", "life goes on")
         acct.archive(sb.id)
         acct.close()
     except (OSError, SoulpassError) as exc:
         print(f"stuck: {exc}", file=sys.stderr)
-        return "stuck"
-    return "ok"
+        return "stuck", head
+    return "ok", head
 
 
-def archive(home: Path, sid: str) -> None:
-    open_home(home).account("ann").archive(sid)
+def archive(home: Path, sid: str) -> str:
+    """What the archive reported to its caller."""
+    result = open_home(home).account("ann").archive(sid)
+    if isinstance(result, soulpass.Committed):
+        return "committed" if result.warning is None else "committed, cleanup pending"
+    return type(result).__name__
 
 
-def append(home: Path, sid: str) -> None:
+def append(home: Path, sid: str) -> str:
     open_home(home).account("ann").sandbox(sid).add_turn("user", "appended during a fault")
+    return "appended"
+
+
+def trial(kind: str, k: int | None, reported: str, verdict_: str, head: int | None) -> dict[str, Any]:
+    """One archive's report against its true outcome (HEAD 2 at the fresh open: committed)."""
+    actual = {2: "committed", 1: "not committed"}.get(head or 0, "unknown")
+    truthful = None if reported == UNREPORTED else reported.startswith("committed") == (actual == "committed")
+    return {"kind": kind, "k": k, "reported": reported, "actual": actual, "truthful": truthful, "verdict": verdict_}
 
 
 def calls_of(tpl: Path, root: Path, op: Any, sid: str) -> int:
@@ -83,7 +105,7 @@ def calls_of(tpl: Path, root: Path, op: Any, sid: str) -> int:
 
 
 def fault_round(tpl: Path, root: Path, sid: str, rng: random.Random, calls: dict[str, int],
-                power: bool) -> tuple[str, str]:
+                power: bool) -> dict[str, Any]:
     name = rng.choice(sorted(calls))
     op = archive if name == "archive" else append
     k = rng.randint(1, calls[name] + (1 if power else 0))
@@ -94,20 +116,22 @@ def fault_round(tpl: Path, root: Path, sid: str, rng: random.Random, calls: dict
     mode = "eio" if power else rng.choice(MODES)
     with Faults(fail_at=k, mode=mode).installed() as faults:
         try:
-            op(home, sid)
+            reported = op(home, sid)
             acked = True
-        except (OSError, SoulpassError):
+        except (OSError, SoulpassError) as exc:
+            reported = f"error: {type(exc).__name__}"
             acked = False
     if power:
         lost_home = root / "lost"
         durable_copy(home, lost_home, faults.synced, before)
         home = lost_home
         acked = acked and faults.failed is None  # the call that never ran: nothing after it was promised
+        reported = UNREPORTED
     extra = ["appended during a fault"] if name == "append" and acked else []
-    return f"{'power' if power else mode}:{name}", verdict(home, sid, extra)
+    return trial(f"{'power' if power else mode}:{name}", k, reported, *verdict(home, sid, extra))
 
 
-def kill_round(tpl: Path, root: Path, sid: str, rng: random.Random) -> tuple[str, str]:
+def kill_round(tpl: Path, root: Path, sid: str, rng: random.Random) -> dict[str, Any]:
     home = root / "run"
     shutil.rmtree(home, ignore_errors=True)
     shutil.copytree(tpl, home)
@@ -120,7 +144,7 @@ def kill_round(tpl: Path, root: Path, sid: str, rng: random.Random) -> tuple[str
     time.sleep(rng.uniform(0.0, 0.06))
     os.kill(pid, signal.SIGKILL)
     os.waitpid(pid, 0)
-    return "kill:archive", verdict(home, sid, [])
+    return trial("kill:archive", None, UNREPORTED, *verdict(home, sid, []))
 
 
 def run_model(examples: int, steps: int = 100) -> dict[str, Any]:
@@ -150,30 +174,40 @@ def main() -> int:
     rng = random.Random(args.seed)
     outcomes: Counter[str] = Counter()
     by_kind: dict[str, Counter[str]] = {}
+    trials: list[dict[str, Any]] = []
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="soulpass-soak-") as tmp:
         root = Path(tmp)
         tpl, sid = template(root)
         calls = {"archive": calls_of(tpl, root, archive, sid), "append": calls_of(tpl, root, append, sid)}
         for n in range(args.faults + args.kills):
-            kind, verdict_ = (kill_round(tpl, root, sid, rng) if n >= args.faults
-                              else fault_round(tpl, root, sid, rng, calls, power=n % 5 == 4))
-            outcomes[verdict_] += 1
-            by_kind.setdefault(kind, Counter())[verdict_] += 1
+            one = (kill_round(tpl, root, sid, rng) if n >= args.faults
+                   else fault_round(tpl, root, sid, rng, calls, power=n % 5 == 4))
+            outcomes[one["verdict"]] += 1
+            by_kind.setdefault(one["kind"], Counter())[one["verdict"]] += 1
+            if one["kind"].endswith(":archive"):
+                trials.append(one)
             if (n + 1) % 250 == 0:
                 print(f"{n + 1} rounds: {dict(outcomes)}", file=sys.stderr, flush=True)
     model = run_model(args.model_examples) if args.model_examples else None
     total = args.faults + args.kills
+    checked = [t for t in trials if t["truthful"] is not None]
+    untruthful = [t for t in checked if not t["truthful"]]
+    reports: Counter[str] = Counter(f"{t['reported'].split(':')[0]} -> {t['actual']}" for t in checked)
     line = (f"faults / lost / torn / stuck = {total} / {outcomes['lost']} / {outcomes['torn']} / "
-            f"{outcomes['stuck']}")
+            f"{outcomes['stuck']}; archives whose report was their true outcome: "
+            f"{len(checked) - len(untruthful)} / {len(checked)}")
     print(line)
+    print("archive reports -> true outcomes: " + ", ".join(f"{k}: {v}" for k, v in sorted(reports.items())))
     result = {"benchmark": "fault_soak", "rounds": total, "faults": args.faults, "kills": args.kills,
               "seed": args.seed, "call_sites": calls, "outcomes": dict(outcomes),
               "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
+              "archive_reports": dict(sorted(reports.items())), "untruthful": len(untruthful),
+              "archive_trials": trials,
               "model": model, "seconds": round(time.perf_counter() - started, 1), "summary": line}
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return 0 if outcomes["ok"] == total else 1
+    return 0 if outcomes["ok"] == total and not untruthful else 1
 
 
 if __name__ == "__main__":

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import socket
+import threading
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,3 +91,28 @@ def app_routes(app: FastAPI) -> Iterator[tuple[str, str]]:
             for method in sorted(getattr(route, "methods", None) or ()):
                 if method != "HEAD":
                     yield method, getattr(route, "path", "")
+
+
+@contextmanager
+def serving(app: FastAPI, stop_within: float = 30.0) -> Iterator[str]:
+    """``app`` served by uvicorn on a thread of this process (what the test injects there, the
+    server sees); its base URL. Leaving fails the test when the server does not stop within
+    ``stop_within`` seconds (a request that hangs on a lock), instead of hanging it."""
+    import uvicorn
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 30
+    while not server.started:
+        assert time.monotonic() < deadline, "the server did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        thread.join(stop_within)
+        assert not thread.is_alive(), "the server did not shut down: a request still waits (a lock held twice?)"

@@ -141,6 +141,8 @@ def test_fault_soak_smoke(tmp_path: Path) -> None:
     assert "faults / lost / torn / stuck = 45 / 0 / 0 / 0" in done.stdout
     result = json.loads(out.read_text(encoding="utf-8"))
     assert result["outcomes"] == {"ok": 45} and result["call_sites"]["archive"] >= 10
+    assert result["untruthful"] == 0 and result["archive_trials"]  # every archive reported what happened
+    assert {t["truthful"] for t in result["archive_trials"]} <= {True, None}
 
 
 def test_cold_open_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -1,4 +1,4 @@
-"""The index's shape holds (ADR 0007): the search orchestrator knows few index modules, abilities
+"""The index's shape holds (ADR 0008): the search orchestrator knows few index modules, abilities
 are declared rather than probed, and nothing outside the index names an index file."""
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -111,49 +111,88 @@ def test_eight_processes_archiving_into_one_account_lose_nothing(url: str) -> No
     assert _turns(acct) == {f"writer {i} turn {n}" for i in range(8) for n in range(5)}
 
 
-@pytest.mark.parametrize("step", ["head_locked", "rows_closed", "rows_written", "sandbox_closed"])
-def test_a_connection_dropped_mid_commit_writes_nothing(url: str, step: str) -> None:
+def _dropper(url: str, step: str, state: str, *, newest: bool = False) -> Callable[[str], None]:
+    """A commit hook that, at ``step``, has another session kill this test's backends (named by
+    :func:`_two_sandboxes`; never another test's on the shared server) that are in ``state`` (with
+    ``newest``, only the one that entered it last)."""
     import psycopg
 
+    admin = url.split("&soulpass_cache")[0]
+    limit = 1 if newest else None
+
+    def drop(name: str) -> None:
+        if name == step:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute("SELECT pg_terminate_backend(pid) FROM (SELECT pid FROM pg_stat_activity "
+                             "WHERE pid <> pg_backend_pid() AND state = %s AND application_name = %s "
+                             "ORDER BY state_change DESC LIMIT %s) AS chosen", (state, _APP, limit))
+
+    return drop
+
+
+_APP = f"sp-dropped-{os.getpid()}"
+
+
+def _two_sandboxes(url: str, monkeypatch: pytest.MonkeyPatch) -> tuple[soulpass.Account, soulpass.Sandbox]:
+    monkeypatch.setenv("PGAPPNAME", _APP)  # the connections the test's pool opens (the dropper kills those)
     acct = soulpass.open(url, embedder="none").create_account("ann")
     first = acct.create_sandbox("first")
     first.add_turn("user", "before")
     first.archive()
     sb = acct.create_sandbox("second")
     sb.add_turn("user", "during")
-    admin = url.split("&soulpass_cache")[0]
+    return acct, sb
 
-    def drop(name: str) -> None:
-        if name == step:  # another session kills this one's backend: the server rolls the commit back
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE pid <> pg_backend_pid() "
-                             "AND state = 'idle in transaction' AND datname = current_database()")
 
-    with pytest.raises((SoulpassError, psycopg.Error)):
-        acct.archive(sb.id, hook=drop)
+@pytest.mark.parametrize("step", ["head_locked", "rows_closed", "rows_written", "sandbox_closed", "logged",
+                                  "head_advanced"])
+def test_a_connection_dropped_mid_commit_writes_nothing(url: str, step: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    acct, sb = _two_sandboxes(url, monkeypatch)
+    # Another session kills this one's backend: the server rolls the commit back, and the error says so.
+    with pytest.raises(SoulpassError, match="was not committed"):
+        acct.archive(sb.id, hook=_dropper(url, step, "idle in transaction"))
     again = soulpass.open(url, embedder="none").account("ann")
     assert again.head() == 1 and _turns(again) == {"before"}
     assert again.archive(sb.id).version == 2  # type: ignore[union-attr]
     assert _turns(again) == {"before", "during"}
 
 
-def test_forget_and_rollback_in_one_account_never_touch_another(url: str) -> None:
-    sp = soulpass.open(url, embedder="none")
-    digests = {}
-    for name in ("ann", "bob"):
-        acct = sp.create_account(name)
-        for n in range(2):
-            sb = acct.create_sandbox(f"s{n}")
-            sb.add_turn("user", f"{name} says {n}")
-            sb.add_fact(name, "likes", f"thing {n}", confidence=0.9)
-            sb.archive()
-    bob = sp.account("bob")
-    with bob.store.exclusive():
-        digests["bob"] = sorted(bob.store.source_files())
-    ann = sp.account("ann")
-    ann.rollback(1)
-    ann.forget(subject="ann", reason="asked")
-    ann.forget(query="says", reason="asked")
-    with bob.store.exclusive():
-        assert sorted(bob.store.source_files()) == digests["bob"]
-    assert _turns(bob) == {"bob says 0", "bob says 1"} and bob.head() == 2
+def test_a_connection_dropped_after_the_commit_is_committed_and_the_retry_says_so(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    from soulpass.store.postgres.connections import close_database
+
+    acct, sb = _two_sandboxes(url, monkeypatch)
+    # Every connection of the process dies once the transaction is committed (the network went):
+    # removing the sandbox fails, and so does releasing the sandbox lock.
+    result = acct.archive(sb.id, hook=_dropper(url, "committed", "idle"))
+    assert isinstance(result, soulpass.Committed) and result.version == 2
+    assert result.warning is not None and "recovery" in result.warning
+    close_database(url)  # the dead connections were that pool's; a process that opens now has its own
+    again = soulpass.open(url, embedder="none").account("ann")
+    assert again.head() == 2 and _turns(again) == {"before", "during"}
+    retry = again.archive(sb.id)
+    assert isinstance(retry, soulpass.AlreadyArchived) and retry.version == 2
+    assert sb.id not in {m.sandbox_id for m in again.store.sandboxes.list()}  # removed by the retry's recovery
+    assert [e["version"] for e in again.log()] == [1, 2]
+
+
+def test_a_head_row_changed_by_hand_is_set_back_from_the_log(url: str) -> None:
+    """PostgreSQL's ``accounts.head`` is to the ``versions`` log what VERSION.json is to the files':
+    a head row set back by hand never makes a commit reissue a version or an id."""
+    import psycopg
+
+    acct = soulpass.open(url, embedder="none").create_account("ann")
+    for n in range(3):
+        sb = acct.create_sandbox(f"s{n}")
+        sb.add_turn("user", f"turn {n}")
+        sb.archive()
+    with psycopg.connect(url.split("&soulpass_cache")[0], autocommit=True) as conn:
+        conn.execute("UPDATE accounts SET head = 0 WHERE name = 'ann'")
+    assert any(f.check == "version_drift" for f in acct.store.audit())  # reported
+    sb = acct.create_sandbox("after")
+    sb.add_turn("user", "after the edit")
+    assert acct.archive(sb.id).version == 4  # type: ignore[union-attr]
+    assert acct.head() == 4 and [e["version"] for e in acct.log()] == [1, 2, 3, 4]
+    ids = [i for e in acct.store.log() for ids in e.added.values() for i in ids]
+    assert len(ids) == len(set(ids)) == 4
+    assert _turns(acct) == {"turn 0", "turn 1", "turn 2", "after the edit"}

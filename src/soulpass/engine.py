@@ -6,6 +6,7 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 from __future__ import annotations
 
 import contextlib
+import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -52,6 +53,8 @@ if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need load
         TurnUser,
         UserProfile,
     )
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
            "open"]
@@ -165,6 +168,7 @@ class Account:
         self._lock = threading.RLock()  # this handle's index: opened once, caught up in place
         self._index: AccountIndex | None = None
         self._indexer: BackgroundIndexer | None = None
+        self._cleanup_pending = False  # a commit of this handle left its last steps to recovery
 
     # --- sandboxes -------------------------------------------------------------------
 
@@ -180,7 +184,18 @@ class Account:
     # --- versions ---------------------------------------------------------------------
 
     def head(self) -> int:
+        """HEAD. After a commit of this handle whose last steps failed (a full disk), recovery is
+        tried again first, so the handle reads the version it reported once the disk allows."""
+        if self._cleanup_pending:
+            self._finish_pending()
         return self.store.head()
+
+    def _finish_pending(self) -> None:
+        try:
+            self.store.recover()
+        except (OSError, BackendUnavailable):
+            return  # still failing: HEAD stays where the files are, the next try is the next read
+        self._cleanup_pending = False
 
     def check_version(self, at: int | None) -> int:
         """``at`` if it names a version of this account (HEAD if None); ``NotFound`` past HEAD."""
@@ -214,11 +229,16 @@ class Account:
     def commit(self, plan: Callable[[Snapshot], Change], *, first: Change | None = None,
                hook: Hook | None = None) -> int:
         """Commit what ``plan`` makes of HEAD (``first``, already planned, is tried first); when
-        another writer moved HEAD meanwhile, plan again on the new HEAD (a rebase) until it lands."""
+        another writer moved HEAD meanwhile, plan again on the new HEAD (a rebase) until it lands.
+        Past the commit point the version is returned whatever fails next (logged as a warning;
+        recovery finishes it)."""
         change = first or plan(self.store.snapshot())
         while not isinstance(outcome := self.store.commit(change, parent=change.parent, hook=hook),
                              contract.Committed):
             change = plan(self.store.snapshot())
+        if outcome.pending is not None:
+            self._cleanup_pending = True
+            logger.warning("account %s: %s", self.name, outcome.pending)
         return outcome.version
 
     def record(self, record_id: str, at: int | None = None) -> Record:
@@ -390,6 +410,8 @@ class Account:
         """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``)."""
         from soulpass.consolidation.archive import archive_sandbox
         result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run, hook=hook)
+        if isinstance(result, Committed) and result.warning is not None:
+            self._cleanup_pending = True  # durable; recovery finishes it (``head`` tries again)
         if self._indexer is not None and isinstance(result, Committed):
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return result

@@ -4,6 +4,8 @@ orphan index rows (never a source file); ``reset_index`` throws away an unreadab
 Audit checks, each finding named by ``check``:
 
 - ``leftover_txn``     a commit folder left by a crash (finished or discarded when the account opens)
+- ``header_rebuilt``   VERSION.json was missing, damaged or wrong: the open rebuilt it from the log
+- ``recovery_pending`` recovery could not write (a full disk): the account reads as its files stand
 - ``index_unreadable`` the catalog cannot be opened (truncated, not SQLite): rebuild it
 - ``version_drift``    the catalog reflects another version than the store's HEAD, or
                        VERSION.json and the version log disagree (records waiting for their vectors

@@ -11,7 +11,7 @@ import click
 
 from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
-from soulpass.engine import AlreadyArchived, Planned, Unchanged
+from soulpass.engine import AlreadyArchived, Committed, Planned, Unchanged
 from soulpass.errors import InvalidInput
 
 __all__ = ["COMMANDS"]
@@ -244,10 +244,13 @@ def archive(state: State, sandbox_id: str, account: str, dry_run: bool, as_json:
         return
     planned = isinstance(result, Planned)
     summary = result.plan.summary()
+    warning = result.warning if isinstance(result, Committed) else None  # durable; recovery finishes the rest
     if as_json:
         status = "unchanged" if isinstance(result, Unchanged) else "planned" if planned else "committed"
-        emit_json({"status": status, **summary})
+        emit_json({"status": status, **summary, **({"warning": warning} if warning else {})})
         return
+    if warning:
+        err_console.print(f"[yellow]warning:[/] {warning}")
     if summary["empty"]:
         verb = "would commit" if planned else "committed"
         console.print(f"{sandbox_id} {verb} nothing: no new version (HEAD stays {summary['version']})")

@@ -4,10 +4,12 @@ background indexer. Loaded by the first archive: opening an account and searchin
 
 from __future__ import annotations
 
+import contextlib
+
 from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rules import Rules
-from soulpass.errors import InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.ids import utc_now
 from soulpass.records import BufferEvent
 from soulpass.sessions import sandbox as sandboxes
@@ -26,7 +28,10 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
 
     The buffer's lock is held throughout, so no write is between the plan and the commit, and
     a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
-    the plan and the commit, the store says so and the plan is made again on the new HEAD."""
+    the plan and the commit, the store says so and the plan is made again on the new HEAD.
+
+    Past the commit point the result is ``Committed`` whatever fails next (its ``warning`` says
+    what recovery finishes); an error raised means this call committed nothing."""
     if type(dry_run) is not bool:
         raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
     try:
@@ -35,26 +40,40 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
         return _already_archived(store, sandbox_id)
     buffer = info.buffer(limits)
     with buffer.locked():
-        try:
-            info = info.current()  # a discard or another archive may have had the lock first
-        except NotFound:
-            return _already_archived(store, sandbox_id)
-        if info.archived_as is not None:
-            return AlreadyArchived(sandbox_id, info.archived_as)
-        events = buffer.events()
-        plan = _plan_archive(store, rules, info, events)
-        if dry_run:
-            return Planned(plan)
-        while not plan.empty:
+        events: list[BufferEvent] | None = None
+        while True:
+            # Again after every HEAD move: recovery run by that commit (this process's own earlier
+            # try, finished now) may have archived this very sandbox.
+            try:
+                info = info.current()  # a discard or another archive may have had the lock first
+            except NotFound:
+                return _already_archived(store, sandbox_id)
+            if info.archived_as is not None:
+                return _finished(store, sandbox_id, info.archived_as)
+            events = buffer.events() if events is None else events
+            plan = _plan_archive(store, rules, info, events)
+            if dry_run:
+                return Planned(plan)
+            if plan.empty:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
+                info.remove()
+                return Unchanged(sandbox_id, plan.base_version, plan)
             outcome = store.commit(plan.change, parent=plan.version - 1, hook=hook)
             if isinstance(outcome, contract.Committed):
-                info.remove()
-                break
-            plan = _plan_archive(store, rules, info, events)
-        else:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
-            info.remove()
-            return Unchanged(sandbox_id, plan.base_version, plan)
-    return Committed(plan.version, plan)
+                return Committed(plan.version, plan, _close(info, outcome.pending))
+
+
+def _close(info: SandboxInfo, pending: str | None) -> str | None:
+    """Remove an archived sandbox; what is left after the commit point (``pending``, a removal
+    that failed) is said, not raised: the version is committed, recovery finishes the rest.
+
+    Removed even while the commit's last steps are pending (its ``ARCHIVED.json`` may not be in
+    place yet): an append to it now is refused, never acknowledged and then swept away."""
+    try:
+        info.remove()
+    except (OSError, BackendUnavailable) as exc:
+        return (f"{pending or 'version committed'}; removing sandbox {info.sandbox_id} failed too ({exc}), "
+                "recovery removes it at the next commit or open")
+    return pending
 
 
 def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo,
@@ -64,8 +83,20 @@ def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo,
     return plan_consolidation(head, info, events, rules, utc_now(), parent=parent)
 
 
+def _finished(store: AccountBackend, sandbox_id: str, version: int) -> AlreadyArchived:
+    """A sandbox whose archive committed earlier (its marker says so) but is still there: the
+    commit's last steps failed. Recovery finishes them now, so HEAD and the log show ``version``
+    to this process as to a fresh one; a disk still full leaves that for the next try."""
+    with contextlib.suppress(OSError, BackendUnavailable):
+        store.recover()
+    return AlreadyArchived(sandbox_id, version)
+
+
 def _already_archived(store: AccountBackend, sandbox_id: str) -> AlreadyArchived:
-    """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``)."""
+    """A sandbox that is gone: archived (the log names its version) or never there (``NotFound``).
+    Recovery runs first: an archive whose last steps were left pending has its line in the log then."""
+    with contextlib.suppress(OSError, BackendUnavailable):
+        store.recover()
     for entry in reversed(store.log(lists=False)):
         if entry.source_sandbox == sandbox_id:
             return AlreadyArchived(sandbox_id, entry.version)

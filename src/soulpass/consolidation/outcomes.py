@@ -17,10 +17,13 @@ __all__ = ["AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Unchange
 
 @dataclass(frozen=True)
 class Committed:
-    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected."""
+    """The sandbox became ``version``; ``plan`` says what was added, merged and rejected.
+    ``warning``: a step after the commit point failed (a full disk); the version is durable and
+    recovery finishes the rest at the next commit or open (None when nothing is left)."""
 
     version: int
     plan: ConsolidationPlan
+    warning: str | None = None
 
 
 @dataclass(frozen=True)

@@ -89,9 +89,12 @@ class MemoryTools:
         if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
             return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
                     "duplicates": summary["duplicates"], "rejected": summary["rejected"]}
-        return {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
-                "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
-                "conflicts": summary["conflicts"]}
+        out = {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
+               "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
+               "conflicts": summary["conflicts"]}
+        if isinstance(result, Committed) and result.warning is not None:  # durable; recovery finishes the rest
+            out["warning"] = result.warning
+        return out
 
     def discard_session(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
         sid = self._session(account, sandbox_id, create=False).id

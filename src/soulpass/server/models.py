@@ -155,6 +155,9 @@ class ArchiveOut(_Out):
         description="unchanged: the sandbox held nothing to store, no version was committed (version is HEAD)")
     version: int
     summary: dict[str, Any] | None = None
+    warning: str | None = Field(default=None, description=(
+        "committed, but a step after the commit point failed (a full disk): the version is durable and "
+        "recovery finishes the rest (files into place, the sandbox removed) at the next commit or open"))
 
 
 class RollbackIn(_In):

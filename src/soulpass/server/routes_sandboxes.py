@@ -43,7 +43,8 @@ def archive_out(result: ArchiveResult) -> ArchiveOut:
         return ArchiveOut(status="already_archived", version=result.version)
     summary = result.plan.summary()  # its version is HEAD when the sandbox held nothing to store
     status = {Unchanged: "unchanged", Committed: "committed"}.get(type(result), "planned")
-    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary)
+    warning = result.warning if isinstance(result, Committed) else None
+    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary, warning=warning)
 
 
 def search_kwargs(body: SearchIn) -> dict[str, Any]:

@@ -207,7 +207,12 @@ class Change:
 
 @dataclass(frozen=True)
 class Committed:
+    """The change is version ``version``, durably. ``pending``: a step after the commit point
+    failed (a full disk, a dropped connection) and says what is left for recovery to finish at the
+    next commit or open (files not yet in place, a sandbox not yet removed); None when nothing is."""
+
     version: int
+    pending: str | None = None
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ import fcntl
 import json
 import os
 import sys
+import threading
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -32,6 +33,7 @@ __all__ = [
     "fsync_files",
     "load_json",
     "makedirs_durable",
+    "resource_lock",
     "syncfs",
     "write_durable",
     "write_many_durable",
@@ -251,6 +253,62 @@ def file_lock(path: Path, shared: bool = False, *, create_parent: bool = True,
         yield fd
     finally:
         os.close(fd)  # closing releases the lock
+
+
+class _Held:
+    """A process's hold on one lock file: the thread lock its threads queue on, the thread that
+    holds it, and how many threads hold or await it (the entry goes with the last)."""
+
+    __slots__ = ("mutex", "owner", "users")
+
+    def __init__(self) -> None:
+        self.mutex = threading.Lock()
+        self.owner: int | None = None
+        self.users = 0
+
+
+_HELD: dict[str, _Held] = {}
+_HELD_GUARD = threading.Lock()
+
+
+@contextlib.contextmanager
+def resource_lock(path: Path, *, create_parent: bool = True, blocking: bool = True) -> Iterator[None]:
+    """The process's one exclusive lock on ``path`` (an account's, a sandbox's), for the ``with`` block.
+
+    One ``flock`` per resource and process: a thread that holds it and asks again enters again
+    (re-entrant: recovery run by a commit may sweep the sandbox whose archive made the commit);
+    another thread of the process waits on a thread lock, never on a second descriptor, since
+    ``flock`` through a second descriptor blocks even its own process (a self-deadlock). Other
+    processes wait on the ``flock``. ``create_parent`` and ``blocking`` as for :func:`file_lock`."""
+    key = os.path.realpath(path)  # one entry per file, however the home was named
+    me = threading.get_ident()
+    with _HELD_GUARD:
+        held = _HELD.setdefault(key, _Held())
+        reenter = held.owner == me
+        if not reenter:
+            held.users += 1
+    if reenter:  # the outer block releases it
+        yield
+        return
+    try:
+        if not held.mutex.acquire(blocking):
+            raise BlockingIOError(f"{path} is held by another thread of this process")
+        try:
+            with file_lock(path, create_parent=create_parent, blocking=blocking):
+                with _HELD_GUARD:
+                    held.owner = me
+                try:
+                    yield
+                finally:
+                    with _HELD_GUARD:
+                        held.owner = None
+        finally:
+            held.mutex.release()
+    finally:
+        with _HELD_GUARD:
+            held.users -= 1
+            if held.users == 0:
+                _HELD.pop(key, None)
 
 
 def folder_bytes(path: Path) -> int:

@@ -16,9 +16,11 @@ from soulpass.store.contract import Change, VersionEntry
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import (
+    Applied,
     Changeset,
     Hook,
     commit,
+    header_drift,
     last_entry,
     last_log_line,
     log_tail_torn,
@@ -33,7 +35,7 @@ from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
 from soulpass.store.files.log_sums import check_line, read_sums
 from soulpass.store.files.prose_hashes import ProseHashes
 from soulpass.store.files.session_log import sweep_finished
-from soulpass.store.fsio import file_lock, load_json, makedirs_durable
+from soulpass.store.fsio import load_json, makedirs_durable, resource_lock
 from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
 from soulpass.store.lookup import by_hash, carried, hash_holder, is_sha256, tag_holder
 
@@ -73,9 +75,22 @@ class AccountStore:
         self._prose_hashes: dict[str, ProseHashes] = {}  # by folder: FilesSnapshot.with_semantic_hash
         # What a process that died left half-done, as found here (``audit`` reports it).
         self.unfinished = unfinished_txns(self.path)
-        if self.unfinished or log_tail_torn(self.path) or not _header_readable(self.path):
-            with self.locked():  # recovers
+        # Why recovery could not run at open (a full disk): the account reads as it is, and
+        # every commit tries again first (None: nothing is pending).
+        self.read_only: str | None = None
+        if self.unfinished or log_tail_torn(self.path) or header_drift(self.path) is not None:
+            self._recover_at_open()
+
+    def _recover_at_open(self) -> None:
+        """Recover now; a disk that refuses the writes leaves the account readable as the files
+        stand (``read_only`` says why, ``audit`` reports it) instead of refusing to open it."""
+        try:
+            with self.locked():
                 pass
+        except OSError as exc:
+            self.read_only = (f"recovery could not write ({exc.strerror or exc}): the account reads as its files "
+                              "stand and every commit tries again first")
+            log.warning("account %s: %s", self.name, self.read_only)
 
     def index_dir(self) -> Path:
         """Where this account's derived indexes live (the catalog, the vector files). Nothing in it
@@ -93,13 +108,14 @@ class AccountStore:
         discarded), so nobody plans on a HEAD that a committed txn is about to move, and sandbox
         folders whose archive committed (or whose removal was cut short) are removed.
         """
-        with file_lock(self.path / ".lock"):
+        with resource_lock(self.path / ".lock"):
             txn = self.path / "txn"
             if txn.exists() and any(txn.iterdir()):
                 self.recovered += recover(self.path)
             self.recovered += repair_log_tail(self.path)  # after recover: a txn re-appends its own line
             self.recovered += repair_header(self.path)
             self.recovered += sweep_finished(self.path)
+            self.read_only = None  # recovery ran whole: nothing is pending any more
             yield
 
     def recover(self) -> list[str]:
@@ -110,7 +126,7 @@ class AccountStore:
             pass
         return self.recovered[before:]
 
-    def commit(self, changeset: Changeset, hook: Hook | None = None) -> int:
+    def commit(self, changeset: Changeset, hook: Hook | None = None) -> Applied:
         """Commit under the lock the caller holds; the changeset must be planned on HEAD."""
         head = self.head()
         if changeset.base_version != head:
@@ -120,7 +136,7 @@ class AccountStore:
             )
         return commit(self.path, changeset, hook)
 
-    def commit_change(self, change: Change, hook: Hook | None = None) -> int:
+    def commit_change(self, change: Change, hook: Hook | None = None) -> Applied:
         """Commit a typed change under the lock the caller holds (planned on HEAD)."""
         return self.commit(encode_change(change), hook)
 
@@ -131,15 +147,19 @@ class AccountStore:
     # --- versions ------------------------------------------------------------------------
 
     def version_doc(self) -> dict[str, Any]:
-        """HEAD's header. A damaged ``VERSION.json`` is read from the log's last entry instead
-        (the log holds the same header) and rewritten from it under the lock (``repair_header``)."""
+        """HEAD's header. A damaged or missing ``VERSION.json`` is read from the log's last entry
+        instead (the log holds the same header; a missing one never means version 0) and
+        rewritten from it under the lock (``repair_header``)."""
         try:
-            return read_header(self.path)
+            doc = read_header(self.path)
         except Corrupted:
             entry = last_entry(self.path)
             if entry is None:
                 raise
             return version_doc(entry)
+        if doc["version"] == 0 and (entry := last_entry(self.path)) is not None:
+            return version_doc(entry)  # no header (deleted since the open): the log says where HEAD is
+        return doc
 
     def head(self) -> int:
         return int(self.version_doc()["version"])
@@ -313,14 +333,6 @@ def _holds(path: str, holds: Callable[[bytes], bool]) -> bool:
             return holds(f.read())
     except FileNotFoundError:  # moved into history/ by a commit since it was listed: seen there
         return False
-
-
-def _header_readable(account: Path) -> bool:
-    try:
-        read_header(account)
-    except Corrupted:
-        return False
-    return True
 
 
 def record_model(kind: str) -> type[Record]:

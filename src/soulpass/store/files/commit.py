@@ -19,6 +19,11 @@ Steps 4-8 are not fsynced one by one: the journal holds all they write, so until
 step 9 a power loss only means that the txn, still there, is redone. An archive costs the same
 few flushes whatever it writes (ADR 0006). On open, a txn with COMMITTED is redone from step 4
 (idempotently), one without is discarded.
+
+Past step 3 the version is committed whatever happens next: a step 4-9 that fails (a full disk,
+an I/O error) is tried once more at once, and when that fails too the commit still reports the
+version, with what is pending (:class:`Applied`); the txn stays and recovery finishes it at the
+next commit or open. A failure before step 3 leaves nothing (the txn is discarded) and is raised.
 """
 
 from __future__ import annotations
@@ -47,9 +52,9 @@ from soulpass.store.fsio import (
 )
 from soulpass.store.keys import CORE, VERSION_FILE
 
-__all__ = ["COMMIT_STEPS", "LOG_FILE", "Changeset", "FileWrite", "Hook", "apply_txn", "commit", "last_entry",
-           "last_log_line", "log_tail_torn", "read_header", "recover", "repair_header", "repair_log_tail",
-           "version_doc"]
+__all__ = ["COMMIT_STEPS", "LOG_FILE", "Applied", "Changeset", "FileWrite", "Hook", "apply_txn", "commit",
+           "header_drift", "last_entry", "last_log_line", "log_tail_torn", "read_header", "recover", "repair_header",
+           "repair_log_tail", "version_doc"]
 
 COMMIT_STEPS = (
     "txn_file",
@@ -91,6 +96,15 @@ class Changeset:
 
 
 @dataclass(frozen=True)
+class Applied:
+    """A committed version; ``pending`` says why its files are not all in place yet (recovery
+    puts them there at the next commit or open), None when they are."""
+
+    version: int
+    pending: str | None = None
+
+
+@dataclass(frozen=True)
 class _Journal:
     """A committed txn: its manifest, the new files' bytes, the replaced ``core/`` files' old bytes."""
 
@@ -107,8 +121,9 @@ def _txn_dir(account: Path, version: int) -> Path:
     return account / "txn" / f"{version:08d}"
 
 
-def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
-    """Write ``cs`` as version ``cs.version``; the caller holds the account lock."""
+def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> Applied:
+    """Write ``cs`` as version ``cs.version``; the caller holds the account lock. An ``OSError``
+    raised means nothing was committed (and nothing of it stays past the next recovery)."""
     hook = hook or _noop
     version = cs.version
     txn = _txn_dir(account, version)
@@ -116,6 +131,29 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
         if (txn / "COMMITTED").exists():
             raise Corrupted(f"txn {txn.name} is committed but was not recovered", path=str(txn))
         shutil.rmtree(txn)
+    try:
+        journal = _journal(account, txn, cs, hook)
+    except OSError as exc:  # before the commit point: nothing of it stays
+        _discard(account, txn)
+        raise OSError(exc.errno, f"{exc.strerror or exc}; version {version} was not committed and nothing of "
+                                 "it was kept", exc.filename) from exc
+    try:
+        fsync_dir(txn)
+        fsync_dir(txn.parent)
+    except OSError:  # COMMITTED is in place: the flush of step 9 makes it durable with the rest
+        return _finish_later(account, txn, version)
+    hook("committed")
+    try:
+        apply_txn(account, txn, hook, journal)
+    except OSError:
+        return _finish_later(account, txn, version)
+    return Applied(version)
+
+
+def _journal(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Journal:
+    """Steps 1-3 up to the rename that commits (its folders not fsynced yet): the journal, and
+    a bulk change's files put straight into place."""
+    version = cs.version
     if not txn.parent.exists():
         makedirs_durable(txn.parent)
     txn.mkdir()  # its entry is fsynced with the commit point
@@ -141,11 +179,31 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> int:
     }
     _write_journal(txn, manifest, staged, history, hook)
     os.replace(txn / "pack.tmp", txn / "COMMITTED")
-    fsync_dir(txn)
-    fsync_dir(txn.parent)
-    hook("committed")
-    apply_txn(account, txn, hook, _Journal(manifest, staged, history))
-    return version
+    return _Journal(manifest, staged, history)
+
+
+def _discard(account: Path, txn: Path) -> None:
+    """Undo an uncommitted txn now, best effort (recovery does it otherwise): its bulk files, its folder."""
+    with contextlib.suppress(OSError, Corrupted):
+        manifest = txn / "manifest.json"
+        if manifest.exists():
+            for rel in load_json(manifest).get("direct", []):
+                (account / rel).unlink(missing_ok=True)
+        shutil.rmtree(txn)
+
+
+def _finish_later(account: Path, txn: Path, version: int) -> Applied:
+    """A step past the commit point failed: try it once more (a passing fault), else leave the txn
+    for recovery and say so."""
+    try:
+        apply_txn(account, txn)
+    except OSError as again:
+        return Applied(version, f"version {version} is committed, but putting its files in place failed "
+                                f"({again.strerror or again}); recovery finishes it at the next commit or open")
+    except Corrupted as again:  # the journal cannot be read back: recovery will say the same
+        return Applied(version, f"version {version} is committed, but its journal could not be read back to "
+                                f"finish it ({again}); recovery retries at the next commit or open")
+    return Applied(version)  # the fault passed: everything is in place
 
 
 def _read_or_none(path: Path) -> bytes | None:
@@ -401,18 +459,32 @@ def last_entry(account: Path) -> dict[str, Any] | None:
     return entry if isinstance(entry, dict) and type(entry.get("version")) is int else None
 
 
-def repair_header(account: Path) -> list[str]:
-    """Rewrite a damaged ``VERSION.json`` from the log's last entry (the caller holds the account
-    lock and recovery ran first, so the log holds HEAD's line)."""
+def header_drift(account: Path) -> str | None:
+    """What is wrong with ``VERSION.json`` as the log tells it (None: it agrees with the log's last
+    entry, or there is no log to tell). The log is the record of what was committed; the header
+    is derived from its last line (a fast read of HEAD)."""
+    entry = last_entry(account)
     try:
-        read_header(account)
-        return []
+        doc = read_header(account)
     except Corrupted:
-        entry = last_entry(account)
-        if entry is None:
-            return []  # nothing to rebuild it from: readers keep saying what is wrong
+        return "damaged" if entry is not None else None  # nothing to rebuild it from: readers say what is wrong
+    if entry is None or doc["version"] == entry["version"]:
+        return None
+    if not (account / VERSION_FILE).exists():
+        return "missing"
+    return f"it said version {doc['version']}"
+
+
+def repair_header(account: Path) -> list[str]:
+    """Rewrite a missing, damaged or wrong ``VERSION.json`` from the log's last entry (the caller
+    holds the account lock and recovery ran first, so the log holds HEAD's line): HEAD is never
+    taken from a lost header as version 0, and no id is issued twice."""
+    why = header_drift(account)
+    entry = last_entry(account)
+    if why is None or entry is None:
+        return []
     atomic_write(account / VERSION_FILE, dump_json(version_doc(entry)))
-    return [f"rebuilt {VERSION_FILE} from version {entry['version']} of the log"]
+    return [f"rebuilt {VERSION_FILE} ({why}) from version {entry['version']} of the log"]
 
 
 def _cut_torn_tail(fd: int) -> int:

@@ -31,7 +31,7 @@ from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
 from soulpass.store.fsio import folder_bytes
-from soulpass.store.keys import CORE, record_path
+from soulpass.store.keys import CORE, VERSION_FILE, record_path
 from soulpass.store.redact import Erasure
 
 __all__ = ["FilesCopyWalk", "FilesMasterStore", "copy_version", "load_stored", "read_copy", "version_changes",
@@ -89,14 +89,20 @@ class FilesMasterStore:
             head = self.store.head()
             if head != parent:
                 return HeadMoved(parent=parent, head=head)
-            return Committed(self.store.commit_change(change, hook))
+            applied = self.store.commit_change(change, hook)
+            return Committed(applied.version, applied.pending)
 
     def changes(self, since: int) -> Iterator[VersionChanges]:
         for entry in self.log(since):
             yield version_changes(self.store.path, entry)
 
     def audit(self) -> list[StoreFinding]:
-        return [*self.store.unfinished, *log_drift(self.store.head(), self.store.log())]
+        found = [*self.store.unfinished]
+        found += [StoreFinding("header_rebuilt", VERSION_FILE, note) for note in self.store.recovered
+                  if note.startswith(f"rebuilt {VERSION_FILE}")]
+        if self.store.read_only is not None:
+            found.append(StoreFinding("recovery_pending", "txn", self.store.read_only))
+        return [*found, *log_drift(self.store.head(), self.store.log())]
 
     def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
         return current_copies(self.store.path)

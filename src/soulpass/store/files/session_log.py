@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.store.contract import PendingEvent
-from soulpass.store.fsio import file_lock, fsync_dir
+from soulpass.store.fsio import fsync_dir, resource_lock
 from soulpass.store.keys import BUFFER_FILE
 
 if TYPE_CHECKING:  # the event model loads when a buffer is written or read, not when an account opens
@@ -68,13 +68,16 @@ class FileSessionLog:
         return self.section("buffer")
 
     @contextlib.contextmanager
-    def section(self, name: str) -> Iterator[None]:
+    def section(self, name: str, *, blocking: bool = True) -> Iterator[None]:
         """An exclusive section of this sandbox across processes, named ``name`` (``"buffer"`` is
         the appends' lock; another name, e.g. ``"agent"``, is one appends never take). Refused
-        with ``Conflict`` once the sandbox is gone."""
+        with ``Conflict`` once the sandbox is gone. The process's one lock on it
+        (:func:`~soulpass.store.fsio.resource_lock`): the thread that holds it enters again. Not
+        ``blocking``: ``BlockingIOError`` at once when somebody else holds it."""
         with contextlib.ExitStack() as stack:
             try:
-                stack.enter_context(file_lock(self.folder / f".{name}.lock", create_parent=False))
+                stack.enter_context(resource_lock(self.folder / f".{name}.lock", create_parent=False,
+                                                  blocking=blocking))
             except FileNotFoundError:
                 raise Conflict(f"sandbox {self.folder.name} no longer exists",
                                sandbox_id=self.folder.name) from None
@@ -261,7 +264,11 @@ def remove_folder(folder: Path) -> None:
 def sweep_finished(account: Path) -> list[str]:
     """Recovery of sandbox folders; the caller holds the account lock. A crash after an archive's
     commit point leaves the sandbox folder behind (its ``ARCHIVED.json`` came with the commit): it
-    is removed. A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted."""
+    is removed. A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted.
+
+    A sandbox whose lock somebody else holds is left for later: that holder (an archive retried,
+    an append) sees ``ARCHIVED.json`` itself, and waiting here, with the account lock held, for a
+    lock whose holder may be waiting for the account lock would deadlock the two."""
     root = account / SANDBOXES
     if not root.is_dir():
         return []
@@ -273,9 +280,11 @@ def sweep_finished(account: Path) -> list[str]:
         elif (folder / ARCHIVED_MARKER).exists():
             log = FileSessionLog(folder)
             try:
-                with log.exclusive():
+                with log.section("buffer", blocking=False):
                     log.close()
             except Conflict:
                 continue  # somebody else removed it first
+            except BlockingIOError:
+                continue  # held: its holder, or the next recovery, removes it
             done.append(f"removed archived sandbox {folder.name}")
     return done

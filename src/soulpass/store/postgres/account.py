@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from soulpass.errors import InvalidInput, NotFound
+import psycopg
+
+from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.store.contract import (
     Change,
     CommitOutcome,
+    Committed,
     DatabaseIndex,
     Hook,
     IndexLocation,
@@ -30,6 +34,7 @@ from soulpass.store.postgres import commit as commits
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.connections import Database
 from soulpass.store.postgres.forget import forget_keys
+from soulpass.store.postgres.rows import logged_entry
 from soulpass.store.postgres.sandboxes import PostgresSandboxes
 from soulpass.store.postgres.snapshot import PostgresSnapshot
 from soulpass.store.redact import Erasure
@@ -87,11 +92,28 @@ class PostgresAccount:
         return [VersionEntry(set_apart(entry)[0] if bulk and not lists else entry) for entry, bulk in rows]
 
     def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
+        """One transaction. A connection lost on the way leaves the outcome to the server: it is
+        asked on a new connection, so a version that did commit is reported ``Committed`` (with
+        what happened) and one that did not raises ``BackendUnavailable`` saying so."""
         if change.parent != parent:
             raise InvalidInput(f"a change to version {change.version} is not planned on version {parent}",
                                field="parent")
-        with self._db.connection() as conn:
-            return commits.commit(conn, self._id, change, hook)
+        try:
+            with self._db.connection() as conn:
+                return commits.commit(conn, self._id, change, hook)
+        except psycopg.OperationalError as exc:
+            if self._logged(change):
+                return Committed(change.version, f"version {change.version} is committed; the connection was lost "
+                                                 f"as it answered ({exc})")
+            raise BackendUnavailable(f"PostgreSQL connection lost ({exc}); version {change.version} was not "
+                                     "committed and nothing of it was kept", account=self._name) from exc
+
+    def _logged(self, change: Change) -> bool:
+        """Whether the log holds ``change`` as its version (asked on a connection of its own)."""
+        with self._db.dedicated() as conn:
+            row = conn.execute("SELECT entry FROM versions WHERE account_id = %s AND version = %s",
+                               (self._id, change.version)).fetchone()
+        return row is not None and row[0] == json.loads(json.dumps(logged_entry(change)))
 
     def changes(self, since: int) -> Iterator[VersionChanges]:
         for entry in self.log(since):
@@ -125,10 +147,14 @@ class PostgresAccount:
         return int(row[0] if row else 0) + folder_bytes(self._index)
 
     def recover(self) -> list[str]:
-        """Remove the sandboxes an archive committed but whose removal never ran (a process died)."""
-        with self._db.connection() as conn:
-            rows = conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND archived_as IS NOT NULL "
-                                "RETURNING sandbox_id", (self._id,)).fetchall()
+        """Remove the sandboxes an archive committed but whose removal never ran (a process died, a
+        connection was lost)."""
+        try:
+            with self._db.connection() as conn:
+                rows = conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND archived_as IS NOT NULL "
+                                    "RETURNING sandbox_id", (self._id,)).fetchall()
+        except psycopg.OperationalError as exc:
+            raise BackendUnavailable(f"PostgreSQL connection lost during recovery: {exc}", account=self._name) from exc
         return [f"removed archived sandbox {r[0]}" for r in sorted(rows)]
 
     def audit(self) -> list[StoreFinding]:

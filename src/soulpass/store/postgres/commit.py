@@ -61,7 +61,7 @@ def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
         row = conn.execute("SELECT head FROM accounts WHERE id = %s FOR UPDATE", (account_id,)).fetchone()
         if row is None:
             raise NotFound(f"account {account_id} was deleted", account=str(account_id))
-        head = int(str(row[0]))
+        head = _head_from_log(conn, account_id, int(str(row[0])))
         if head != change.parent:
             return HeadMoved(parent=change.parent, head=head)
         hook("head_locked")
@@ -84,6 +84,16 @@ def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
         conn.execute("UPDATE accounts SET head = %s WHERE id = %s", (version, account_id))
         hook("head_advanced")
     return Committed(version)
+
+
+def _head_from_log(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, head: int) -> int:
+    """HEAD as the version log has it (the head row is its fast copy, locked by the caller): a head
+    row changed by hand is set back from the log, so no version, and no id, is issued twice."""
+    row = conn.execute("SELECT max(version) FROM versions WHERE account_id = %s", (account_id,)).fetchone()
+    logged = int(row[0]) if row is not None and row[0] is not None else 0
+    if logged != head:
+        conn.execute("UPDATE accounts SET head = %s WHERE id = %s", (logged, account_id))
+    return logged
 
 
 def write_rows(conn: psycopg.Connection[tuple[Any, ...]], table: str, columns: Sequence[str],

@@ -21,7 +21,7 @@ from typing import Any
 import psycopg
 from pydantic import ValidationError
 
-from soulpass.errors import Conflict, InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_sandbox_id, utc_now
 from soulpass.records import BufferEvent
 from soulpass.store.contract import PendingEvent, SandboxMeta
@@ -77,9 +77,13 @@ class PostgresSandboxes:
                                   max_event_bytes=max_event_bytes or DEFAULT_MAX_EVENT_BYTES, check=check)
 
     def remove(self, sandbox_id: str) -> None:
-        with self._db.connection() as conn:  # its events go with it (ON DELETE CASCADE)
-            conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND sandbox_id = %s",
-                         (self._account, check_name(sandbox_id, "sandbox id")))
+        sid = check_name(sandbox_id, "sandbox id")
+        try:
+            with self._db.connection() as conn:  # its events go with it (ON DELETE CASCADE)
+                conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND sandbox_id = %s", (self._account, sid))
+        except psycopg.OperationalError as exc:  # an archived one is removed by recovery later
+            raise BackendUnavailable(f"PostgreSQL connection lost removing sandbox {sid}: {exc}",
+                                     sandbox_id=sid) from exc
 
     def _meta(self, row: tuple[Any, ...]) -> SandboxMeta:
         sid, name, parent, created, archived = row
@@ -117,7 +121,8 @@ class PostgresSessionLog:
                     raise Conflict(f"sandbox {self.sandbox_id} no longer exists", sandbox_id=self.sandbox_id)
                 yield
             finally:
-                conn.execute(f"SELECT pg_advisory_unlock({_LOCK_KEY})", (key,))
+                with contextlib.suppress(psycopg.OperationalError):  # a lost session released its locks
+                    conn.execute(f"SELECT pg_advisory_unlock({_LOCK_KEY})", (key,))
 
     def _state(self, conn: psycopg.Connection[tuple[Any, ...]]) -> tuple[Any, ...] | None:
         """(archived_as,) of the sandbox, or None once it is removed."""
