@@ -24,6 +24,7 @@ from soulpass.mcp.reads import add_reading_tools, add_resources
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
+from soulpass.mcp.validation import OneLineErrors
 from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
 
@@ -63,7 +64,7 @@ def build(engine: Soulpass, account: str | None = None,
           policy: AutoArchive | None = None) -> tuple[MCPServer, SessionKeeper]:
     """The server and its session keeper (start it for the idle timer; close it when the server stops)."""
     tools = MemoryTools(AccountPool(engine), policy)
-    server: MCPServer = MCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
+    server: MCPServer = OneLineErrors("soulpass", instructions=INSTRUCTIONS, version=__version__)
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
@@ -114,8 +115,12 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 
     @server.tool()
     def remember(what: Annotated[RememberWhat, Field(description="turn, fact or journal")],
-                 text: Annotated[str, Field(description="The turn's words, the fact in words, or the entry")],
-                 ctx: Context, agent: AgentArg = "agent",
+                 ctx: Context,
+                 text: Annotated[str | None, Field(description="The turn's words, the fact in words (or give "
+                                                               "subject/predicate/object), or the entry")] = None,
+                 agent: Annotated[str | None, Field(description="The agent whose log the turn joins (default: "
+                                                                "an agent's turn is its speaker's; a user's "
+                                                                "turn is filed under no agent)")] = None,
                  speaker: Annotated[str, Field(description="Who said a turn: 'user' or the agent's name")] = "user",
                  subject: Annotated[str | None, Field(description="A fact's subject (with predicate, object)")] = None,
                  predicate: Annotated[str | None, Field(description="A fact's predicate, e.g. lives_in")] = None,
