@@ -246,3 +246,34 @@ def test_the_key_cookie_is_secure_over_https(world: UiWorld) -> None:
         r = c.post("/ui/login", data={"key": world.key}, follow_redirects=False)
         assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
         assert "grey cat" in c.get(f"/ui/a/maya/r/{world.turn_id}").text
+
+
+def test_diffs_and_counts_show_what_a_person_changed(client: TestClient, world: UiWorld) -> None:
+    """The knowledge graph's own files (``edges.N_…|lives in|N_….fact_refs``) and internal kinds
+    (gks, gks_shard, gks_functional) stay one link away in the diff and the health page."""
+    login(client, world.key)
+    r = client.get("/ui/a/maya/diff?a=1&b=2")
+    assert "User lives in Porto" in r.text and "Facts superseded: 1" in r.text
+    assert "fact_refs" not in r.text and "Genesis_Knowledge_System" not in r.text
+    assert 'id="show-internal"' in r.text and "internal change" in r.text
+    everything = client.get("/ui/a/maya/diff?a=1&b=2&internal=1")
+    assert "fact_refs" in everything.text and 'id="hide-internal"' in everything.text
+    in_force = re.search(r'<td id="in-force">(.*?)</td>', client.get("/ui/a/maya/health").text, re.S)
+    assert in_force and "turn_user" in in_force.group(1) and "gks" not in in_force.group(1)
+    assert 'id="show-internal"' in in_force.group(1)
+    shown = re.search(r'<td id="in-force">(.*?)</td>', client.get("/ui/a/maya/health?internal=1").text, re.S)
+    assert shown and "gks" in shown.group(1)
+
+
+def test_timeline_counts_journal_entries_and_edits(tmp_path: Path) -> None:
+    world = seed(tmp_path / "home")
+    acct = soulpass.open(world.home, embedder="none").account("maya")
+    journal = acct.journal().add("Fay prefers morning meetings.", title="Notes")["version"]
+    edit = acct.edit(world.turn_id, text_excerpt="I adopted a grey cat named Pixel", reason="typo")
+    rows = {r["version"]: r for r in views.timeline(acct)["rows"]}
+    assert rows[journal]["counts"]["added"] == 1 and rows[journal]["added_kinds"] == {"journal": 1}
+    assert rows[edit]["counts"]["changed"] == 1 and rows[edit]["edited"] == world.turn_id
+    assert rows[1]["counts"]["added"] == 4  # two turns, a fact, a journal entry
+    d = views.diff_view(acct, journal, edit)
+    assert [r["id"] for r in d["edited"]] == [world.turn_id] and "named Pixel" in d["edited"][0]["text"]
+    assert not d["empty"]

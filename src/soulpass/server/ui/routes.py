@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from soulpass import __version__
+from soulpass.consolidation.internals import people_kinds
 from soulpass.errors import InvalidInput, NotFound, SoulpassError
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
@@ -164,10 +165,10 @@ def version(request: Request, account: str, version: int) -> Response:
 
 @router.get("/a/{account}/diff", response_class=HTMLResponse)
 def diff(request: Request, account: str, a: Annotated[int, Query(ge=0)] = 0,
-         b: Annotated[int | None, Query(ge=0)] = None) -> Response:
+         b: Annotated[int | None, Query(ge=0)] = None, internal: bool = False) -> Response:
     key, acct = _account(request, account)
     try:
-        d = views.diff_view(acct, a, acct.head() if b is None else b)
+        d = views.diff_view(acct, a, acct.head() if b is None else b, internal)
     except SoulpassError as exc:
         return _error(request, key, account, exc)
     return _page(request, "diff.html", {"key": key, "account": account, "d": d, "head": acct.head()})
@@ -269,7 +270,7 @@ def agents(request: Request, account: str, sandbox: str = "", agent: str = "",
 
 
 @router.get("/a/{account}/health", response_class=HTMLResponse)
-def health(request: Request, account: str, audit: bool = False) -> Response:
+def health(request: Request, account: str, audit: bool = False, internal: bool = False) -> Response:
     """The store, the index and its backlog, the embedder; the audit (which reads every stored copy:
     seconds at 100k records) when asked."""
     from soulpass.integrity import audit as run_audit
@@ -286,8 +287,10 @@ def health(request: Request, account: str, audit: bool = False) -> Response:
             acct.close()  # the audit opens the index itself, without catching it up
             report = run_audit(engine, account)
     embedder = engine.embedder()
+    in_force = dict(status.in_force) if internal else people_kinds(status.in_force)
     return _page(request, "health.html", {
         "key": key, "account": account, "status": status, "backend": backend, "head": head,
+        "in_force": in_force, "internal": internal, "hidden": len(status.in_force) - len(in_force),
         "embedder": embedder.model_id if embedder is not None else "none (full text only)", "report": report})
 
 

@@ -9,19 +9,23 @@ account of 100k records costs what its one page costs.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import PurePosixPath
 from typing import Any
 
 from markdown_it import MarkdownIt
 
+from soulpass.consolidation.internals import personal_diff
+from soulpass.consolidation.log_summary import added_counts
 from soulpass.engine import Account
 from soulpass.errors import NotFound, SoulpassError
+from soulpass.ids import is_permanent_id
 from soulpass.listing import log_page
 
 __all__ = ["PAGE", "SHOWN", "diff_view", "fact_graph", "markdown", "record_view", "timeline", "version_view"]
 
 PAGE = 50  # versions per timeline page
 SHOWN = 200  # records of one kind a change lists by text (the rest by count)
-CHART_KINDS = ("added", "superseded", "retired", "rejected")
+CHART_KINDS = ("added", "changed", "superseded", "retired", "rejected")
 
 # Markdown without raw HTML (a journal is the agent's writing: it never injects markup into the page).
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
@@ -38,9 +42,18 @@ def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
+def _changed(entry: dict[str, Any]) -> int:
+    """Records edited and documents a person changes (core memory, states) in one version."""
+    return (1 if entry.get("edited") else 0) + _count(entry.get("core_changes")) + _count(entry.get("state_changes"))
+
+
 def _summary(entry: dict[str, Any]) -> dict[str, Any]:
-    """One version's line of the timeline: when, by what, and how much of each change."""
-    counts = {k: _count(entry.get(k)) for k in CHART_KINDS}
+    """One version's line of the timeline: when, by what, and how much of each change. ``added``
+    counts what the log says the version added (journal entries, clipboards and a rollback's
+    restored records included); ``changed`` its edits."""
+    added = added_counts(entry)
+    counts = {"added": sum(added.values()), "changed": _changed(entry),
+              **{k: _count(entry.get(k)) for k in ("superseded", "retired", "rejected")}}
     return {
         "version": int(entry["version"]),
         "timestamp": str(entry.get("timestamp", ""))[:19].replace("T", " "),
@@ -48,7 +61,8 @@ def _summary(entry: dict[str, Any]) -> dict[str, Any]:
         "sandbox": entry.get("sandbox_name") or entry.get("source_sandbox") or "",
         "agent": entry.get("agent") or entry.get("by") or "",
         "counts": counts,
-        "added_kinds": {k: len(v) for k, v in (entry.get("added") or {}).items() if v},
+        "added_kinds": added,
+        "edited": entry.get("edited") or "",
         "replaced": len(entry.get("replaced") or []),
     }
 
@@ -99,10 +113,13 @@ def _document(doc: dict[str, Any], shown: int = 8) -> dict[str, Any]:
     return out
 
 
-def diff_view(acct: Account, a: int, b: int) -> dict[str, Any]:
+def diff_view(acct: Account, a: int, b: int, internal: bool = False) -> dict[str, Any]:
     """What changed from ``a`` to ``b``: records added (with their text, the first ``SHOWN`` of a
-    kind), facts superseded old → new, records retired, documents changed key by key."""
-    d = acct.diff(a, b)
+    kind), facts superseded old → new, records retired, documents changed key by key. The
+    knowledge graph's own files are left out (``hidden`` counts them) unless ``internal``."""
+    d, hidden = personal_diff(acct.diff(a, b))
+    if internal:
+        d, hidden = acct.diff(a, b), 0
     added = {kind: {"total": len(ids), "rows": _texts(acct, ids[:SHOWN], b)}
              for kind, ids in sorted((d.get("added") or {}).items()) if ids}
     superseded = []
@@ -111,12 +128,17 @@ def diff_view(acct: Account, a: int, b: int) -> dict[str, Any]:
         superseded.append({"old": _texts(acct, [old], max(a, b - 1))[0] if old else None,
                            "new": _texts(acct, [new], b)[0] if new else None})
     retired_ids = [r if isinstance(r, str) else r.get("id", "") for r in (d.get("retired") or [])]
+    documents = {str(doc.get("path", "")) for doc in d.get("documents") or []}
+    replaced = [p for p in d.get("replaced") or [] if p not in documents]
+    edited = [PurePosixPath(p).stem for p in replaced if is_permanent_id(PurePosixPath(p).stem)]
+    other = [p for p in replaced if not is_permanent_id(PurePosixPath(p).stem)]
     return {"a": a, "b": b, "added": added, "superseded": superseded,
             "superseded_total": len(d.get("superseded") or []),
             "retired": _texts(acct, retired_ids[:SHOWN], a) if retired_ids else [],
             "retired_total": len(retired_ids), "documents": [_document(doc) for doc in d.get("documents") or []],
-            "conflicts": d.get("conflicts") or [], "empty": not (added or superseded or retired_ids
-                                                                 or d.get("documents"))}
+            "edited": _texts(acct, edited[:SHOWN], b), "edited_total": len(edited), "rewritten": other[:SHOWN],
+            "conflicts": d.get("conflicts") or [], "internal": internal, "hidden": hidden,
+            "empty": not (added or superseded or retired_ids or d.get("documents") or replaced)}
 
 
 def version_view(acct: Account, version: int) -> dict[str, Any]:
