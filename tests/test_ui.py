@@ -277,3 +277,20 @@ def test_timeline_counts_journal_entries_and_edits(tmp_path: Path) -> None:
     d = views.diff_view(acct, journal, edit)
     assert [r["id"] for r in d["edited"]] == [world.turn_id] and "named Pixel" in d["edited"][0]["text"]
     assert not d["empty"]
+
+
+def test_a_fact_restored_by_rollback_is_drawn_once_in_force(tmp_path: Path) -> None:
+    world = seed(tmp_path / "home")
+    acct = soulpass.open(world.home, embedder="none").account("maya")
+
+    def edges() -> list[tuple[str, bool]]:
+        g = views.fact_graph(acct, None)
+        return sorted((e["data"]["facts"][0], e["data"]["superseded"]) for e in g["elements"] if "source" in e["data"])
+
+    acct.rollback(1)  # Lisbon again, Porto retired
+    assert edges() == [(world.old_fact, False)] and views.fact_graph(acct, None)["superseded"] == 0
+    sb = acct.create_sandbox("again")
+    sb.add_fact(content="User lives in Porto", confidence=0.95)
+    (porto,) = sb.archive().plan.added["fact"]
+    assert edges() == [(world.old_fact, True), (porto, False)]  # superseded twice in the log, drawn once
+    assert views.fact_graph(acct, None)["superseded"] == 1

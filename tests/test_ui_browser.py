@@ -222,3 +222,30 @@ def test_the_api_docs_page_renders_every_operation(tab: Page) -> None:
     assert set(drawn) == set(paths), set(paths) ^ set(drawn)  # an operation in two tags is drawn twice
     tab.snap("docs")
     assert tab.errors == []
+
+
+LABEL_OVERLAPS = """() => {
+  const cy = window.soulpassGraph;
+  const box = e => e.renderedBoundingBox({includeNodes: e.isNode(), includeEdges: false, includeLabels: true});
+  const boxes = cy.elements().filter(e => !!e.data("label")).map(e => [e.data("label"), box(e)]);
+  const hits = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i][1], c = boxes[j][1];
+    if (a.x1 < c.x2 && c.x1 < a.x2 && a.y1 < c.y2 && c.y1 < a.y2) hits.push([boxes[i][0], boxes[j][0]]);
+  }
+  return {labels: boxes.length, overlaps: hits, fontPx: cy.zoom() * 13};
+}"""
+
+
+def test_the_graph_of_thirty_entities_has_no_overlapping_labels(tab: Page, served: tuple[str, UiWorld]) -> None:
+    """Every entity (its dot and name) and every fact's label in its own box, at a readable size."""
+    _, world = served
+    tab.login(world.graph_key)
+    tab.open("/ui/a/ravi/graph")
+    tab.page.wait_for_selector("#graph[data-rendered]")
+    assert tab.page.get_attribute("#graph", "data-rendered") == "30"
+    layout = tab.page.evaluate(LABEL_OVERLAPS)
+    assert layout["labels"] == 30 + 38 and layout["overlaps"] == [], layout
+    assert layout["fontPx"] >= 8, layout  # entity names no smaller than 8 px on screen
+    tab.snap("graph-30")
+    assert tab.errors == []

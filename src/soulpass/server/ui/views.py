@@ -179,16 +179,21 @@ def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]
     return out
 
 
-def _superseded_by(acct: Account, version: int, limit: int) -> list[str]:
-    """Facts superseded up to ``version``, newest first (the graph keeps only facts in force)."""
-    found: list[str] = []
+def _superseded_by(acct: Account, version: int, limit: int, in_force: set[str]) -> list[str]:
+    """Facts superseded up to ``version`` and not in force then, newest first, each once (the graph
+    keeps only facts in force; a rollback may have restored one the log says was superseded, and a
+    fact restored and superseded again is in the log twice)."""
+    found: dict[str, None] = {}
     for entry in reversed(acct.log()):
         if int(entry["version"]) > version:
             continue
-        found += [str(s["fact"]) for s in entry.get("superseded") or [] if isinstance(s, dict) and s.get("fact")]
+        for s in entry.get("superseded") or []:
+            fact = str(s.get("fact") or "") if isinstance(s, dict) else ""
+            if fact and fact not in in_force:
+                found.setdefault(fact)
         if len(found) >= limit:
             break
-    return found[:max(limit, 0)]
+    return list(found)[:max(limit, 0)]
 
 
 def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit: int = 500) -> dict[str, Any]:
@@ -225,10 +230,13 @@ def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit:
         superseded_count += superseded
     by_label = {str(node.label).lower(): node.id for node in gks.nodes}
     extra: dict[str, tuple[str, str]] = {}  # entities only superseded facts name: key -> (node id, label)
-    for n, old_id in enumerate(_superseded_by(acct, version, limit - len(edges))):
+    in_force = {ref for ref, body in facts.items() if body and body.get("superseded_by") is None}
+    for n, old_id in enumerate(_superseded_by(acct, version, limit - len(edges), in_force)):
         try:
             old = acct.show(old_id, version)
         except SoulpassError:
+            continue
+        if old.get("superseded_by") is None:  # restored by a rollback (and outside the subject asked for)
             continue
         if want and str(old.get("subject", "")).lower() != want:
             continue
