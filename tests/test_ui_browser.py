@@ -249,3 +249,45 @@ def test_the_graph_of_thirty_entities_has_no_overlapping_labels(tab: Page, serve
     assert layout["fontPx"] >= 8, layout  # entity names no smaller than 8 px on screen
     tab.snap("graph-30")
     assert tab.errors == []
+
+
+def test_every_page_fits_a_phone(browser: Any, served: tuple[str, UiWorld], tmp_path: Path) -> None:
+    """At 390 px wide: nothing scrolls sideways, and the nav stays on its dark bar, wrapped."""
+    base, world = served
+    phone = Page(browser, base, Path(os.environ.get("SOULPASS_UI_SCREENSHOTS") or tmp_path / "shots"))
+    phone.page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        phone.login(world.key)
+        for path in ("/ui/a/maya", "/ui/a/maya/v/2", "/ui/a/maya/v/3", "/ui/a/maya/diff?a=0&b=3",
+                     f"/ui/a/maya/r/{world.journal_id}", "/ui/a/maya/search?q=grey+cat", "/ui/a/maya/graph",
+                     f"/ui/a/maya/agents?sandbox={world.sandbox_id}&agent=eva&message=how+is+Pixel",
+                     "/ui/a/maya/health"):
+            phone.open(path)
+            width = phone.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (path, width)
+            outside = phone.page.evaluate("""() => {
+              const bar = document.querySelector('header.top').getBoundingClientRect();
+              return [...document.querySelectorAll('header.top a, header.top button')].filter(a => {
+                const r = a.getBoundingClientRect();
+                return r.left < bar.left || r.right > bar.right || r.top < bar.top || r.bottom > bar.bottom;
+              }).map(a => a.textContent);
+            }""")
+            assert outside == [], (path, outside)
+        phone.open("/ui/a/maya", shot="phone-timeline")
+        assert phone.errors == [], phone.errors
+    finally:
+        phone.page.close()
+
+
+def test_errors_are_pages_and_refusals_refuse(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login(world.key)
+    response = tab.open("/ui/a/maya/diff?a=abc&b=2", shot="bad-parameter")
+    assert response is not None and response.status == 422
+    assert "a: Input should be a valid integer" in tab.page.inner_text("#error-message")
+    tab.page.context.clear_cookies()
+    tab.login(world.other_key)
+    response = tab.open("/ui/a/maya")
+    assert response is not None and response.status == 403
+    assert "does not open" in tab.page.inner_text("main") and tab.page.locator("#key").count() == 0
+    assert "Pixel" not in tab.page.inner_text("body")

@@ -71,6 +71,8 @@ def seed(home: Path | str) -> UiWorld:
     t2 = sb.add_turn("assistant", "Shy cats often warm up in a week")
     sb.write_episode({"summary": {"action_taken": "told the story of adopting Pixel", "key_outcome": "Pixel is shy"},
                       "turn_refs": [t1, t2]})
+    AgentMemory(sb).clipboard_add("eva", "Pixel's vet is Dr. Sousa")  # committed with version 3
+    sb.add_fact(content="Pixel maybe likes jazz", confidence=0.4)  # refused at version 3: too unsure
     v3 = sb.archive()
     (episode_id,) = v3.plan.added["episode"]
     live = acct.create_sandbox("wednesday chat")

@@ -59,8 +59,26 @@ def mount_ui(app: Any) -> None:
         assert isinstance(exc, _NotShown)
         return _error(request, exc.key, "", exc.error)
 
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _Refused)
+        own = exc.key.account or ""
+        return _page(request, "error.html", {"key": exc.key, "account": own, "title": "Refused",
+                                             "message": "This key does not open that account."}, status=403)
+
     app.add_exception_handler(_Login, login_page)
     app.add_exception_handler(_NotShown, not_shown)
+    app.add_exception_handler(_Refused, refused)
+
+
+def invalid_request_page(request: Request, errors: list[dict[str, Any]]) -> HTMLResponse:
+    """A page's query or form the server refused (``?a=abc`` on the diff): an HTML page saying
+    which parameter and why, not the API's JSON (422)."""
+    said = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', '')}"
+                     for e in errors[:3])
+    account = str(request.path_params.get("account", ""))
+    return _page(request, "error.html", {"key": None, "account": "", "back": f"/ui/a/{account}" if account else "/ui",
+                                         "title": "Not understood", "message": f"This page's address has a value "
+                                         f"it cannot use: {said}."}, status=422)
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
@@ -86,6 +104,14 @@ def _key(request: Request) -> ApiKey:
     return key
 
 
+class _Refused(Exception):
+    """A valid key asking for another account: a refusal (403) that names nothing of it."""
+
+    def __init__(self, key: ApiKey) -> None:
+        super().__init__("this key does not open that account")
+        self.key = key
+
+
 class _NotShown(Exception):
     """An error page (an admin key naming an account that does not exist, say)."""
 
@@ -98,7 +124,7 @@ def _account(request: Request, account: str) -> tuple[ApiKey, Any]:
     """The account the key may see, opened through the server's pool."""
     key = _key(request)
     if not key.admin and key.account != account:
-        raise _Login("This key does not open that account.")
+        raise _Refused(key)
     try:
         return key, request.app.state.pool.get(account)
     except SoulpassError as exc:
@@ -180,6 +206,15 @@ def record(request: Request, account: str, record_id: str,
     key, acct = _account(request, account)
     try:
         r = views.record_view(acct, record_id, at)
+    except NotFound as exc:
+        gone = views.forgotten(acct, record_id, at)
+        if gone is None:
+            return _error(request, key, account, exc)
+        why = f"reason: {gone['reason']}" + (f", by {gone['by']}" if gone["by"] else "")
+        return _page(request, "error.html", {
+            "key": key, "account": account, "title": f"{record_id} was forgotten", "back": f"/ui/a/{account}/v/"
+            f"{gone['version']}", "message": f"{record_id} was forgotten at version {gone['version']} ({why}) on "
+            f"{gone['timestamp']} UTC: its text is erased from every version."}, status=410)
     except SoulpassError as exc:
         return _error(request, key, account, exc)
     return _page(request, "record.html", {"key": key, "account": account, "r": r})
@@ -250,6 +285,7 @@ def agents(request: Request, account: str, sandbox: str = "", agent: str = "",
            message: Annotated[str, Query(max_length=2000)] = "") -> Response:
     key, acct = _account(request, account)
     live = [{"id": i.sandbox_id, "name": i.name, "parent": i.parent_version} for i in acct.sandboxes()]
+    committed = views.committed_clipboards(acct)
     view: dict[str, Any] = {}
     if sandbox:
         from soulpass.agent import AgentMemory
@@ -266,7 +302,8 @@ def agents(request: Request, account: str, sandbox: str = "", agent: str = "",
         except SoulpassError as exc:
             return _error(request, key, account, exc)
     return _page(request, "agents.html", {"key": key, "account": account, "sandboxes": live, "sandbox": sandbox,
-                                          "agent": agent, "message": message, "view": view})
+                                          "agent": agent, "message": message, "view": view, "committed": committed,
+                                          "head": acct.head()})
 
 
 @router.get("/a/{account}/health", response_class=HTMLResponse)

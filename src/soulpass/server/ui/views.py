@@ -20,8 +20,10 @@ from soulpass.engine import Account
 from soulpass.errors import NotFound, SoulpassError
 from soulpass.ids import is_permanent_id
 from soulpass.listing import log_page
+from soulpass.store.keys import CLIPBOARD_DIR
 
-__all__ = ["PAGE", "SHOWN", "diff_view", "fact_graph", "markdown", "record_view", "timeline", "version_view"]
+__all__ = ["PAGE", "SHOWN", "committed_clipboards", "diff_view", "fact_graph", "forgotten", "markdown", "record_view",
+           "rejected_rows", "timeline", "version_view"]
 
 PAGE = 50  # versions per timeline page
 SHOWN = 200  # records of one kind a change lists by text (the rest by count)
@@ -141,6 +143,28 @@ def diff_view(acct: Account, a: int, b: int, internal: bool = False) -> dict[str
             "empty": not (added or superseded or retired_ids or d.get("documents") or replaced)}
 
 
+def rejected_rows(entry: dict[str, Any]) -> list[dict[str, str]]:
+    """What a version refused, one row each: the fact or core proposal in words, and why."""
+    rows = []
+    for item in entry.get("rejected") or []:
+        if not isinstance(item, dict):
+            rows.append({"what": str(item), "why": ""})
+            continue
+        inner = item.get("data")
+        data: dict[str, Any] = inner if isinstance(inner, dict) else item
+        if data.get("section"):  # a core-memory proposal
+            where = ".".join(str(p) for p in (data.get("section"), data.get("key")) if p)
+            what = f"core {where} = {data.get('value')!r}"
+        elif data.get("subject") and data.get("predicate"):
+            what = f"fact: {data['subject']} {data['predicate']} {data.get('object', '')}"
+        else:
+            what = f"fact: {data.get('content') or data.get('text') or item.get('candidate') or ''}"
+        confidence = data.get("confidence")
+        rows.append({"what": what + (f" (confidence {confidence})" if confidence is not None else ""),
+                     "why": str(item.get("why") or item.get("reason") or "")})
+    return rows
+
+
 def version_view(acct: Account, version: int) -> dict[str, Any]:
     """One version: its log entry and what it changed from the one before."""
     entries, _ = log_page(acct, version - 1, 1) if version >= 1 else ([], None)
@@ -148,7 +172,31 @@ def version_view(acct: Account, version: int) -> dict[str, Any]:
         raise NotFound(f"version {version} is not in the log of {acct.name!r} (HEAD is {acct.head()})")
     entry = entries[0]
     return {"entry": entry, "summary": _summary(entry), "diff": diff_view(acct, version - 1, version),
-            "head": acct.head()}
+            "rejected": rejected_rows(entry), "head": acct.head()}
+
+
+def forgotten(acct: Account, record_id: str, at: int | None) -> dict[str, Any] | None:
+    """The version that forgot ``record_id`` (at or before ``at``), with who and why; None when
+    no version did (then the record never existed there)."""
+    top = acct.head() if at is None else at
+    for entry in reversed(acct.log()):
+        if int(entry["version"]) > top or entry.get("kind") != "forget":
+            continue
+        if record_id in (entry.get("forgotten") or []):
+            when = str(entry.get("timestamp", ""))[:19].replace("T", " ")
+            return {"version": int(entry["version"]), "reason": str(entry.get("reason") or ""),
+                    "by": str(entry.get("by") or ""), "timestamp": when}
+    return None
+
+
+def committed_clipboards(acct: Account, at: int | None = None) -> dict[str, list[str]]:
+    """Every agent's committed clipboard as of ``at`` (default HEAD): agent -> items."""
+    snap = acct.store.snapshot(at)
+    out: dict[str, list[str]] = {}
+    for key in snap.keys(CLIPBOARD_DIR):
+        doc = snap.document(key) or {}
+        out[PurePosixPath(key).stem] = [str(i) for i in doc.get("items") or []]
+    return out
 
 
 def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]:
