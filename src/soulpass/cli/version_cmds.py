@@ -41,8 +41,11 @@ def _added(entry: dict[str, Any]) -> str:
 @json_option
 @click.pass_obj
 def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
-    """The version log: one row per version, newest last."""
-    entries = state.account(account).log()
+    """The version log: one row per version, newest last. A version whose copies the account does not
+    hold (imported from a passport without history) says "history not carried"."""
+    acct = state.account(account)
+    entries = acct.log()
+    floor = acct.history_floor() or 0
     if limit is not None:
         entries = entries[-limit:]
     if as_json:
@@ -60,6 +63,8 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
         if e.get("superseded"):
             note.append(f"{len(e['superseded'])} superseded")
         note += [f"{n} {what}" for what, n in refused_counts(e).items()]
+        if int(e["version"]) < floor:
+            note.append("history not carried")
         rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
                      _added(e), "; ".join(note)))
     table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
