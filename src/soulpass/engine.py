@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -155,7 +155,7 @@ class Soulpass:
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
-def _earlier_copy_readable(store: AccountBackend, entry: dict[str, Any]) -> bool:
+def _earlier_copy_readable(store: AccountBackend, entry: Mapping[str, Any]) -> bool:
     """Whether the version before ``entry`` still reads one copy ``entry`` replaced or retired
     (True when it replaced nothing a snapshot would need)."""
     version = int(entry.get("version", 0))
