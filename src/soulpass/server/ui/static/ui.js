@@ -13,7 +13,7 @@
     var elements = JSON.parse(data.textContent);
     var nodes = elements.filter(function (e) { return !e.data.source; }).length;
     // Room for the labels: the canvas grows with the number of entities (the page scrolls).
-    box.style.height = Math.min(1600, Math.max(560, 26 * nodes)) + "px";
+    box.style.height = Math.min(1600, Math.max(560, 34 * nodes)) + "px";
     var cy = window.cytoscape({
       container: box,
       elements: elements,
@@ -45,8 +45,9 @@
     box.setAttribute("data-rendered", String(cy.nodes().length));
   }
 
-  // Labels that overlap cannot be read: move the entities apart (from the centre, a little at a
-  // time) until no label box meets another, or give up after a bounded number of rounds.
+  // Labels that overlap cannot be read: push the entities of each overlapping pair apart a little
+  // at a time (spreading the whole layout when that stalls) until no label box meets another, or
+  // give up after a bounded number of rounds.
   function labelBox(ele) {  // an entity with its label; a fact's label alone
     return ele.boundingBox({ includeNodes: ele.isNode(), includeEdges: false, includeLabels: true });
   }
@@ -83,12 +84,21 @@
     });
   }
 
+  function scaleFromCentre(cy, factor) {
+    var bb = cy.nodes().boundingBox({ includeLabels: false }), cx = (bb.x1 + bb.x2) / 2, cy0 = (bb.y1 + bb.y2) / 2;
+    cy.nodes().forEach(function (n) {
+      var p = n.position();
+      n.position({ x: cx + (p.x - cx) * factor, y: cy0 + (p.y - cy0) * factor });
+    });
+  }
+
   function ends(ele) { return ele.isNode() ? ele : ele.connectedNodes(); }
 
   function spreadLabels(cy) {
-    for (var round = 0; round < 200; round++) {
+    for (var round = 1; round <= 400; round++) {
       var pairs = overlapping(labelBoxes(cy));
       if (!pairs.length) { return; }
+      if (round % 40 === 0) { scaleFromCentre(cy, 1.15); continue; }  // stuck: more room for everyone
       var moves = {};
       pairs.forEach(function (pair) {
         var a = labelBox(pair[0]), c = labelBox(pair[1]);
