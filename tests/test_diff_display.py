@@ -39,3 +39,12 @@ def test_personal_diff_keeps_every_change_a_person_made(tmp_path: Path) -> None:
     edit = acct.edit(world.turn_id, text_excerpt="I adopted a grey cat named Pixel", reason="typo")
     edited, none_hidden = personal_diff(acct.diff(edit - 1, edit))
     assert none_hidden == 0 and [Path(p).stem for p in edited["replaced"]] == [world.turn_id]
+
+
+def test_index_status_counts_records_a_person_keeps(tmp_path: Path) -> None:
+    world = seed(tmp_path / "home")
+    runner = CliRunner()
+    base = ["--home", str(world.home), "index", "status", "-a", "maya"]
+    plain = runner.invoke(cli, base, env={"COLUMNS": "200"})
+    assert plain.exit_code == 0 and "in force: turn_user" in plain.output and "gks" not in plain.output
+    assert "in force: gks" in runner.invoke(cli, [*base, "--internal"], env={"COLUMNS": "200"}).output
