@@ -146,3 +146,30 @@ def test_rag_search_into_redis(tmp_path: Path) -> None:
         assert not any(e.type == "inbox" for e in mem.sandbox.info.buffer().events())
     finally:
         client.delete(inbox.key("pro"))
+
+
+def test_memories_below_the_relevance_floor_stay_out_of_the_block(tmp_path: Path) -> None:
+    """With the real model: a memory found only by meaning enters the block when it is at least
+    ``memory_floor`` similar to the message; a chat line on another topic does not ride in on
+    its neighbours (issue 40: "are the backups done?" listed "Congratulations! How is the new flat?")."""
+    pytest.importorskip("onnxruntime", reason="needs the embed extra (the real model)")
+    acct = account(tmp_path, embedder="auto")
+    sb = acct.create_sandbox("past")
+    sb.add_turn("user", "We finally moved into the new flat last weekend!")
+    sb.add_turn("eva", "Congratulations! How is the new flat?")
+    sb.add_journal("Storage runbook: the nightly backup job copies /srv to the NAS at 02:00; check backup.log "
+                   "and the snapshot list each morning; restore with restic.", title="storage runbook")
+    sb.add_turn("user", "We moved from Lisbon to Porto this week")
+    sb.add_turn("eva", "Remember to water the ferns on Sunday")
+    sb.archive()
+    mem = memory(acct)
+    mem.log("eva", "Congratulations again on the flat!")
+    mem.log("eva", "the copy to the NAS finished at 02:14", speaker="eva")
+    block = mem.context("eva", "are the backups done?", 100_000)
+    memories = next(s for s in block.sections if s.name == "memories").text
+    assert "Storage runbook" in memories.splitlines()[1], memories
+    assert "Congratulations" not in memories and "ferns" not in memories and "Lisbon" not in memories, memories
+    lisbon = next(s for s in mem.context("eva", "where do I live now?", 100_000).sections if s.name == "memories")
+    assert "Lisbon to Porto" in lisbon.text  # found by meaning alone (no shared word), above the floor
+    everything = memory(acct, memory_floor=0.0).context("eva", "are the backups done?", 100_000)
+    assert "Congratulations" in everything.text  # the floor, not the search, kept it out

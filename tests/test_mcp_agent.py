@@ -180,3 +180,45 @@ def test_an_agents_day_with_the_official_client(tmp_path: Path, transport: str) 
                           timeout=300, env={**os.environ, "PYTHONPATH": str(ROOT / "src")})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "every answer right" in done.stdout and "WRONG" not in done.stderr
+
+
+def test_remember_validates_in_one_line_and_stores_who_spoke(engine: Soulpass) -> None:
+    """A fact by subject/predicate/object needs no ``text``; a bad argument is one ``InvalidInput``
+    line (no pydantic dump, no URL); a user's turn is not filed under a placeholder agent."""
+
+    async def body(client: Client) -> None:
+        spo = await _call(client, "remember", {"what": "fact", "subject": "Ilse", "predicate": "lives_in",
+                                               "object": "Ghent"})
+        assert spo["id"].startswith("sf_temp_")
+        for args, field in (({"what": "fact", "confidence": 2.0, "text": "Ilse rows"}, "confidence"),
+                            ({"what": "poem", "text": "x"}, "what"),
+                            ({"what": "turn"}, "text"),
+                            ({"what": "fact", "subject": "Ilse"}, "subject")):
+            bad = await client.call_tool("remember", args)
+            text = bad.content[0].text  # type: ignore[union-attr]
+            assert bad.is_error and "InvalidInput: " in text and field in text, (args, text)
+            assert "\n" not in text and "http" not in text and "pydantic" not in text, text
+        await _call(client, "remember", {"what": "turn", "text": "I moved to Ghent"})
+        await _call(client, "remember", {"what": "turn", "text": "Ghent suits you", "speaker": "eva"})
+        await _call(client, "remember", {"what": "turn", "text": "Thanks, eva", "agent": "eva"})
+        await _call(client, "archive_session", {})
+
+    _run(engine, body)
+    acct = engine.account("ann")
+    agents = {r.text_excerpt: r.agent for r in [*acct.records("turn_user"), *acct.records("turn_llm")]}
+    assert agents == {"I moved to Ghent": None, "Ghent suits you": "eva", "Thanks, eva": "eva"}
+    (fact,) = list(acct.records("fact"))
+    assert (fact.subject, fact.predicate, fact.object) == ("Ilse", "lives_in", "Ghent")
+
+
+def test_docs_table_has_one_row_per_tool() -> None:
+    """docs/mcp.md's tool table: every tool exactly once, inside the table, and nothing else."""
+    import re
+
+    text = (ROOT / "docs" / "mcp.md").read_text()
+    table = text[text.index("| tool | arguments | does |"):]
+    table = table[:table.index("\n\n")]
+    rows = re.findall(r"^\| `(\w+)`", table, flags=re.M)
+    assert sorted(rows) == sorted(TOOL_NAMES), set(rows) ^ set(TOOL_NAMES)
+    outside = text.replace(table, "")
+    assert not re.search(r"^\| `(" + "|".join(TOOL_NAMES) + r")`", outside, flags=re.M)

@@ -216,3 +216,35 @@ def test_mcp_export_account_writes_a_passport_that_imports(home: soulpass.engine
     got = MemoryTools(AccountPool(home)).export_account("ann")
     assert got["head"] == 2 and Path(got["path"]).name == "ann-v2.soulpass"
     assert import_account(home, got["path"], as_name="dan").tree_sha256 == got["tree_sha256"]
+
+
+def test_time_travel_on_a_passport_without_history_says_so(sp: soulpass.engine.Soulpass, tmp_path: Path) -> None:
+    """Imported without history, the log still lists versions 1..2, but version 1's superseded
+    copy is not there: reads of version 1 say "history not carried" instead of a wrong answer."""
+    from soulpass.errors import NotFound
+
+    acct = sp.account("ann")
+    edit = acct.edit(next(r.id for r in acct.records("turn_user")), text_excerpt="I moved to Lyon in May",
+                     reason="month")  # version 3 replaces a turn: version 2 needs its old copy
+    bare = import_account(sp, export_account(sp, "ann", tmp_path / "bare.soulpass").path, as_name="bare")
+    full = import_account(sp, export_account(sp, "ann", tmp_path / "full.soulpass", history=True).path,
+                          as_name="full")
+    assert bare.head == full.head == edit
+    whole, gap = sp.account("full"), sp.account("bare")
+    assert whole.history_floor() is None and gap.history_floor() == edit
+    turn = next(r.id for r in whole.records("turn_user"))
+    assert whole.show(turn, at=2)["text"] == "I moved to Lyon last spring"
+    for read in (lambda: gap.show(turn, at=2), lambda: gap.diff(1, 2), lambda: gap.search("Lyon", at=1),
+                 lambda: gap.show("gks", at=1)):
+        with pytest.raises(NotFound, match="history not carried"):
+            read()
+    assert gap.show(turn)["text"] == "I moved to Lyon in May"  # HEAD reads as ever
+    assert gap.diff(edit, edit)["added"] == {}
+    if sp.location != str(sp.home):
+        return  # the CLI over PostgreSQL is the same code; its URL (with a password) is not kept here
+    runner = CliRunner()
+    home = ["--home", str(sp.home)]
+    log = runner.invoke(cli, [*home, "log", "-a", "bare"], env={"COLUMNS": "200"})
+    assert log.exit_code == 0 and log.output.count("history not carried") == edit - 1, log.output
+    shown = runner.invoke(cli, [*home, "show", turn, "-a", "bare", "--at", "2"])
+    assert shown.exit_code != 0 and "history not carried" in shown.output

@@ -68,10 +68,11 @@ def test_a_wrong_key_gets_the_login_page_and_no_data(client: TestClient, world: 
 def test_an_account_key_sees_its_account_only(client: TestClient, world: UiWorld) -> None:
     login(client, world.other_key)
     assert client.get("/ui", follow_redirects=False).headers["location"] == "/ui/a/noor"
-    r = client.get("/ui/a/maya")
-    assert r.headers["X-Soulpass-Login"] == "required" and "does not open" in r.text and "monday chat" not in r.text
+    r = client.get("/ui/a/maya")  # a refusal, not the login page: the key is valid, the account not its
+    assert r.status_code == 403 and "does not open" in r.text and "monday chat" not in r.text
+    assert "X-Soulpass-Login" not in r.headers and 'href="/ui/a/noor"' in r.text
     r = client.get(f"/ui/a/maya/r/{world.turn_id}")
-    assert r.headers["X-Soulpass-Login"] == "required" and "grey cat" not in r.text
+    assert r.status_code == 403 and "grey cat" not in r.text
     assert "heliotrope" in client.get("/ui/a/noor/search?q=heliotrope").text
 
 
@@ -249,3 +250,74 @@ def test_the_key_cookie_is_secure_over_https(world: UiWorld) -> None:
         r = c.post("/ui/login", data={"key": world.key}, follow_redirects=False)
         assert r.status_code == 303 and "Secure" in r.headers["set-cookie"]
         assert "grey cat" in c.get(f"/ui/a/maya/r/{world.turn_id}").text
+
+
+def test_diffs_and_counts_show_what_a_person_changed(client: TestClient, world: UiWorld) -> None:
+    """The knowledge graph's own files (``edges.N_…|lives in|N_….fact_refs``) and internal kinds
+    (gks, gks_shard, gks_functional) stay one link away in the diff and the health page."""
+    login(client, world.key)
+    r = client.get("/ui/a/maya/diff?a=1&b=2")
+    assert "User lives in Porto" in r.text and "Facts superseded: 1" in r.text
+    assert "fact_refs" not in r.text and "Genesis_Knowledge_System" not in r.text
+    assert 'id="show-internal"' in r.text and "internal change" in r.text
+    everything = client.get("/ui/a/maya/diff?a=1&b=2&internal=1")
+    assert "fact_refs" in everything.text and 'id="hide-internal"' in everything.text
+    in_force = re.search(r'<td id="in-force">(.*?)</td>', client.get("/ui/a/maya/health").text, re.S)
+    assert in_force and "turn_user" in in_force.group(1) and "gks" not in in_force.group(1)
+    assert 'id="show-internal"' in in_force.group(1)
+    shown = re.search(r'<td id="in-force">(.*?)</td>', client.get("/ui/a/maya/health?internal=1").text, re.S)
+    assert shown and "gks" in shown.group(1)
+
+
+def test_timeline_counts_journal_entries_and_edits(tmp_path: Path) -> None:
+    world = seed(tmp_path / "home")
+    acct = soulpass.open(world.home, embedder="none").account("maya")
+    journal = acct.journal().add("Fay prefers morning meetings.", title="Notes")["version"]
+    edit = acct.edit(world.turn_id, text_excerpt="I adopted a grey cat named Pixel", reason="typo")
+    rows = {r["version"]: r for r in views.timeline(acct)["rows"]}
+    assert rows[journal]["counts"]["added"] == 1 and rows[journal]["added_kinds"] == {"journal": 1}
+    assert rows[edit]["counts"]["changed"] == 1 and rows[edit]["edited"] == world.turn_id
+    assert rows[1]["counts"]["added"] == 4  # two turns, a fact, a journal entry
+    d = views.diff_view(acct, journal, edit)
+    assert [r["id"] for r in d["edited"]] == [world.turn_id] and "named Pixel" in d["edited"][0]["text"]
+    assert not d["empty"]
+
+
+def test_a_fact_restored_by_rollback_is_drawn_once_in_force(tmp_path: Path) -> None:
+    world = seed(tmp_path / "home")
+    acct = soulpass.open(world.home, embedder="none").account("maya")
+
+    def edges() -> list[tuple[str, bool]]:
+        g = views.fact_graph(acct, None)
+        return sorted((e["data"]["facts"][0], e["data"]["superseded"]) for e in g["elements"] if "source" in e["data"])
+
+    acct.rollback(1)  # Lisbon again, Porto retired
+    assert edges() == [(world.old_fact, False)] and views.fact_graph(acct, None)["superseded"] == 0
+    sb = acct.create_sandbox("again")
+    sb.add_fact(content="User lives in Porto", confidence=0.95)
+    (porto,) = sb.archive().plan.added["fact"]
+    assert edges() == [(world.old_fact, True), (porto, False)]  # superseded twice in the log, drawn once
+    assert views.fact_graph(acct, None)["superseded"] == 1
+
+
+def test_pages_say_what_went_wrong_and_what_was_kept(client: TestClient, world: UiWorld) -> None:
+    """A bad parameter is an HTML page; a forgotten record says when and why; refused items are a
+    table; the Agents page shows the committed clipboards."""
+    login(client, world.key)
+    bad = client.get("/ui/a/maya/diff?a=abc&b=2")
+    assert bad.status_code == 422 and bad.headers["content-type"].startswith("text/html")
+    assert "a: Input should be a valid integer" in bad.text and '"detail"' not in bad.text
+    assert client.get("/v1/accounts/maya/versions?since=abc", headers={"Authorization": f"Bearer {world.key}"}
+                      ).headers["content-type"].startswith("application/json")  # the API still answers JSON
+    v3 = client.get("/ui/a/maya/v/3").text
+    assert re.search(r'<table id="rejected">.*fact: Pixel maybe likes jazz \(confidence 0.4\).*not above 0.7', v3, re.S)
+    assert '"candidate"' not in v3.split('id="entry"')[0]  # no raw JSON before the log entry's details
+    agents = client.get("/ui/a/maya/agents").text
+    committed = re.search(r'<section id="committed-clipboards">(.*?)</section>', agents, re.S)
+    assert committed and "eva" in committed.group(1) and "Pixel&#39;s vet is Dr. Sousa" in committed.group(1)
+    client.post("/ui/a/maya/forget", data={"record_id": world.turn_id, "reason": "asked to",
+                                          "confirm": world.turn_id}, follow_redirects=False)
+    gone = client.get(f"/ui/a/maya/r/{world.turn_id}")
+    assert gone.status_code == 410 and f"forgotten at version {world.head + 1} (reason: asked to" in gone.text
+    assert "does not exist" not in gone.text and "grey cat" not in gone.text
+    assert client.get("/ui/a/maya/r/TU_20990101_999").status_code == 404  # never there: not found

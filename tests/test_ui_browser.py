@@ -207,3 +207,87 @@ def test_rollback_shows_the_diff_first_and_needs_confirmation(tab: Page, served:
     tab.page.wait_for_load_state("networkidle")
     assert tab.page.url.endswith(f"/ui/a/maya/v/{head + 1}")
     assert "rollback" in tab.page.inner_text("h1")
+
+
+def test_the_api_docs_page_renders_every_operation(tab: Page) -> None:
+    """/docs reads the OpenAPI 3.1 schema FastAPI serves: its operations are drawn, no error box."""
+    pytest.importorskip("swagger_ui_bundle", reason="the 'server' extra's swagger-ui-bundle is not installed")
+    paths = httpx.get(f"{tab.base}/openapi.json").json()["paths"]
+    tab.open("/docs")
+    tab.page.wait_for_selector(".swagger-ui .opblock, .swagger-ui .errors-wrapper", timeout=20_000)
+    body = tab.page.inner_text("body")
+    assert "Unable to render" not in body and "Errors" not in body, body[:500]
+    drawn = tab.page.locator(".swagger-ui .opblock .opblock-summary-path").evaluate_all(
+        "els => els.map(e => e.getAttribute('data-path'))")
+    assert set(drawn) == set(paths), set(paths) ^ set(drawn)  # an operation in two tags is drawn twice
+    tab.snap("docs")
+    assert tab.errors == []
+
+
+LABEL_OVERLAPS = """() => {
+  const cy = window.soulpassGraph;
+  const box = e => e.renderedBoundingBox({includeNodes: e.isNode(), includeEdges: false, includeLabels: true});
+  const boxes = cy.elements().filter(e => !!e.data("label")).map(e => [e.data("label"), box(e)]);
+  const hits = [];
+  for (let i = 0; i < boxes.length; i++) for (let j = i + 1; j < boxes.length; j++) {
+    const a = boxes[i][1], c = boxes[j][1];
+    if (a.x1 < c.x2 && c.x1 < a.x2 && a.y1 < c.y2 && c.y1 < a.y2) hits.push([boxes[i][0], boxes[j][0]]);
+  }
+  return {labels: boxes.length, overlaps: hits, fontPx: cy.zoom() * 13};
+}"""
+
+
+def test_the_graph_of_thirty_entities_has_no_overlapping_labels(tab: Page, served: tuple[str, UiWorld]) -> None:
+    """Every entity (its dot and name) and every fact's label in its own box, at a readable size."""
+    _, world = served
+    tab.login(world.graph_key)
+    tab.open("/ui/a/ravi/graph")
+    tab.page.wait_for_selector("#graph[data-rendered]")
+    assert tab.page.get_attribute("#graph", "data-rendered") == "30"
+    layout = tab.page.evaluate(LABEL_OVERLAPS)
+    assert layout["labels"] == 30 + 38 and layout["overlaps"] == [], layout
+    assert layout["fontPx"] >= 8, layout  # entity names no smaller than 8 px on screen
+    tab.snap("graph-30")
+    assert tab.errors == []
+
+
+def test_every_page_fits_a_phone(browser: Any, served: tuple[str, UiWorld], tmp_path: Path) -> None:
+    """At 390 px wide: nothing scrolls sideways, and the nav stays on its dark bar, wrapped."""
+    base, world = served
+    phone = Page(browser, base, Path(os.environ.get("SOULPASS_UI_SCREENSHOTS") or tmp_path / "shots"))
+    phone.page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        phone.login(world.key)
+        for path in ("/ui/a/maya", "/ui/a/maya/v/2", "/ui/a/maya/v/3", "/ui/a/maya/diff?a=0&b=3",
+                     f"/ui/a/maya/r/{world.journal_id}", "/ui/a/maya/search?q=grey+cat", "/ui/a/maya/graph",
+                     f"/ui/a/maya/agents?sandbox={world.sandbox_id}&agent=eva&message=how+is+Pixel",
+                     "/ui/a/maya/health"):
+            phone.open(path)
+            width = phone.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (path, width)
+            outside = phone.page.evaluate("""() => {
+              const bar = document.querySelector('header.top').getBoundingClientRect();
+              return [...document.querySelectorAll('header.top a, header.top button')].filter(a => {
+                const r = a.getBoundingClientRect();
+                return r.left < bar.left || r.right > bar.right || r.top < bar.top || r.bottom > bar.bottom;
+              }).map(a => a.textContent);
+            }""")
+            assert outside == [], (path, outside)
+        phone.open("/ui/a/maya", shot="phone-timeline")
+        assert phone.errors == [], phone.errors
+    finally:
+        phone.page.close()
+
+
+def test_errors_are_pages_and_refusals_refuse(tab: Page, served: tuple[str, UiWorld]) -> None:
+    _, world = served
+    tab.login(world.key)
+    response = tab.open("/ui/a/maya/diff?a=abc&b=2", shot="bad-parameter")
+    assert response is not None and response.status == 422
+    assert "a: Input should be a valid integer" in tab.page.inner_text("#error-message")
+    tab.page.context.clear_cookies()
+    tab.login(world.other_key)
+    response = tab.open("/ui/a/maya")
+    assert response is not None and response.status == 403
+    assert "does not open" in tab.page.inner_text("main") and tab.page.locator("#key").count() == 0
+    assert "Pixel" not in tab.page.inner_text("body")

@@ -26,6 +26,24 @@ class UiWorld:
     episode_id: str
     sandbox_id: str  # live, with the agent "eva"'s clipboard
     head: int
+    graph_key: str  # opens "ravi": a knowledge graph of 30 entities (GRAPH_FACTS)
+
+
+# "ravi"'s facts: 30 entities, a hub with many edges, chains and a pair joined twice.
+GRAPH_FACTS = (
+    [("Ravi", "knows", name) for name in ("Ann", "Ben", "Chloe", "Dara", "Emil", "Farah", "Goran", "Hana")]
+    + [("Ravi", "lives in", "Lisbon"), ("Ravi", "works at", "Acme Robotics"), ("Ravi", "owns", "a red bicycle"),
+       ("Ravi", "plays", "the cello"), ("Ravi", "studied at", "Coimbra University")]
+    + [("Ann", "lives in", "Porto"), ("Ben", "lives in", "Berlin"), ("Chloe", "works at", "Acme Robotics"),
+       ("Dara", "is married to", "Emil"), ("Farah", "teaches", "mathematics"), ("Goran", "drives", "a blue van"),
+       ("Hana", "grows", "tomatoes"), ("Ann", "has a dog called", "Biscuit"), ("Ben", "speaks", "German"),
+       ("Chloe", "collects", "vinyl records"), ("Dara", "runs", "marathons"), ("Emil", "cooks", "ramen"),
+       ("Farah", "lives in", "Lisbon"), ("Acme Robotics", "is based in", "Berlin"), ("Biscuit", "is a", "beagle"),
+       ("Goran", "visits", "Porto"), ("Hana", "studied at", "Coimbra University"), ("Lisbon", "is in", "Portugal"),
+       ("Porto", "is in", "Portugal"), ("Ravi", "met", "Ann"), ("Ivo", "repairs", "a red bicycle"),
+       ("Ivo", "lives in", "Faro"), ("Faro", "is in", "Portugal"), ("Julia", "sings in", "a choir"),
+       ("Julia", "knows", "Hana")]
+)
 
 
 def seed(home: Path | str) -> UiWorld:
@@ -53,6 +71,8 @@ def seed(home: Path | str) -> UiWorld:
     t2 = sb.add_turn("assistant", "Shy cats often warm up in a week")
     sb.write_episode({"summary": {"action_taken": "told the story of adopting Pixel", "key_outcome": "Pixel is shy"},
                       "turn_refs": [t1, t2]})
+    AgentMemory(sb).clipboard_add("eva", "Pixel's vet is Dr. Sousa")  # committed with version 3
+    sb.add_fact(content="Pixel maybe likes jazz", confidence=0.4)  # refused at version 3: too unsure
     v3 = sb.archive()
     (episode_id,) = v3.plan.added["episode"]
     live = acct.create_sandbox("wednesday chat")
@@ -63,7 +83,13 @@ def seed(home: Path | str) -> UiWorld:
     osb = other.create_sandbox("x")
     osb.add_turn("user", "Noor's secret word is heliotrope")
     osb.archive()
+    graph = sp.create_account("ravi")
+    gsb = graph.create_sandbox("people")
+    for subject, predicate, obj in GRAPH_FACTS:
+        gsb.add_fact(subject, predicate, obj, confidence=0.95)
+    gsb.archive()
     return UiWorld(home=home, key=keys.create("maya").secret, other_key=keys.create("noor").secret,
                    admin_key=keys.create(None).secret, turn_id=turn_id, old_fact=old_fact, new_fact=new_fact,
                    porto_turn_id=porto_turn_id,
-                   journal_id=journal_id, episode_id=episode_id, sandbox_id=live.id, head=v3.version)
+                   journal_id=journal_id, episode_id=episode_id, sandbox_id=live.id, head=v3.version,
+                   graph_key=keys.create("ravi").secret)

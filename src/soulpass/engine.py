@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -18,7 +18,7 @@ from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Comm
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
-from soulpass.ids import check_name, new_temp_id, utc_now
+from soulpass.ids import check_name, is_permanent_id, new_temp_id, utc_now
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Filters, FullText
 from soulpass.index.indexer import BackgroundIndexer
@@ -159,6 +159,22 @@ class Soulpass:
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
+def _earlier_copy_readable(store: AccountBackend, entry: Mapping[str, Any]) -> bool:
+    """Whether the version before ``entry`` still reads one copy ``entry`` replaced or retired
+    (True when it replaced nothing a snapshot would need)."""
+    version = int(entry.get("version", 0))
+    for path in [*(entry.get("replaced") or []), *(entry.get("retired") or [])]:
+        if not isinstance(path, str) or version < 2:
+            continue
+        stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
+        before = store.snapshot(version - 1)
+        if is_permanent_id(stem):
+            return before.record(stem) is not None
+        if path.startswith(store_keys.CORE + "/") and path.endswith(".json"):
+            return before.document(path) is not None
+    return True
+
+
 class Account:
     """One account's master state, versions and sandboxes. Safe to share between threads, and a
     process may hold several handles on one account (they share its open vector index)."""
@@ -169,6 +185,7 @@ class Account:
         self._index: AccountIndex | None = None
         self._indexer: BackgroundIndexer | None = None
         self._cleanup_pending = False  # a commit of this handle left its last steps to recovery
+        self._floor: tuple[int, int | None] | None = None  # (HEAD, history_floor) as last found
 
     # --- sandboxes -------------------------------------------------------------------
 
@@ -198,8 +215,33 @@ class Account:
         self._cleanup_pending = False
 
     def check_version(self, at: int | None) -> int:
-        """``at`` if it names a version of this account (HEAD if None); ``NotFound`` past HEAD."""
-        return self.store.snapshot(at).version
+        """``at`` if it names a version of this account (HEAD if None); ``NotFound`` past HEAD, and
+        before :meth:`history_floor` ("history not carried": that version cannot be read back)."""
+        version = self.store.snapshot(at).version
+        if at is not None and version < self.head():
+            floor = self.history_floor()
+            if floor is not None and version < floor:
+                raise NotFound(f"history not carried: account {self.name!r} holds no copies replaced before "
+                               f"version {floor} (imported from a passport made without history), so version "
+                               f"{version} cannot be read back; versions {floor}..{self.head()} can",
+                               account=self.name, version=version)
+        return version
+
+    def history_floor(self) -> int | None:
+        """The oldest version that can be read back when earlier ones cannot (a passport imported
+        without history keeps the log but not the copies later versions replaced); None when every
+        version can. Found from the log: the newest version whose replaced copy is missing."""
+        head = self.head()
+        known = self._floor
+        if known is not None and known[0] == head:
+            return known[1]
+        floor = None
+        for entry in reversed(self.store.log(lists=True)):
+            if not _earlier_copy_readable(self.store, entry.fields):
+                floor = entry.version
+                break
+        self._floor = (head, floor)  # check_version asks once per record a page reads
+        return floor
 
     def log(self) -> list[dict[str, Any]]:
         """The version log as ``soulpass log`` prints it (a bulk version's id lists left out)."""

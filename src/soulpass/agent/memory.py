@@ -433,7 +433,7 @@ class AgentMemory:
         if message.strip():
             shown = {e.id for e in hot}
             for hit in self._search(message, self.config.memories_k + len(shown), events):
-                if hit.id in shown:
+                if hit.id in shown or not _clears_floor(hit, self.config.memory_floor):
                     continue
                 when = hit.row.event_time if hit.row is not None else None
                 memories.append(Memory(id=hit.id, kind=hit.kind, when=when, text=self._memory_text(hit.id, hit.kind,
@@ -443,3 +443,9 @@ class AgentMemory:
         return assemble(agent, self._sandbox.id, budget_tokens, orientation=orientation,
                         clipboard=ClipboardView(agent=agent, items=tuple(self._clipboard(agent, events))),
                         situation=situation, hot=hot, memories=memories)
+
+
+def _clears_floor(hit: Hit, floor: float) -> bool:
+    """Found by the message's words (a full-text match), or at least ``floor`` similar in meaning:
+    a neighbour that rode in on conversation context alone stays out of the block."""
+    return floor <= 0.0 or "fts" in hit.parts or hit.parts.get("dense", 0.0) >= floor

@@ -50,6 +50,11 @@ class AgentConfig:
     log_limit: int = 200  # more unscribed entries than this: the oldest go to the scribe
     archive_on_sleep: bool = False  # deep sleep also archives and continues in a fresh sandbox
     memories_k: int = 5  # retrieved memories per context
+    # A retrieved memory enters the context when it holds a word of the message (a full-text match)
+    # or is at least this similar in meaning (cosine). The shipped all-MiniLM-L6-v2 puts sentences
+    # on unrelated topics near 0 (about -0.1 to 0.15) and paraphrases that share no word above 0.2;
+    # 0 keeps every hit the search returns.
+    memory_floor: float = 0.2
     rag_k: int = 3  # episodes rag_search delivers
     chunk_chars: int = 1200  # ingest: chunk size for the index (characters)
     chunk_overlap: int = 200
@@ -60,6 +65,8 @@ class AgentConfig:
                      "digest_items"):
             if int(getattr(self, name)) < 1:
                 raise ValueError(f"AgentConfig.{name} must be >= 1")
+        if not 0.0 <= self.memory_floor <= 1.0:
+            raise ValueError("AgentConfig.memory_floor must be from 0 to 1")
         if self.sleep_after <= timedelta(0):
             raise ValueError("AgentConfig.sleep_after must be positive")
         if not 0 <= self.chunk_overlap < self.chunk_chars:

@@ -13,6 +13,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 
 from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
+from soulpass.consolidation.internals import people_kinds
 from soulpass.index.relevance import relevance
 from soulpass.integrity import reset_index
 
@@ -75,9 +76,11 @@ def index() -> None:
 
 @index.command("status")
 @account_option
+@click.option("--internal", is_flag=True, help="Also count the knowledge graph's own documents (gks, gks_shard, "
+                                               "gks_functional) among the records in force.")
 @json_option
 @click.pass_obj
-def index_status(state: State, account: str, as_json: bool) -> None:
+def index_status(state: State, account: str, internal: bool, as_json: bool) -> None:
     """How far the index follows the store, what it holds, and the embedding backlog."""
     idx = state.account(account, indexing="deferred").index()  # report the backlog, don't drain it
     st, fulltext = idx.status(), idx.catalog.status().fulltext
@@ -88,7 +91,7 @@ def index_status(state: State, account: str, as_json: bool) -> None:
         ("store version", st.store_version), ("catalog version", st.catalog_version), ("full text", fulltext),
         ("catalog rows", st.rows), ("vectors", st.vectors), ("embedder", st.embedder or "none (full text only)"),
         ("embedding backlog (not embedded yet)", st.pending_embeddings),
-        *((f"in force: {kind}", n) for kind, n in st.in_force.items()),
+        *((f"in force: {kind}", n) for kind, n in (st.in_force if internal else people_kinds(st.in_force)).items()),
     ])
 
 

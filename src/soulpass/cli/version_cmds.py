@@ -11,6 +11,7 @@ from rich.json import JSON
 
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
+from soulpass.consolidation.internals import personal_diff
 from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.consolidation.rules import Rules
 from soulpass.prose import JournalEntry
@@ -40,8 +41,11 @@ def _added(entry: dict[str, Any]) -> str:
 @json_option
 @click.pass_obj
 def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
-    """The version log: one row per version, newest last."""
-    entries = state.account(account).log()
+    """The version log: one row per version, newest last. A version whose copies the account does not
+    hold (imported from a passport without history) says "history not carried"."""
+    acct = state.account(account)
+    entries = acct.log()
+    floor = acct.history_floor() or 0
     if limit is not None:
         entries = entries[-limit:]
     if as_json:
@@ -59,6 +63,8 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
         if e.get("superseded"):
             note.append(f"{len(e['superseded'])} superseded")
         note += [f"{n} {what}" for what, n in refused_counts(e).items()]
+        if int(e["version"]) < floor:
+            note.append("history not carried")
         rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
                      _added(e), "; ".join(note)))
     table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
@@ -79,15 +85,22 @@ def _document_row(doc: dict[str, Any]) -> tuple[str, str]:
 @click.argument("a", type=int)
 @click.argument("b", type=int)
 @account_option
+@click.option("--internal", is_flag=True,
+              help="Also list the knowledge graph's own files (derived from the facts, rewritten by every "
+                   "fact change).")
 @json_option
 @click.pass_obj
-def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
+def diff(state: State, a: int, b: int, account: str, internal: bool, as_json: bool) -> None:
     """What changed from version A to version B: records added, superseded, replaced and retired;
-    documents created, changed and removed, with the keys that changed inside them."""
+    documents created, changed and removed, with the keys that changed inside them. The knowledge
+    graph's own files are left out of the table unless --internal (--json gives everything)."""
     d = state.account(account).diff(a, b)
-    if as_json:
+    if as_json:  # for machines: the library's whole answer
         emit_json(d)
         return
+    hidden = 0
+    if not internal:
+        d, hidden = personal_diff(d)
     rows: list[tuple[str, str]] = []
     for kind, ids in d["added"].items():
         shown = ", ".join(ids[:6]) + (f" … (+{len(ids) - 6})" if len(ids) > 6 else "")
@@ -105,6 +118,9 @@ def diff(state: State, a: int, b: int, account: str, as_json: bool) -> None:
     for r in d["rebases"]:
         rows.append(("rebase", f"version {r['version']}: sandbox from {r['from']} onto {r['onto']}"))
     table(f"Diff {a} → {b}", ["change", "what"], rows)
+    if hidden:
+        console.print(f"{hidden} internal change{'s' if hidden != 1 else ''} of the knowledge graph's files hidden "
+                      "(--internal lists them)")
 
 
 @click.command("show")

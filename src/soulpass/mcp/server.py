@@ -25,6 +25,7 @@ from soulpass.mcp.resources import MemoryServer, add_account_resources, add_prom
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
+from soulpass.mcp.validation import OneLineErrors
 from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
 
@@ -62,11 +63,16 @@ def build_server(engine: Soulpass, account: str | None = None, policy: AutoArchi
     return build(engine, account, policy)[0]
 
 
+class SoulpassMCPServer(OneLineErrors, MemoryServer):
+    """The SDK's server with refused arguments as one ``InvalidInput`` line (``validation``) and
+    resources read for the requesting account (``resources``)."""
+
+
 def build(engine: Soulpass, account: str | None = None,
           policy: AutoArchive | None = None) -> tuple[MCPServer, SessionKeeper]:
     """The server and its session keeper (start it for the idle timer; close it when the server stops)."""
     tools = MemoryTools(AccountPool(engine), policy)
-    server = MemoryServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
+    server: MCPServer = SoulpassMCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
@@ -119,8 +125,12 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 
     @server.tool(annotations=ADDS)
     def remember(what: Annotated[RememberWhat, Field(description="turn, fact or journal")],
-                 text: Annotated[str, Field(description="The turn's words, the fact in words, or the entry")],
-                 ctx: Context, agent: AgentArg = "agent",
+                 ctx: Context,
+                 text: Annotated[str | None, Field(description="The turn's words, the fact in words (or give "
+                                                               "subject/predicate/object), or the entry")] = None,
+                 agent: Annotated[str | None, Field(description="The agent whose log the turn joins (default: "
+                                                                "an agent's turn is its speaker's; a user's "
+                                                                "turn is filed under no agent)")] = None,
                  speaker: Annotated[str, Field(description="Who said a turn: 'user' or the agent's name")] = "user",
                  subject: Annotated[str | None, Field(description="A fact's subject (with predicate, object)")] = None,
                  predicate: Annotated[str | None, Field(description="A fact's predicate, e.g. lives_in")] = None,

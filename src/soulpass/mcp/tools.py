@@ -104,27 +104,39 @@ class MemoryTools:
 
     # --- writing -----------------------------------------------------------------------------
 
-    def remember(self, account: str, what: RememberWhat, text: str, *, agent: str = "agent", speaker: str = "user",
-                 subject: str | None = None, predicate: str | None = None, object: str | None = None,
-                 confidence: float = 0.9, title: str | None = None, tags: list[str] | None = None,
-                 sandbox_id: str | None = None) -> dict[str, Any]:
+    def remember(self, account: str, what: RememberWhat, text: str | None = None, *, agent: str | None = None,
+                 speaker: str = "user", subject: str | None = None, predicate: str | None = None,
+                 object: str | None = None, confidence: float = 0.9, title: str | None = None,
+                 tags: list[str] | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
+        """A turn, a fact or a journal entry written to the session. A user's turn is filed under
+        the agent it was said to only when ``agent`` names one; an agent's turn defaults ``agent``
+        to its ``speaker``."""
+        if what not in ("turn", "fact", "journal"):
+            raise InvalidInput(f"what must be turn, fact or journal, not {what!r}", field="what")
         sb = self._session(account, sandbox_id)
         tags = list(tags or ())
-        if what == "turn":  # a working-log entry of ``agent``: get_context shows it in the hot log
+        if what == "turn":  # a working-log entry: get_context shows it in the hot log
+            words = _need(text, "text")
             with self.pool.indexed(account):
-                rid = self._agent_memory(sb).log(agent, text, speaker=None if speaker == agent else speaker).id
+                if speaker == "user" and agent is None:
+                    rid = sb.add_turn("user", words)
+                else:
+                    said_by = agent or speaker
+                    rid = self._agent_memory(sb).log(said_by, words,
+                                                     speaker=None if speaker == said_by else speaker).id
         elif what == "fact":
             spo = (subject, predicate, object)
             if any(spo) and not all(spo):
-                raise InvalidInput("a fact needs all of subject, predicate and object, or none (then text)",
-                                   field="subject")
+                missing = next(n for n, v in zip(("subject", "predicate", "object"), spo, strict=True) if not v)
+                raise InvalidInput(f"a fact needs all of subject, predicate and object, or none (then text): "
+                                   f"{missing} is missing", field=missing)
+            if not all(spo) and (text is None or not text.strip()):
+                raise InvalidInput("a fact needs text, or subject, predicate and object", field="text")
             rid = sb.add_fact(*spo, confidence=confidence, content=None if all(spo) else text)
             if (warning := sb.fact_warning(confidence)) is not None:
                 return self._wrote(account, sb, {"id": rid, "what": what, "sandbox_id": sb.id, "warning": warning})
-        elif what == "journal":
-            rid = sb.add_journal(text, title=title or "", tags=tags, agent=agent)
         else:
-            raise InvalidInput(f"what must be turn, fact or journal, not {what!r}", field="what")
+            rid = sb.add_journal(_need(text, "text"), title=title or "", tags=tags, agent=agent)
         return self._wrote(account, sb, {"id": rid, "what": what, "sandbox_id": sb.id})
 
     # --- reading -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -134,7 +134,11 @@ def _add_error_handlers(app: FastAPI) -> None:
         return error_response(request, 403, "Forbidden", str(exc))
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def invalid_request(request: Request, exc: RequestValidationError) -> Response:
+        if request.url.path.startswith("/ui/"):  # a browser page: an HTML page, not the API's JSON
+            from soulpass.server.ui.routes import invalid_request_page
+
+            return invalid_request_page(request, list(exc.errors()))
         errors = [{"loc": [str(p) for p in e.get("loc", ())], "msg": str(e.get("msg", "")), "type": str(e.get("type"))}
                   for e in exc.errors()]
         status = 400 if any(e["type"] == "json_invalid" for e in errors) else 422

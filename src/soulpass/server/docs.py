@@ -1,6 +1,8 @@
-"""The interactive API docs at ``/docs``, from packaged assets: Swagger UI's files come with the
-``swagger-ui-bundle`` package (extra ``server``) and are served by this app, so the page works
-offline and loads nothing from a CDN. The schema stays at ``/openapi.json``."""
+"""The interactive API docs at ``/docs``, from packaged assets: Swagger UI 5's files come with the
+``swagger-ui-bundle-v2`` package (module ``swagger_ui_bundle``, extra ``server``) and are served by
+this app, so the page works offline and loads nothing from a CDN. Swagger UI 5 reads the OpenAPI
+3.1 schema FastAPI writes (the 3.20 of ``swagger-ui-bundle`` 1.x could not render it). The schema
+stays at ``/openapi.json``."""
 
 from __future__ import annotations
 

@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from soulpass import __version__
+from soulpass.consolidation.internals import people_kinds
 from soulpass.errors import InvalidInput, NotFound, SoulpassError
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
@@ -58,8 +59,26 @@ def mount_ui(app: Any) -> None:
         assert isinstance(exc, _NotShown)
         return _error(request, exc.key, "", exc.error)
 
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, _Refused)
+        own = exc.key.account or ""
+        return _page(request, "error.html", {"key": exc.key, "account": own, "title": "Refused",
+                                             "message": "This key does not open that account."}, status=403)
+
     app.add_exception_handler(_Login, login_page)
     app.add_exception_handler(_NotShown, not_shown)
+    app.add_exception_handler(_Refused, refused)
+
+
+def invalid_request_page(request: Request, errors: list[dict[str, Any]]) -> HTMLResponse:
+    """A page's query or form the server refused (``?a=abc`` on the diff): an HTML page saying
+    which parameter and why, not the API's JSON (422)."""
+    said = "; ".join(f"{'.'.join(str(p) for p in e.get('loc', ())[1:]) or 'request'}: {e.get('msg', '')}"
+                     for e in errors[:3])
+    account = str(request.path_params.get("account", ""))
+    return _page(request, "error.html", {"key": None, "account": "", "back": f"/ui/a/{account}" if account else "/ui",
+                                         "title": "Not understood", "message": f"This page's address has a value "
+                                         f"it cannot use: {said}."}, status=422)
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
@@ -85,6 +104,14 @@ def _key(request: Request) -> ApiKey:
     return key
 
 
+class _Refused(Exception):
+    """A valid key asking for another account: a refusal (403) that names nothing of it."""
+
+    def __init__(self, key: ApiKey) -> None:
+        super().__init__("this key does not open that account")
+        self.key = key
+
+
 class _NotShown(Exception):
     """An error page (an admin key naming an account that does not exist, say)."""
 
@@ -97,7 +124,7 @@ def _account(request: Request, account: str) -> tuple[ApiKey, Any]:
     """The account the key may see, opened through the server's pool."""
     key = _key(request)
     if not key.admin and key.account != account:
-        raise _Login("This key does not open that account.")
+        raise _Refused(key)
     try:
         return key, request.app.state.pool.get(account)
     except SoulpassError as exc:
@@ -164,10 +191,10 @@ def version(request: Request, account: str, version: int) -> Response:
 
 @router.get("/a/{account}/diff", response_class=HTMLResponse)
 def diff(request: Request, account: str, a: Annotated[int, Query(ge=0)] = 0,
-         b: Annotated[int | None, Query(ge=0)] = None) -> Response:
+         b: Annotated[int | None, Query(ge=0)] = None, internal: bool = False) -> Response:
     key, acct = _account(request, account)
     try:
-        d = views.diff_view(acct, a, acct.head() if b is None else b)
+        d = views.diff_view(acct, a, acct.head() if b is None else b, internal)
     except SoulpassError as exc:
         return _error(request, key, account, exc)
     return _page(request, "diff.html", {"key": key, "account": account, "d": d, "head": acct.head()})
@@ -179,6 +206,15 @@ def record(request: Request, account: str, record_id: str,
     key, acct = _account(request, account)
     try:
         r = views.record_view(acct, record_id, at)
+    except NotFound as exc:
+        gone = views.forgotten(acct, record_id, at)
+        if gone is None:
+            return _error(request, key, account, exc)
+        why = f"reason: {gone['reason']}" + (f", by {gone['by']}" if gone["by"] else "")
+        return _page(request, "error.html", {
+            "key": key, "account": account, "title": f"{record_id} was forgotten", "back": f"/ui/a/{account}/v/"
+            f"{gone['version']}", "message": f"{record_id} was forgotten at version {gone['version']} ({why}) on "
+            f"{gone['timestamp']} UTC: its text is erased from every version."}, status=410)
     except SoulpassError as exc:
         return _error(request, key, account, exc)
     return _page(request, "record.html", {"key": key, "account": account, "r": r})
@@ -249,6 +285,7 @@ def agents(request: Request, account: str, sandbox: str = "", agent: str = "",
            message: Annotated[str, Query(max_length=2000)] = "") -> Response:
     key, acct = _account(request, account)
     live = [{"id": i.sandbox_id, "name": i.name, "parent": i.parent_version} for i in acct.sandboxes()]
+    committed = views.committed_clipboards(acct)
     view: dict[str, Any] = {}
     if sandbox:
         from soulpass.agent import AgentMemory
@@ -265,11 +302,12 @@ def agents(request: Request, account: str, sandbox: str = "", agent: str = "",
         except SoulpassError as exc:
             return _error(request, key, account, exc)
     return _page(request, "agents.html", {"key": key, "account": account, "sandboxes": live, "sandbox": sandbox,
-                                          "agent": agent, "message": message, "view": view})
+                                          "agent": agent, "message": message, "view": view, "committed": committed,
+                                          "head": acct.head()})
 
 
 @router.get("/a/{account}/health", response_class=HTMLResponse)
-def health(request: Request, account: str, audit: bool = False) -> Response:
+def health(request: Request, account: str, audit: bool = False, internal: bool = False) -> Response:
     """The store, the index and its backlog, the embedder; the audit (which reads every stored copy:
     seconds at 100k records) when asked."""
     from soulpass.integrity import audit as run_audit
@@ -286,8 +324,10 @@ def health(request: Request, account: str, audit: bool = False) -> Response:
             acct.close()  # the audit opens the index itself, without catching it up
             report = run_audit(engine, account)
     embedder = engine.embedder()
+    in_force = dict(status.in_force) if internal else people_kinds(status.in_force)
     return _page(request, "health.html", {
         "key": key, "account": account, "status": status, "backend": backend, "head": head,
+        "in_force": in_force, "internal": internal, "hidden": len(status.in_force) - len(in_force),
         "embedder": embedder.model_id if embedder is not None else "none (full text only)", "report": report})
 
 

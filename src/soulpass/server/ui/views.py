@@ -9,19 +9,25 @@ account of 100k records costs what its one page costs.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import PurePosixPath
 from typing import Any
 
 from markdown_it import MarkdownIt
 
+from soulpass.consolidation.internals import personal_diff
+from soulpass.consolidation.log_summary import added_counts
 from soulpass.engine import Account
 from soulpass.errors import NotFound, SoulpassError
+from soulpass.ids import is_permanent_id
 from soulpass.listing import log_page
+from soulpass.store.keys import CLIPBOARD_DIR
 
-__all__ = ["PAGE", "SHOWN", "diff_view", "fact_graph", "markdown", "record_view", "timeline", "version_view"]
+__all__ = ["PAGE", "SHOWN", "committed_clipboards", "diff_view", "fact_graph", "forgotten", "markdown", "record_view",
+           "rejected_rows", "timeline", "version_view"]
 
 PAGE = 50  # versions per timeline page
 SHOWN = 200  # records of one kind a change lists by text (the rest by count)
-CHART_KINDS = ("added", "superseded", "retired", "rejected")
+CHART_KINDS = ("added", "changed", "superseded", "retired", "rejected")
 
 # Markdown without raw HTML (a journal is the agent's writing: it never injects markup into the page).
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
@@ -38,9 +44,18 @@ def _count(value: Any) -> int:
     return len(value) if isinstance(value, list) else 0
 
 
+def _changed(entry: dict[str, Any]) -> int:
+    """Records edited and documents a person changes (core memory, states) in one version."""
+    return (1 if entry.get("edited") else 0) + _count(entry.get("core_changes")) + _count(entry.get("state_changes"))
+
+
 def _summary(entry: dict[str, Any]) -> dict[str, Any]:
-    """One version's line of the timeline: when, by what, and how much of each change."""
-    counts = {k: _count(entry.get(k)) for k in CHART_KINDS}
+    """One version's line of the timeline: when, by what, and how much of each change. ``added``
+    counts what the log says the version added (journal entries, clipboards and a rollback's
+    restored records included); ``changed`` its edits."""
+    added = added_counts(entry)
+    counts = {"added": sum(added.values()), "changed": _changed(entry),
+              **{k: _count(entry.get(k)) for k in ("superseded", "retired", "rejected")}}
     return {
         "version": int(entry["version"]),
         "timestamp": str(entry.get("timestamp", ""))[:19].replace("T", " "),
@@ -48,7 +63,8 @@ def _summary(entry: dict[str, Any]) -> dict[str, Any]:
         "sandbox": entry.get("sandbox_name") or entry.get("source_sandbox") or "",
         "agent": entry.get("agent") or entry.get("by") or "",
         "counts": counts,
-        "added_kinds": {k: len(v) for k, v in (entry.get("added") or {}).items() if v},
+        "added_kinds": added,
+        "edited": entry.get("edited") or "",
         "replaced": len(entry.get("replaced") or []),
     }
 
@@ -99,10 +115,13 @@ def _document(doc: dict[str, Any], shown: int = 8) -> dict[str, Any]:
     return out
 
 
-def diff_view(acct: Account, a: int, b: int) -> dict[str, Any]:
+def diff_view(acct: Account, a: int, b: int, internal: bool = False) -> dict[str, Any]:
     """What changed from ``a`` to ``b``: records added (with their text, the first ``SHOWN`` of a
-    kind), facts superseded old → new, records retired, documents changed key by key."""
-    d = acct.diff(a, b)
+    kind), facts superseded old → new, records retired, documents changed key by key. The
+    knowledge graph's own files are left out (``hidden`` counts them) unless ``internal``."""
+    d, hidden = personal_diff(acct.diff(a, b))
+    if internal:
+        d, hidden = acct.diff(a, b), 0
     added = {kind: {"total": len(ids), "rows": _texts(acct, ids[:SHOWN], b)}
              for kind, ids in sorted((d.get("added") or {}).items()) if ids}
     superseded = []
@@ -111,12 +130,39 @@ def diff_view(acct: Account, a: int, b: int) -> dict[str, Any]:
         superseded.append({"old": _texts(acct, [old], max(a, b - 1))[0] if old else None,
                            "new": _texts(acct, [new], b)[0] if new else None})
     retired_ids = [r if isinstance(r, str) else r.get("id", "") for r in (d.get("retired") or [])]
+    documents = {str(doc.get("path", "")) for doc in d.get("documents") or []}
+    replaced = [p for p in d.get("replaced") or [] if p not in documents]
+    edited = [PurePosixPath(p).stem for p in replaced if is_permanent_id(PurePosixPath(p).stem)]
+    other = [p for p in replaced if not is_permanent_id(PurePosixPath(p).stem)]
     return {"a": a, "b": b, "added": added, "superseded": superseded,
             "superseded_total": len(d.get("superseded") or []),
             "retired": _texts(acct, retired_ids[:SHOWN], a) if retired_ids else [],
             "retired_total": len(retired_ids), "documents": [_document(doc) for doc in d.get("documents") or []],
-            "conflicts": d.get("conflicts") or [], "empty": not (added or superseded or retired_ids
-                                                                 or d.get("documents"))}
+            "edited": _texts(acct, edited[:SHOWN], b), "edited_total": len(edited), "rewritten": other[:SHOWN],
+            "conflicts": d.get("conflicts") or [], "internal": internal, "hidden": hidden,
+            "empty": not (added or superseded or retired_ids or d.get("documents") or replaced)}
+
+
+def rejected_rows(entry: dict[str, Any]) -> list[dict[str, str]]:
+    """What a version refused, one row each: the fact or core proposal in words, and why."""
+    rows = []
+    for item in entry.get("rejected") or []:
+        if not isinstance(item, dict):
+            rows.append({"what": str(item), "why": ""})
+            continue
+        inner = item.get("data")
+        data: dict[str, Any] = inner if isinstance(inner, dict) else item
+        if data.get("section"):  # a core-memory proposal
+            where = ".".join(str(p) for p in (data.get("section"), data.get("key")) if p)
+            what = f"core {where} = {data.get('value')!r}"
+        elif data.get("subject") and data.get("predicate"):
+            what = f"fact: {data['subject']} {data['predicate']} {data.get('object', '')}"
+        else:
+            what = f"fact: {data.get('content') or data.get('text') or item.get('candidate') or ''}"
+        confidence = data.get("confidence")
+        rows.append({"what": what + (f" (confidence {confidence})" if confidence is not None else ""),
+                     "why": str(item.get("why") or item.get("reason") or "")})
+    return rows
 
 
 def version_view(acct: Account, version: int) -> dict[str, Any]:
@@ -126,7 +172,31 @@ def version_view(acct: Account, version: int) -> dict[str, Any]:
         raise NotFound(f"version {version} is not in the log of {acct.name!r} (HEAD is {acct.head()})")
     entry = entries[0]
     return {"entry": entry, "summary": _summary(entry), "diff": diff_view(acct, version - 1, version),
-            "head": acct.head()}
+            "rejected": rejected_rows(entry), "head": acct.head()}
+
+
+def forgotten(acct: Account, record_id: str, at: int | None) -> dict[str, Any] | None:
+    """The version that forgot ``record_id`` (at or before ``at``), with who and why; None when
+    no version did (then the record never existed there)."""
+    top = acct.head() if at is None else at
+    for entry in reversed(acct.log()):
+        if int(entry["version"]) > top or entry.get("kind") != "forget":
+            continue
+        if record_id in (entry.get("forgotten") or []):
+            when = str(entry.get("timestamp", ""))[:19].replace("T", " ")
+            return {"version": int(entry["version"]), "reason": str(entry.get("reason") or ""),
+                    "by": str(entry.get("by") or ""), "timestamp": when}
+    return None
+
+
+def committed_clipboards(acct: Account, at: int | None = None) -> dict[str, list[str]]:
+    """Every agent's committed clipboard as of ``at`` (default HEAD): agent -> items."""
+    snap = acct.store.snapshot(at)
+    out: dict[str, list[str]] = {}
+    for key in snap.keys(CLIPBOARD_DIR):
+        doc = snap.document(key) or {}
+        out[PurePosixPath(key).stem] = [str(i) for i in doc.get("items") or []]
+    return out
 
 
 def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]:
@@ -157,16 +227,21 @@ def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]
     return out
 
 
-def _superseded_by(acct: Account, version: int, limit: int) -> list[str]:
-    """Facts superseded up to ``version``, newest first (the graph keeps only facts in force)."""
-    found: list[str] = []
+def _superseded_by(acct: Account, version: int, limit: int, in_force: set[str]) -> list[str]:
+    """Facts superseded up to ``version`` and not in force then, newest first, each once (the graph
+    keeps only facts in force; a rollback may have restored one the log says was superseded, and a
+    fact restored and superseded again is in the log twice)."""
+    found: dict[str, None] = {}
     for entry in reversed(acct.log()):
         if int(entry["version"]) > version:
             continue
-        found += [str(s["fact"]) for s in entry.get("superseded") or [] if isinstance(s, dict) and s.get("fact")]
+        for s in entry.get("superseded") or []:
+            fact = str(s.get("fact") or "") if isinstance(s, dict) else ""
+            if fact and fact not in in_force:
+                found.setdefault(fact)
         if len(found) >= limit:
             break
-    return found[:max(limit, 0)]
+    return list(found)[:max(limit, 0)]
 
 
 def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit: int = 500) -> dict[str, Any]:
@@ -203,10 +278,13 @@ def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit:
         superseded_count += superseded
     by_label = {str(node.label).lower(): node.id for node in gks.nodes}
     extra: dict[str, tuple[str, str]] = {}  # entities only superseded facts name: key -> (node id, label)
-    for n, old_id in enumerate(_superseded_by(acct, version, limit - len(edges))):
+    in_force = {ref for ref, body in facts.items() if body and body.get("superseded_by") is None}
+    for n, old_id in enumerate(_superseded_by(acct, version, limit - len(edges), in_force)):
         try:
             old = acct.show(old_id, version)
         except SoulpassError:
+            continue
+        if old.get("superseded_by") is None:  # restored by a rollback (and outside the subject asked for)
             continue
         if want and str(old.get("subject", "")).lower() != want:
             continue
