@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need load
     from pydantic import BaseModel
 
     from soulpass.consolidation.rules import Rules
+    from soulpass.deleting import AccountDeleted, AccountKeys
     from soulpass.forgetting import ForgetResult
     from soulpass.journal import Journal
     from soulpass.records import (
@@ -145,6 +146,23 @@ class Soulpass:
 
     def create_account(self, name: str) -> Account:
         return self.account(name, create=True)
+
+    def delete_account(self, name: str, *, confirm: str, by: str | None = None,
+                       keys: AccountKeys | None = None) -> AccountDeleted:
+        """Erase account ``name`` for good: its versions, history, sandboxes, index, vectors, local
+        caches and the backups kept in the home; ``keys`` (the home's key store,
+        ``soulpass.server.keyring.key_store(sp)``) loses its keys too. ``confirm`` must be the name
+        again. A tombstone (who, when; no content) goes to the home's deletion log
+        (:meth:`deletions`). Close this process's other handles on the account first."""
+        from soulpass.deleting import delete_account
+        acct = self.account(name)  # NotFound before anything is touched
+        version = acct.head()
+        acct.close()
+        return delete_account(self, name, confirm=confirm, by=by, keys=keys, version=version)
+
+    def deletions(self) -> list[dict[str, Any]]:
+        """The tombstones of the accounts deleted from this home, oldest first."""
+        return self.backend.deletions()
 
     def find_sandbox(self, sandbox_id: str) -> Sandbox:
         """The sandbox with this id in whichever account holds it."""

@@ -10,8 +10,8 @@ __all__ = ["COMMANDS"]
 
 # name -> (modules of soulpass.cli defining it, then those adding subcommands to it; its short help)
 COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "account": (("sandbox_cmds",),
-        "Create and list accounts."),
+    "account": (("sandbox_cmds", "account_cmds"),
+        "Create, list and delete accounts."),
     "archive": (("sandbox_cmds",),
         "Consolidate a sandbox into the next master version."),
     "audit": (("integrity_cmds",),

@@ -41,7 +41,7 @@ def _read_json_file(path: str) -> Any:
 
 @click.group()
 def account() -> None:
-    """Create and list accounts."""
+    """Create, list and delete accounts."""
 
 
 @account.command("create")

@@ -33,8 +33,8 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
               "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
-              "memory_history", "forget_memory", "get_memory", "list_memories", "search_memory", "memory_diff",
-              "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
+              "memory_history", "forget_memory", "delete_account", "get_memory", "list_memories", "search_memory",
+              "memory_diff", "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the session the agent works in (the one "
                                                      "it created or named last, else the open 'mcp' session)")]
@@ -324,4 +324,13 @@ def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         what would be forgotten. Only when the user asks to forget something."""
         result: dict[str, Any] = call(tools.forget_memory, ctx, reason, ids=ids, subject=subject, query=query,
                                       dry_run=dry_run)
+        return result
+
+    @server.tool(annotations=ToolAnnotations(destructive_hint=True))
+    def delete_account(confirm: Annotated[str, Field(description="The account's name, typed again")],
+                       ctx: Context) -> dict[str, Any]:
+        """Delete this whole account for good: every memory, version, session, index and API key. Only
+        when the user asks for their account to be deleted; `confirm` must be the account's name.
+        Returns the tombstone (who, when; no content)."""
+        result: dict[str, Any] = call(tools.delete_account, ctx, confirm)
         return result

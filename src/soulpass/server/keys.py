@@ -84,6 +84,10 @@ class KeyStore(Protocol):
         """Forget the key (``NotFound`` when there is none): it stops working at the next request."""
         ...
 
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        """Forget every key of ``account`` (an account being deleted); returns them."""
+        ...
+
 
 class FileKeyStore:
     """The keys of one Soulpass home, in ``<home>/keys.json``: a :class:`KeyStore`."""
@@ -168,3 +172,10 @@ class FileKeyStore:
             self._save(keys)
         return key
 
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        with file_lock(self.home / ".keys.lock"):
+            keys = dict(self._load())
+            gone = [k for k in keys.values() if k.account == account]
+            if gone:
+                self._save({i: k for i, k in keys.items() if k.account != account})
+        return tuple(gone)

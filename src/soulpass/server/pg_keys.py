@@ -74,3 +74,8 @@ class PostgresKeyStore:
         if row is None:
             raise NotFound(f"no key with id {key_id!r}", key_id=key_id)
         return _key(row)
+
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        with self.db.connection() as conn:
+            rows = conn.execute(f"DELETE FROM api_keys WHERE account = %s RETURNING {_COLUMNS}", (account,)).fetchall()
+        return tuple(_key(r) for r in rows)

@@ -522,3 +522,14 @@ class Backend(Protocol):
         set, ``InvalidInput`` for a key outside the plain-file form. Returns whether an account
         was replaced."""
         ...
+
+    def delete(self, name: str, tombstone: Mapping[str, Any]) -> None:
+        """Erase account ``name`` and everything this backend keeps of it (versions, history,
+        sandboxes, its derived indexes wherever they are), and append ``tombstone`` (who and when,
+        no content) to the home's deletion log. The account leaves at one instant (a folder renamed
+        aside, one transaction); ``NotFound`` if it does not exist."""
+        ...
+
+    def deletions(self) -> list[dict[str, Any]]:
+        """The tombstones of the accounts deleted here, oldest first."""
+        ...

@@ -50,7 +50,8 @@ def list_accounts(home: Path) -> list[str]:
     root = home / "accounts"
     if not root.exists():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "core").is_dir())
+    # a dot name is a folder in passage: a restore's staging, an account being deleted
+    return sorted(p.name for p in root.iterdir() if (p / "core").is_dir() and not p.name.startswith("."))
 
 
 class AccountStore:

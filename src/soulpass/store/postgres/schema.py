@@ -142,10 +142,19 @@ CREATE TABLE index_vector_tables (
 );
 """
 
+# One tombstone per deleted account (soulpass.store.postgres.erase): who and when, no content.
+_DELETIONS = """
+CREATE TABLE account_deletions (
+    seq bigserial PRIMARY KEY,
+    entry jsonb NOT NULL
+);
+"""
+
 MIGRATIONS: tuple[tuple[str, str], ...] = (
     ("0001_store", _STORE),
     ("0002_api_keys", _API_KEYS),  # soulpass.server.pg_keys: the REST/MCP keys of a database home
     ("0003_index", _CATALOG),  # soulpass.index.pg: the catalog and vectors kept in the database
+    ("0004_account_deletions", _DELETIONS),  # soulpass.store.postgres.erase
 )
 
 
