@@ -28,6 +28,9 @@ __all__ = ["field_changes", "plan_edit", "record_history"]
 # Fields an edit may not set: they name the record, or the store keeps them.
 _FIXED = frozenset({"id", "kind", "version", "created_at", "semantic_hash", "schema_version", "episode_id",
                     "superseded_by", "supersedes", "valid_from_version", "valid_to_version"})
+# The field a record's words are kept in, where ``text`` is only derived from it (``core_text``): an
+# edit of ``text`` is an edit of that field, so no derived field keeps the old words.
+_WORDS = {"turn_user": "text_excerpt", "turn_llm": "text_excerpt", "sensory": "content"}
 # Fields that change with every copy: a history reports them apart from the content.
 _BOOKKEEPING = frozenset({"version", "semantic_hash", "valid_from_version"})
 
@@ -47,7 +50,11 @@ def _edited(rec: Record, fields: Mapping[str, Any], update: Mapping[str, Any]) -
     for name in fields:
         if name in _FIXED or name not in type(rec).model_fields:
             raise InvalidInput(f"{rec.kind} field {name!r} cannot be edited", field=name)
-    derived = {"semantic_hash"} | ({"text"} if "text" not in fields and rec.text == rec.core_text() else set())
+    words = _WORDS.get(rec.kind)
+    text_derived = rec.text == rec.core_text()
+    if words is not None and "text" in fields and words not in fields and text_derived:
+        fields = {**fields, words: fields["text"]}
+    derived = {"semantic_hash"} | ({"text"} if "text" not in fields and text_derived else set())
     body = {**rec.model_dump(mode="json", exclude=derived), **fields, **update}  # derived: recomputed
     try:
         return type(rec).model_validate(body)
