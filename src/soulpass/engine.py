@@ -247,8 +247,14 @@ class Account:
         return rec
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
-        """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
+        """Commit a version in which record ``record_id`` (or journal entry ``JE_…``) carries ``fields``
+        (editing.py says how)."""
         from soulpass import editing
+        if isinstance(record_id, str) and record_id.startswith(editing.JOURNAL_PREFIX):
+            found = editing.journal_key(self.store.log(), record_id)
+            if found is None:
+                raise NotFound(f"journal entry {record_id} does not exist in any version", id=record_id)
+            return self.commit(lambda head: editing.plan_journal_edit(head, record_id, found[1], fields, reason, by))
         return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
