@@ -57,6 +57,14 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
 
     @property
+    def index_lag(self) -> int:
+        """How many versions the catalog is behind the store: not a finding (the index is derived
+        and catches up behind writes, at the next search), but said."""
+        if self.catalog_version is None:
+            return 0
+        return max(self.store_version - self.catalog_version, 0)
+
+    @property
     def ok(self) -> bool:
         return not self.findings
 
@@ -68,7 +76,8 @@ class AuditReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"account": self.account, "ok": self.ok, "store_version": self.store_version,
-                "catalog_version": self.catalog_version, "files": self.files, "rows_in_force": self.rows_in_force,
+                "catalog_version": self.catalog_version, "index_lag": self.index_lag, "files": self.files,
+                "rows_in_force": self.rows_in_force,
                 "findings": [asdict(f) for f in self.findings]}
 
 
@@ -103,12 +112,10 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
         except sqlite3.DatabaseError as exc:
             report.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
             return report
-        if report.catalog_version != report.store_version:
-            behind = (report.catalog_version or 0) < report.store_version
+        if (report.catalog_version or 0) > report.store_version:  # behind is lag (index_lag), not a finding
             report.add("version_drift", catalog_file(store),
-                       f"catalog at version {report.catalog_version}, store at {report.store_version}"
-                       + ("; any search catches it up, or `soulpass index rebuild`" if behind else
-                          "; the catalog is ahead of the files: `soulpass index rebuild`"))
+                       f"catalog at version {report.catalog_version}, store at {report.store_version}; "
+                       "the catalog is ahead of the files: `soulpass index rebuild`")
         _check_rows(report, rows, files)
     finally:
         catalog.close()
