@@ -90,3 +90,23 @@ def test_log_and_search_name_the_conversation(home: Path) -> None:
     assert name in _run(home, "search", "ZEBRAQUARTZ", "-a", "ann")
     hit = json.loads(_run(home, "search", "ZEBRAQUARTZ", "-a", "ann", "--json"))[0]
     assert hit["session_name"] == name and hit["session_id"].startswith("sb_")
+
+
+def test_write_turn_reads_a_long_turn_from_a_file_or_stdin(tmp_path: Path) -> None:
+    """Issue 40 item 12: a 360 KB turn could only be an argument ("Argument list too long")."""
+    home = tmp_path / "home"
+    acct = soulpass.open(home, embedder="none").create_account("ann")
+    sid = acct.create_sandbox("long").id
+    long = "é" + "a long pasted document line\n" * 13_000  # about 360 KB
+    (tmp_path / "turn.txt").write_text(long, encoding="utf-8")
+    runner = CliRunner()
+    base = ["--home", str(home), "write", "turn", sid, "-a", "ann"]
+    from_file = runner.invoke(cli, [*base, "--file", str(tmp_path / "turn.txt")])
+    from_stdin = runner.invoke(cli, [*base, "--file", "-", "--speaker", "helper"], input=long)
+    assert from_file.exit_code == 0 and from_stdin.exit_code == 0, from_file.output + from_stdin.output
+    turns = list(acct.sandbox(sid).buffer().new_turns)
+    assert [t["text_excerpt"] for t in turns] == [long, long] and turns[1]["agent"] == "helper"
+    neither = runner.invoke(cli, base)
+    both = runner.invoke(cli, [*base, "--text", "x", "--file", "-"], input="y")
+    assert neither.exit_code == both.exit_code == 2 and "--file PATH" in neither.output
+    assert "What was said" in runner.invoke(cli, [*base, "--help"]).output
