@@ -65,6 +65,7 @@ def account_create(state: State, name: str, as_json: bool) -> None:
 @click.pass_obj
 def account_list(state: State, as_json: bool) -> None:
     """List accounts with their HEAD version."""
+    state.check_home()
     sp = state.engine()
     rows = [(name, sp.account(name).head()) for name in sp.accounts()]
     if as_json:

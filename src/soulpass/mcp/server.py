@@ -8,6 +8,7 @@ errors (``is_error``) whose text names the problem.
 
 from __future__ import annotations
 
+import socket
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -262,13 +263,15 @@ def http_server(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1",
     return KeyAuth(server.streamable_http_app(host=host), keys), sessions
 
 
-def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int, policy: AutoArchive | None = None) -> None:
+def run_http(engine: Soulpass, keys: KeyStore, *, sock: socket.socket, policy: AutoArchive | None = None) -> None:
+    """Serve MCP over streamable HTTP on ``sock`` (bound, not yet listening) until stopped."""
     import uvicorn
 
+    host = str(sock.getsockname()[0])
     app, sessions = http_server(engine, keys, host, policy)
     sessions.start()
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
     finally:  # shut down: the sessions written to are archived (AutoArchive.on_close)
         sessions.close()
 
