@@ -59,3 +59,27 @@ def test_the_missing_pgvector_warning_is_said_once_per_database(tmp_path: Path,
                 pytest.skip("this PostgreSQL has pgvector: nothing to warn about")
             said.append(sum("pgvector is not available" in r.getMessage() for r in caplog.records))
         assert said == [1, 1, 1]
+
+
+def test_a_core_only_install_says_its_search_is_full_text_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                              ) -> None:
+    """Issue 40 item 21: without the 'embed' extra, "pet" found nothing over a puppy, silently."""
+    from soulpass.embed import minilm
+    from soulpass.embed.base import missing_extra
+
+    def no_model() -> None:
+        raise missing_extra("The embedded MiniLM model", ImportError(name="onnxruntime"))
+
+    monkeypatch.setattr(minilm, "MiniLM", no_model)  # what a core-only install meets
+    home = tmp_path / "home"
+    acct = soulpass.open(home).create_account("ann")  # embedder "auto"
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "I adopted a golden retriever puppy")
+    sb.archive()
+    found = acct.search("pet")
+    assert list(found) == [] and found.incomplete and "soulpass[embed]" in (found.note or "")
+    assert "soulpass[embed]" in (acct.search("puppy", min_score=0.1).note or "")
+    out = CliRunner().invoke(cli, ["--home", str(home), "search", "pet", "-a", "ann"]).output
+    assert out.count("soulpass[embed]") == 1, out
+    with_embed = soulpass.open(home, embedder="none").account("ann").search("pet")  # chosen: no note
+    assert with_embed.note is None

@@ -104,6 +104,7 @@ class Soulpass:
         self.vector_backend = vector_backend
         self._embedder_choice = embedder
         self._embedder: Embedder | None = None
+        self.embedder_missing: str | None = None  # why "auto" found no model: searches say full text only
         self._reranker_choice = reranker
         self._reranker: Reranker | None = None
 
@@ -132,8 +133,9 @@ class Soulpass:
                     from soulpass.embed.minilm import MiniLM
 
                     self._embedder = MiniLM()
-                except BackendUnavailable:
-                    self._embedder_choice = "none"  # full text only
+                except BackendUnavailable as exc:
+                    self._embedder_choice = "none"  # full text only, and every search says so
+                    self.embedder_missing = f"{exc}; a search finds the words it is given, not what they mean"
             else:
                 self._embedder = self._embedder_choice
         return self._embedder
@@ -378,7 +380,10 @@ class Account:
             if self._index is not None:  # the query is embedded while the index catches up
                 self._index.expect_query(query)
             index = self.index()
-            return above(search_results(index, index.search(query, k, filters)), query, min_score)
+            found = search_results(index, index.search(query, k, filters))
+        if found.dense_error is None and self.sp.embedder_missing is not None:
+            found.dense_error = self.sp.embedder_missing  # a core-only install: full text, and it says so
+        return above(found, query, min_score)
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""

@@ -80,7 +80,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "schema": (("version_cmds",),
         "JSON Schemas of the records and documents."),
     "search": (("search_cmds",),
-        "Hybrid search (full text + vectors) over an account's committed memory."),
+        "Hybrid search (full text, and vectors with the 'embed' extra) over an account's committed "
+        "memory."),
     "serve": (("server_cmds",),
         "Run the REST API (extra 'server'); every request needs an API key (see 'soulpass key')."),
     "show": (("version_cmds",),

@@ -50,7 +50,9 @@ def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...
            tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
            persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, min_score: float | None,
            as_json: bool) -> None:
-    """Hybrid search (full text + vectors) over an account's committed memory."""
+    """Hybrid search (full text, and vectors with the 'embed' extra) over an account's committed memory.
+
+    Without the 'embed' extra it is full text only, and a search that finds fewer than K hits says so."""
     acct = state.account(account, rerank=rerank)
     hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
                        session_id=session_id, persona_id=persona_id, event_id=event_id, at=at, min_score=min_score)
@@ -68,8 +70,8 @@ def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...
          h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""),
          names.get(_session(h) or "", _session(h) or ""), f"{relevance(query, h):.2f}", f"{h.score:.4f}")
         for i, h in enumerate(hits, 1)])
-    if hits.note:  # background indexing is behind: say so (full text still found those records)
-        console.print(f"note: {hits.note}")
+    if hits.note and (len(hits) < k or not acct.sp.embedder_missing):  # a core-only install: where it matters
+        console.print(f"note: {hits.note}", markup=False)
 
 
 def _session(hit: Hit) -> str | None:
