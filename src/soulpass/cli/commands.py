@@ -66,7 +66,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP."),
     "migrate": (("migrate_cmds",),
         "Copy accounts from SRC to DST (each a home folder or a postgresql:// URL) with every "
-        "version, then read them back and compare digests."),
+        "version, then read them back and compare digests; their API keys and the admin keys go along."),
     "patterns": (("journal_cmds",),
         "Recurring insights over time: identical semantic hashes and near-duplicates by embedding."),
     "prune": (("integrity_cmds",),
