@@ -218,3 +218,46 @@ def test_audit_after_an_ordinary_archive_is_ok_and_says_the_lag(tmp_path: Path) 
     assert "ann: ok" in out and "1 version(s) behind" in out
     report = json.loads(run("audit", "-a", "ann", "--json"))
     assert report["ok"] and report["index_lag"] == 1 and report["findings"] == []
+
+
+def test_hand_edits_are_named_and_adopted_with_the_original_kept(tmp_path: Path) -> None:
+    """Issue 40 item 18: a ``sed -i`` on a journal file and on a record file rewrote history silently
+    (audit ok, ``show --at`` the edited text). Now audit names both and ``adopt`` commits them."""
+    import subprocess
+
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    home = tmp_path / "home"
+    acct = soulpass.open(home, embedder="none").create_account("ann")
+    added = acct.journal().add("Fay prefers morning meetings.", title="Notes")
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "Fay prefers morning coffee.")
+    sb.archive()
+    turn = next(acct.records("turn_user")).id
+    head = acct.head()
+    je_file = home / "accounts/ann" / added["path"]
+    turn_file = next((home / "accounts/ann/core").rglob(f"{turn}.json"))
+    for path in (je_file, turn_file):
+        subprocess.run(["sed", "-i", "s/morning/afternoon/g", str(path)], check=True)
+
+    def run(*args: str, code: int = 0) -> str:
+        result = CliRunner().invoke(cli, ["--home", str(home), *args], env={"SOULPASS_ACCOUNT": ""})
+        assert result.exit_code == code, result.output
+        return result.output
+
+    report = json.loads(run("audit", "-a", "ann", "--json", code=1))
+    assert _checks(report)["edited_by_hand"] == {added["path"], str(turn_file.relative_to(home / "accounts/ann"))}
+    dry = json.loads(run("adopt", "-a", "ann", "--dry-run", "--json"))
+    assert {r["id"] for r in dry} == {added["id"], turn} and all(r["version"] is None for r in dry)
+    done = json.loads(run("adopt", "-a", "ann", "--json"))
+    assert sorted(r["version"] for r in done) == [head + 1, head + 2]
+    assert "text" in next(r for r in done if r["id"] == added["id"])["fields"]
+    assert acct.show(added["id"])["text"] == "Fay prefers afternoon meetings."
+    assert acct.show(added["id"], at=head)["text"] == "Fay prefers morning meetings."
+    assert acct.record(turn).text_excerpt == "Fay prefers afternoon coffee."
+    assert acct.record(turn, at=head).text_excerpt == "Fay prefers morning coffee."
+    assert [r["version"] for r in acct.history(turn)][-1] in (head + 1, head + 2)
+    assert "ann: ok" in run("audit", "-a", "ann")
+    assert json.loads(run("adopt", "-a", "ann", "--json")) == []

@@ -24,7 +24,8 @@ from soulpass.records import Record, SemanticFact
 from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
 from soulpass.store.keys import GKS_DATA, kind_of_id, record_path
 
-__all__ = ["JOURNAL_PREFIX", "field_changes", "journal_key", "plan_edit", "plan_journal_edit", "record_history"]
+__all__ = ["JOURNAL_PREFIX", "adopted_fields", "field_changes", "journal_key", "plan_edit", "plan_journal_edit",
+           "record_history"]
 
 JOURNAL_PREFIX = "JE_"  # a prose entry's id: a document whose key (its file name) the log knows
 
@@ -158,6 +159,12 @@ def plan_journal_edit(master: Snapshot, entry_id: str, key: str, fields: Mapping
              "added": {}, "superseded": [], "written": [key], "replaced": [key], "retired": [], "conflicts": [],
              "counts": dict(master.entry().counts)}
     return Change(VersionEntry(entry), documents=(DocumentPut(key, new),))
+
+
+def adopted_fields(original: Mapping[str, Any], edited: Mapping[str, Any]) -> dict[str, Any]:
+    """What a hand edit changed of a committed copy, as an edit's fields: the fields whose values
+    differ, those the store keeps (id, version, semantic hash …) left out (they are derived again)."""
+    return {k: v for k, v in edited.items() if k not in _FIXED and original.get(k) != v}
 
 
 def field_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:

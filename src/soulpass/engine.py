@@ -259,6 +259,31 @@ class Account:
             return self.commit(lambda head: editing.plan_journal_edit(head, record_id, found[1], fields, reason, by))
         return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
 
+    def adopt(self, *, dry_run: bool = False, by: str | None = "adopt") -> list[dict[str, Any]]:
+        """Commit the files edited by hand (``audit``'s ``edited_by_hand``): each edit becomes a
+        version of its own, as :meth:`edit` would make it, with the original as committed put back
+        first, so it stays in the history (``show --at``). One dict per file: ``key``, ``id``,
+        ``fields`` and ``version`` (None on a dry run, or when the original is not kept: then
+        nothing is written and ``note`` says why)."""
+        from soulpass import editing
+        out: list[dict[str, Any]] = []
+        for copy in self.store.hand_edits():
+            rid = str(copy.edited.get("id", ""))
+            row: dict[str, Any] = {"key": copy.key, "id": rid, "committed_at": copy.version, "version": None}
+            if copy.original is None:
+                row.update(fields=[], note="the original is not kept here (restore it from a backup, or "
+                                           "make the change with `soulpass edit`)")
+                out.append(row)
+                continue
+            fields = editing.adopted_fields(copy.original, copy.edited)
+            row["fields"] = sorted(fields)
+            if not dry_run and self.store.put_back(copy.key) and fields:
+                row["version"] = self.edit(rid, reason=f"adopted a hand edit of {copy.key}", by=by, **fields)
+            elif not fields:
+                row["note"] = "only the layout changed: the committed bytes are back"
+            out.append(row)
+        return out
+
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
         from soulpass import editing

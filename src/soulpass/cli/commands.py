@@ -12,6 +12,8 @@ __all__ = ["COMMANDS"]
 COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "account": (("sandbox_cmds", "account_cmds"),
         "Create, list and delete accounts."),
+    "adopt": (("memory_cmds",),
+        "Commit the files edited by hand (see `audit`) as new versions, the originals kept in the history."),
     "archive": (("sandbox_cmds",),
         "Consolidate a sandbox into the next master version."),
     "audit": (("integrity_cmds",),

@@ -34,6 +34,7 @@ __all__ = [
     "CommitOutcome",
     "CopyWalk",
     "DocumentPut",
+    "HandEditedCopy",
     "HeadMoved",
     "Hook",
     "MasterStore",
@@ -438,6 +439,17 @@ class StoreFinding:
     detail: str
 
 
+@dataclass(frozen=True)
+class HandEditedCopy:
+    """A copy in force edited outside Soulpass (by hand, in an editor): its key, the version that
+    committed it, the body as committed (None when the original is not kept) and as it reads now."""
+
+    key: str
+    version: int
+    original: Mapping[str, Any] | None
+    edited: Mapping[str, Any]
+
+
 class AccountBackend(MasterStore, Protocol):
     """Everything the engine and the index need of one stored account."""
 
@@ -491,6 +503,16 @@ class AccountBackend(MasterStore, Protocol):
     def stored_bytes(self) -> int:
         """About how many bytes the account takes where it is kept (its versions, history, open
         sandboxes and derived index): what a storage quota counts."""
+        ...
+
+    def hand_edits(self) -> list[HandEditedCopy]:
+        """The copies in force whose bytes are not those their commit wrote (a backend whose copies
+        are no files anyone edits has none)."""
+        ...
+
+    def put_back(self, key: str) -> bool:
+        """Write the committed original of hand-edited ``key`` back in place, under the account's
+        lock; False (nothing written) when the original is not kept."""
         ...
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.files import pristine
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import (
@@ -125,7 +126,11 @@ class AccountStore:
 
     def commit_change(self, change: Change, hook: Hook | None = None) -> int:
         """Commit a typed change under the lock the caller holds (planned on HEAD)."""
-        return self.commit(encode_change(change), hook)
+        changeset = encode_change(change)
+        version = self.commit(changeset, hook)
+        if not changeset.bulk:
+            pristine.note(self.path, version, ((w.relpath, w.data) for w in changeset.writes))
+        return version
 
     def snapshot(self, at: int | None = None) -> FilesSnapshot:
         """A read view at version ``at`` (default HEAD)."""
