@@ -80,13 +80,13 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
     if print_openapi:
         click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
         return
+    sock = listening(host, port)  # before uvicorn: a busy port is one line and exit 1, not uvicorn's 3
     if not key_store(app.state.engine).list():
         console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
                       "'soulpass key create --admin'", soft_wrap=True)
     shown = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
     console.print(f"memory browser: http://{shown}:{port}/ui  (log in with an API key)  ·  API docs: "
                   f"http://{shown}:{port}/docs", soft_wrap=True, highlight=False)
-    sock = listening(host, port)  # before uvicorn: a busy port is one line and exit 1, not uvicorn's 3
     import uvicorn
 
     uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
