@@ -110,3 +110,15 @@ def test_write_turn_reads_a_long_turn_from_a_file_or_stdin(tmp_path: Path) -> No
     both = runner.invoke(cli, [*base, "--text", "x", "--file", "-"], input="y")
     assert neither.exit_code == both.exit_code == 2 and "--file PATH" in neither.output
     assert "What was said" in runner.invoke(cli, [*base, "--help"]).output
+
+
+def test_plain_tables_for_scripts(home: Path, terminal: StringIO) -> None:
+    """Issue 40 item 19: between the boxed tables and --json, tab-separated lines a script can cut."""
+    out = _run(home, "--plain", "sandbox", "list", "-a", "ann")
+    lines = out.splitlines()
+    assert lines[0].split("\t") == ["sandbox_id", "name", "parent version", "created"]
+    sid = soulpass.open(home, embedder="none").account("ann").sandboxes()[0].sandbox_id
+    assert lines[1].split("\t")[:2] == [sid, "an open sandbox whose name is long enough to fill a narrow screen"]
+    hits = _run(home, "--plain", "search", "config", "-a", "ann").splitlines()
+    assert hits[0].startswith("#\tid\t") and MARKUP in hits[1].split("\t") and len(hits) > 2
+    assert terminal.getvalue() == ""  # nothing boxed, even on a terminal

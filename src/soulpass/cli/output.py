@@ -14,7 +14,7 @@ from rich.text import Text
 
 from soulpass.errors import SoulpassError
 
-__all__ = ["ErrorHandlingGroup", "console", "emit_json", "screen", "table"]
+__all__ = ["PLAIN", "ErrorHandlingGroup", "console", "emit_json", "screen", "table"]
 
 # soft_wrap: a line is never broken by us (a terminal wraps it; a pipe gets it whole)
 console = Console(highlight=False, soft_wrap=True)
@@ -54,12 +54,31 @@ def screen() -> Console:
     return console if console.is_terminal else piped_console
 
 
+PLAIN = "soulpass.plain"  # in the click context's meta: ``soulpass --plain`` was given
+
+
+def _plain(columns: Sequence[str], cells: list[list[str]]) -> None:
+    """``soulpass --plain``: for scripts, a header line and one line per row, tab-separated, nothing
+    cut; a tab or a newline inside a value becomes a space."""
+
+    def line(values: Iterable[str]) -> str:
+        return "\t".join(" ".join(v.split("\t")).replace("\n", " ") for v in values)
+
+    click.echo(line(columns))
+    for r in cells:
+        click.echo(line(r))
+
+
 def table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """A table for people. Every value is shown as text, never read as markup. On a terminal the ids
     (``WHOLE_COLUMNS``) are never cut: the other columns fold, and the rightmost ones that still
     cannot fit are left out (named under the table; ``--json`` has everything). Piped, it is as wide
     as its rows need."""
     cells = [["" if v is None else str(v) for v in r] for r in rows]
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.meta.get(PLAIN):
+        _plain(columns, cells)
+        return
     out = screen()
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     whole = {i for i, c in enumerate(columns) if c in WHOLE_COLUMNS}
