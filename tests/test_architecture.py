@@ -25,8 +25,9 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("index", ("index", "embed")),
     # retrieval: reading questions and standing instructions, and plans over the index's public search.
     ("sessions", ("sessions", "consolidation", "editing", "retrieval")),
-    # The library API: soulpass.open -> Account -> Sandbox, Journal (and forget, which Account calls).
-    ("engine", ("engine", "journal", "pool", "forgetting")),
+    # The library API: soulpass.open -> Account -> Sandbox, Journal (and forget, which Account calls;
+    # deleting, which Soulpass calls).
+    ("engine", ("engine", "journal", "pool", "forgetting", "deleting")),
     # Built on the library API only: integrity and backup tools, importers, the seed facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
     ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench",

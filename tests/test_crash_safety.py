@@ -74,8 +74,11 @@ def _files(root: Path) -> dict[str, bytes]:
         for name in names:
             p = Path(dirpath, name)
             rel = p.relative_to(root).as_posix()
-            if rel != ".lock" and not rel.startswith("sandboxes/.trash-"):  # trash: _verify asserts there is none
-                out[rel] = p.read_bytes()
+            # copies.sums and pristine/: notes of what each commit wrote, made after it, best effort
+            # (a commit a kill cut short is not noted: its files are not judged for hand edits)
+            if rel in (".lock", "copies.sums") or rel.startswith(("sandboxes/.trash-", "pristine/")):
+                continue  # trash: _verify asserts there is none
+            out[rel] = p.read_bytes()
     return out
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 import soulpass
 from soulpass.engine import Account
 from soulpass.errors import InvalidInput, NotFound
+from soulpass.records import SensoryRecord
 
 
 @pytest.fixture
@@ -66,3 +68,28 @@ def test_bad_edits(acct: Account) -> None:
         with pytest.raises(InvalidInput):
             acct.edit(turn, **fields)
     assert acct.head() == head
+
+
+def test_edit_of_text_carries_every_derived_field(tmp_path: Path) -> None:
+    """Issue 40 item 2: ``edit --set text=…`` once kept the old words in ``text_excerpt`` (and the
+    semantic hash), so ``show`` and ``search`` of the old secret still found them at HEAD."""
+    a = soulpass.open(tmp_path / "home", embedder="none").create_account("ann")
+    sb = a.create_sandbox("s")
+    sb.add_turn("user", "my code is ZEBRAQUARTZ-7731")
+    sb.add_sensory("the vault code reads ZEBRAQUARTZ-7731")
+    sb.archive()
+    turn = next(a.records("turn_user")).id
+    sensory = next(a.records("sensory")).id
+    for rid in (turn, sensory):
+        before = a.record(rid)
+        a.edit(rid, text="my code is ZEBRAQUARTZ-9999", reason="corrected")
+        after = a.record(rid)
+        assert "7731" not in json.dumps(a.show(rid)), a.show(rid)
+        assert after.core_text() == after.text == "my code is ZEBRAQUARTZ-9999"
+        assert after.semantic_hash != before.semantic_hash
+        assert "7731" in json.dumps(a.show(rid, at=1))  # the earlier copy is kept
+    sensory_now = a.record(sensory)
+    assert isinstance(sensory_now, SensoryRecord) and sensory_now.size_bytes == len(sensory_now.content)
+    assert [h.id for h in a.search("ZEBRAQUARTZ-7731") if "7731" in h.text] == []
+    assert {h.id for h in a.search("ZEBRAQUARTZ-9999")} >= {turn, sensory}
+    assert [h.id for h in a.search("ZEBRAQUARTZ-7731", at=1) if "7731" in h.text]

@@ -300,3 +300,36 @@ def test_a_log_line_longer_than_64_kib_does_not_break_the_next_commit(acct: soul
     last = (acct.store.path / "log/versions.jsonl").read_bytes().splitlines()[-1]
     assert len(last) > 65536
     assert acct.journal().add("After the long line. Still committed.")["version"] == 2
+
+
+def test_journal_entries_can_be_edited_and_have_a_history(tmp_path: Path) -> None:
+    """Issue 40 item 5: ``edit`` and ``history`` of a ``JE_…`` once answered "not a permanent record id"."""
+    home = tmp_path / "home"
+    acct = soulpass.open(home, embedder="none").create_account("mira")
+    added = acct.journal().add("Fay prefers morning meetings.", title="Notes", tags=("work",))
+    je, path = added["id"], added["path"]
+    v = acct.edit(je, text="Fay prefers afternoon meetings.", reason="she changed her mind")
+    assert v == added["version"] + 1
+    now = acct.show(je)
+    assert now["text"] == "Fay prefers afternoon meetings." and now["core_insight"] == "Fay prefers afternoon meetings."
+    assert now["title"] == "Notes" and now["tags"] == ["work"] and now["version"] == v
+    assert acct.show(je, at=v - 1)["text"] == "Fay prefers morning meetings."
+    assert acct.journal().get(je)[1] == path  # the file keeps its name
+    assert [h.id for h in acct.search("morning") if "morning" in h.text] == []
+    assert [h.id for h in acct.search("afternoon")] == [je]
+    rows = acct.history(je)
+    assert [r["version"] for r in rows] == [v - 1, v]
+    assert rows[1]["changes"]["changed"]["text"] == ["Fay prefers morning meetings.", "Fay prefers afternoon meetings."]
+    assert rows[1]["reason"] == "she changed her mind"
+    with pytest.raises(InvalidInput):
+        acct.edit(je, type="reflection")  # the type names the folder
+    with pytest.raises(NotFound):
+        acct.edit("JE_20200101_001", text="x")
+    assert not audit(acct.sp, "mira").findings
+
+    run = CliRunner().invoke
+    edited = run(cli, ["--home", str(home), "edit", je, "-a", "mira", "--set", "tags=[\"work\", \"fay\"]", "--json"])
+    assert edited.exit_code == 0, edited.output
+    shown = run(cli, ["--home", str(home), "history", je, "-a", "mira", "--json"])
+    assert shown.exit_code == 0, shown.output
+    assert [r["version"] for r in json.loads(shown.output)] == [v - 1, v, v + 1]

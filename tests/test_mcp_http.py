@@ -115,7 +115,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "edit_memory": {"record_id": "TU_20200101_001", "fields": {"text_excerpt": "x"}},
     "memory_history": {"record_id": "TU_20200101_001"},
     "forget_memory": {"reason": "asked", "query": "hidden note", "dry_run": True},
-    "export_account": {},
+    "export_account": {}, "delete_account": {"confirm": "ann"},  # acts for bob: refused, deletes nothing
     "get_memory": {"ref": "core"}, "list_memories": {"kind": "turn_user"}, "search_memory": {"query": "hidden note"},
     "memory_diff": {"a": 0, "b": 0}, "rollback_memory": {"version": 0},
     "add_journal_entry": {"text": "bob's own entry"}, "read_identity": {},

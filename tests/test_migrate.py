@@ -91,3 +91,29 @@ def test_the_command_prints_json_with_the_digests(tmp_path: Path) -> None:
     assert doc["accounts"][0]["account"] == "ann" and doc["accounts"][0]["digest"] == _source_digest(src, "ann")
     refused = CliRunner().invoke(cli, ["migrate", str(tmp_path / "a"), str(tmp_path / "b")])
     assert refused.exit_code != 0 and "already has account ann" in refused.output
+
+
+def test_migrate_carries_the_api_keys_and_says_so(tmp_path: Path, url: str) -> None:
+    """Issue 40 item 10: a server moved to PostgreSQL rejected every key it had accepted."""
+    from soulpass.server.keyring import key_store
+
+    src = soulpass.open(tmp_path / "a", embedder="none")
+    for name in ("ann", "bob"):
+        sb = src.create_account(name).create_sandbox("s")
+        sb.add_turn("user", f"{name} says hello")
+        sb.archive()
+    keys = key_store(src)
+    ann, bob, admin = keys.create("ann", "laptop"), keys.create("bob"), keys.create(None, "ops")
+    out = CliRunner().invoke(cli, ["migrate", str(tmp_path / "a"), url, "-a", "ann"])
+    assert out.exit_code == 0, out.output
+    assert "API keys: 2 carried" in out.output
+    there = key_store(soulpass.open(url, embedder="none"))
+    assert there.verify(ann.secret) == ann.key and there.verify(admin.secret) == admin.key
+    assert there.verify(bob.secret) is None  # bob stayed behind, and so did his key
+    back = CliRunner().invoke(cli, ["migrate", url, str(tmp_path / "b"), "--json"])
+    assert back.exit_code == 0, back.output
+    assert sorted(json.loads(back.output)["keys"]["carried"]) == sorted([ann.key.key_id, admin.key.key_id])
+    assert key_store(soulpass.open(tmp_path / "b", embedder="none")).verify(ann.secret) == ann.key
+    again = CliRunner().invoke(cli, ["migrate", str(tmp_path / "a"), str(tmp_path / "b"), "-a", "bob", "--json"])
+    keys_b = json.loads(again.output)["keys"]
+    assert keys_b == {"carried": [bob.key.key_id], "already_there": [admin.key.key_id]}

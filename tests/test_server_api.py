@@ -112,12 +112,18 @@ def test_errors_name_the_problem(client: TestClient, world: World) -> None:
     assert r.status_code == 404 and r.json()["error"] == "NotFound"
 
 
-def test_archived_sandbox_is_a_conflict(client: TestClient, world: World) -> None:
+def test_an_archived_sandbox_is_gone(client: TestClient, world: World) -> None:
+    """docs/rest.md said 409 where the server answers 404 (issue 40 item 21): 404 it is, and the docs agree."""
     h, base = world.ann.auth, "/v1/accounts/ann"
     sid = client.post(f"{base}/sandboxes", headers=h, json={"name": "a"}).json()["sandbox_id"]
     assert client.post(f"{base}/sandboxes/{sid}/archive", headers=h, json={}).status_code == 200
-    r = client.delete(f"{base}/sandboxes/{sid}", headers=h)
-    assert r.status_code in (404, 409), r.text
+    for r in (client.delete(f"{base}/sandboxes/{sid}", headers=h),
+              client.post(f"{base}/sandboxes/{sid}/turns", headers=h, json={"text": "late"}),
+              client.post(f"{base}/sandboxes/{sid}/archive", headers=h, json={})):
+        assert r.status_code == 404 and r.json()["error"] == "NotFound", r.text
+    rest = (Path(__file__).resolve().parents[1] / "docs" / "rest.md").read_text(encoding="utf-8")
+    row = next(line for line in rest.splitlines() if line.startswith("| 409 |"))
+    assert "archived" not in row and "archived or discarded no longer exists" in rest
 
 
 def test_request_size_limit(world: World) -> None:

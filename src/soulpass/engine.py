@@ -39,6 +39,7 @@ if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need load
     from pydantic import BaseModel
 
     from soulpass.consolidation.rules import Rules
+    from soulpass.deleting import AccountDeleted, AccountKeys
     from soulpass.forgetting import ForgetResult
     from soulpass.journal import Journal
     from soulpass.records import (
@@ -107,6 +108,7 @@ class Soulpass:
         self.vector_backend = vector_backend
         self._embedder_choice = embedder
         self._embedder: Embedder | None = None
+        self.embedder_missing: str | None = None  # why "auto" found no model: searches say full text only
         self._reranker_choice = reranker
         self._reranker: Reranker | None = None
 
@@ -135,8 +137,9 @@ class Soulpass:
                     from soulpass.embed.minilm import MiniLM
 
                     self._embedder = MiniLM()
-                except BackendUnavailable:
-                    self._embedder_choice = "none"  # full text only
+                except BackendUnavailable as exc:
+                    self._embedder_choice = "none"  # full text only, and every search says so
+                    self.embedder_missing = f"{exc}; a search finds the words it is given, not what they mean"
             else:
                 self._embedder = self._embedder_choice
         return self._embedder
@@ -149,6 +152,23 @@ class Soulpass:
 
     def create_account(self, name: str) -> Account:
         return self.account(name, create=True)
+
+    def delete_account(self, name: str, *, confirm: str, by: str | None = None,
+                       keys: AccountKeys | None = None) -> AccountDeleted:
+        """Erase account ``name`` for good: its versions, history, sandboxes, index, vectors, local
+        caches and the backups kept in the home; ``keys`` (the home's key store,
+        ``soulpass.server.keyring.key_store(sp)``) loses its keys too. ``confirm`` must be the name
+        again. A tombstone (who, when; no content) goes to the home's deletion log
+        (:meth:`deletions`). Close this process's other handles on the account first."""
+        from soulpass.deleting import delete_account
+        acct = self.account(name)  # NotFound before anything is touched
+        version = acct.head()
+        acct.close()
+        return delete_account(self, name, confirm=confirm, by=by, keys=keys, version=version)
+
+    def deletions(self) -> list[dict[str, Any]]:
+        """The tombstones of the accounts deleted from this home, oldest first."""
+        return self.backend.deletions()
 
     def find_sandbox(self, sandbox_id: str) -> Sandbox:
         """The sandbox with this id in whichever account holds it."""
@@ -292,9 +312,40 @@ class Account:
         return rec
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
-        """Commit a version in which record ``record_id`` carries ``fields`` (editing.py says how)."""
+        """Commit a version in which record ``record_id`` (or journal entry ``JE_…``) carries ``fields``
+        (editing.py says how)."""
         from soulpass import editing
+        if isinstance(record_id, str) and record_id.startswith(editing.JOURNAL_PREFIX):
+            found = editing.journal_key(self.store.log(), record_id)
+            if found is None:
+                raise NotFound(f"journal entry {record_id} does not exist in any version", id=record_id)
+            return self.commit(lambda head: editing.plan_journal_edit(head, record_id, found[1], fields, reason, by))
         return self.commit(lambda head: editing.plan_edit(head, record_id, fields, self.sp.rules.semantic, reason, by))
+
+    def adopt(self, *, dry_run: bool = False, by: str | None = "adopt") -> list[dict[str, Any]]:
+        """Commit the files edited by hand (``audit``'s ``edited_by_hand``): each edit becomes a
+        version of its own, as :meth:`edit` would make it, with the original as committed put back
+        first, so it stays in the history (``show --at``). One dict per file: ``key``, ``id``,
+        ``fields`` and ``version`` (None on a dry run, or when the original is not kept: then
+        nothing is written and ``note`` says why)."""
+        from soulpass import editing
+        out: list[dict[str, Any]] = []
+        for copy in self.store.hand_edits():
+            rid = str(copy.edited.get("id", ""))
+            row: dict[str, Any] = {"key": copy.key, "id": rid, "committed_at": copy.version, "version": None}
+            if copy.original is None:
+                row.update(fields=[], note="the original is not kept here (restore it from a backup, or "
+                                           "make the change with `soulpass edit`)")
+                out.append(row)
+                continue
+            fields = editing.adopted_fields(copy.original, copy.edited)
+            row["fields"] = sorted(fields)
+            if not dry_run and self.store.put_back(copy.key) and fields:
+                row["version"] = self.edit(rid, reason=f"adopted a hand edit of {copy.key}", by=by, **fields)
+            elif not fields:
+                row["note"] = "only the layout changed: the committed bytes are back"
+            out.append(row)
+        return out
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
@@ -415,7 +466,10 @@ class Account:
                           session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
         with self._lock:
             index = self.index()
-            return above(search_results(index, index.search(query, k, filters)), query, min_score)
+            found = search_results(index, index.search(query, k, filters))
+        if found.dense_error is None and self.sp.embedder_missing is not None:
+            found.dense_error = self.sp.embedder_missing  # a core-only install: full text, and it says so
+        return above(found, query, min_score)
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""

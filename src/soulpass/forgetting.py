@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from soulpass.consolidation.gks import fact_documents
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import functional_base
+from soulpass.editing import journal_key
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import IMPORT_TAG_PREFIX, utc_now
 from soulpass.index.search import Hit
@@ -81,11 +82,7 @@ class ForgetResult:
 
 def _journal_key(acct: Account, entry_id: str) -> tuple[int, str] | None:
     """The version that wrote prose entry ``entry_id`` and its key, from the log (None: none did)."""
-    for entry in acct.store.log():
-        for item in entry.fields.get("journal", []):
-            if item.get("id") == entry_id:
-                return entry.version, str(item["path"])
-    return None
+    return journal_key(acct.store.log(), entry_id)
 
 
 def _first_version(acct: Account, record_id: str) -> int:

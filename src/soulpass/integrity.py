@@ -42,6 +42,14 @@ class AuditReport:
     findings: list[Finding] = field(default_factory=list)
 
     @property
+    def index_lag(self) -> int:
+        """How many versions the catalog is behind the store: not a finding (the index is derived
+        and catches up behind writes, at the next search), but said."""
+        if self.catalog_version is None:
+            return 0
+        return max(self.store_version - self.catalog_version, 0)
+
+    @property
     def ok(self) -> bool:
         return not self.findings
 
@@ -53,7 +61,8 @@ class AuditReport:
 
     def to_json(self) -> dict[str, Any]:
         return {"account": self.account, "ok": self.ok, "store_version": self.store_version,
-                "catalog_version": self.catalog_version, "files": self.files, "rows_in_force": self.rows_in_force,
+                "catalog_version": self.catalog_version, "index_lag": self.index_lag, "files": self.files,
+                "rows_in_force": self.rows_in_force,
                 "findings": [asdict(f) for f in self.findings]}
 
 

@@ -11,8 +11,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 from soulpass.engine import Account, Soulpass
+
+if TYPE_CHECKING:
+    from soulpass.deleting import AccountDeleted, AccountKeys
 
 __all__ = ["AccountPool"]
 
@@ -35,6 +39,14 @@ class AccountPool:
         with self._guard:
             acct = self.engine.create_account(name)
             return self._accounts.setdefault(acct.name, acct)
+
+    def delete(self, name: str, *, confirm: str, by: str | None, keys: AccountKeys | None) -> AccountDeleted:
+        """``Soulpass.delete_account``, after closing this pool's handle on the account."""
+        with self._guard:
+            acct = self._accounts.pop(name, None)
+            if acct is not None:
+                acct.close()
+            return self.engine.delete_account(name, confirm=confirm, by=by, keys=keys)
 
     @contextmanager
     def indexed(self, name: str) -> Iterator[Account]:

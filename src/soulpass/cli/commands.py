@@ -10,8 +10,10 @@ __all__ = ["COMMANDS"]
 
 # name -> (modules of soulpass.cli defining it, then those adding subcommands to it; its short help)
 COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
-    "account": (("sandbox_cmds",),
-        "Create and list accounts."),
+    "account": (("sandbox_cmds", "account_cmds"),
+        "Create, list and delete accounts."),
+    "adopt": (("memory_cmds",),
+        "Commit the files edited by hand (see `audit`) as new versions, the originals kept in the history."),
     "archive": (("sandbox_cmds",),
         "Consolidate a sandbox into the next master version."),
     "audit": (("integrity_cmds",),
@@ -66,7 +68,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP."),
     "migrate": (("migrate_cmds",),
         "Copy accounts from SRC to DST (each a home folder or a postgresql:// URL) with every "
-        "version, then read them back and compare digests."),
+        "version, then read them back and compare digests; their API keys and the admin keys go along."),
     "patterns": (("journal_cmds",),
         "Recurring insights over time: identical semantic hashes and near-duplicates by embedding."),
     "prune": (("integrity_cmds",),
@@ -80,7 +82,8 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "schema": (("version_cmds",),
         "JSON Schemas of the records and documents."),
     "search": (("search_cmds",),
-        "Hybrid search (full text + vectors) over an account's committed memory."),
+        "Hybrid search (full text, and vectors with the 'embed' extra) over an account's committed "
+        "memory."),
     "serve": (("server_cmds",),
         "Run the REST API (extra 'server'); every request needs an API key (see 'soulpass key')."),
     "show": (("version_cmds",),

@@ -27,8 +27,10 @@ def audit_cmd(state: State, account: str, as_json: bool) -> None:
     if as_json:
         emit_json(report.to_json())
     elif report.ok:
+        lag = (f"; the index is {report.index_lag} version(s) behind, caught up by the next search"
+               if report.index_lag else "")
         console.print(f"{account}: ok (version {report.store_version}, {report.files} files, "
-                      f"{report.rows_in_force} rows in force)")
+                      f"{report.rows_in_force} rows in force{lag})")
     else:
         table(f"{account}: {len(report.findings)} findings (store version {report.store_version}, "
               f"catalog {report.catalog_version})", ["check", "subject", "detail"],

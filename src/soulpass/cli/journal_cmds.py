@@ -122,7 +122,7 @@ def patterns(state: State, account: str, threshold: float, no_similar: bool, as_
     table(f"{len(found.identical)} identical-hash and {len(found.similar)} similar groups over {found.entries} "
           "entries", ["group", "how", "similarity", "date", "id", "file", "insight"], rows)
     for note in found.notes:
-        console.print(f"note: {note}")
+        console.print(f"note: {note}", markup=False)
 
 
 @index.command("export")

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from soulpass.cli.commands import COMMANDS
-from soulpass.cli.output import ErrorHandlingGroup
+from soulpass.cli.output import PLAIN, ErrorHandlingGroup
 from soulpass.cli.state import State
 from soulpass.store.location import locate
 
@@ -72,10 +72,13 @@ def _short_help(text: str, limit: int) -> str:
 @click.option("--fulltext", envvar="SOULPASS_FULLTEXT", default=None, type=click.Choice(["fts5", "tantivy"]),
               help="Full-text engine, recorded in each account's index (default: the recorded one, else fts5; "
                    "tantivy needs the 'search' extra). Env SOULPASS_FULLTEXT.")
+@click.option("--plain", is_flag=True, envvar="SOULPASS_PLAIN",
+              help="Tables as tab-separated lines (a header, then one line per row) for scripts. Env SOULPASS_PLAIN.")
 @click.version_option(package_name="soulpass")
 @click.pass_context
-def cli(ctx: click.Context, home: str, rules_file: Path | None, fulltext: FullText | None) -> None:
+def cli(ctx: click.Context, home: str, rules_file: Path | None, fulltext: FullText | None, plain: bool) -> None:
     """Soulpass: versioned, portable long-term memory for AI agents."""
+    ctx.meta[PLAIN] = plain
     where = locate(home)
     if where.kind == "postgresql":  # the accounts are in the database; ``home`` is the local folder beside it
         ctx.obj = State(home=where.local, rules_file=rules_file, fulltext=fulltext, store=home)

@@ -1,4 +1,5 @@
-"""``edit``, ``history`` and ``forget``: correct one memory, read its past, erase it."""
+"""``edit``, ``history``, ``forget`` and ``adopt``: correct one memory, read its past, erase it, take
+in what was edited by hand."""
 
 from __future__ import annotations
 
@@ -97,4 +98,22 @@ def forget(state: State, record_ids: tuple[str, ...], subject: str | None, query
         console.print(f"[yellow]the backup at {repo} still holds the content in its earlier commits[/]")
 
 
-COMMANDS = [edit, history, forget]
+@click.command("adopt")
+@account_option
+@click.option("--dry-run", is_flag=True, help="List the files edited by hand and what changed; write nothing.")
+@json_option
+@click.pass_obj
+def adopt(state: State, account: str, dry_run: bool, as_json: bool) -> None:
+    """Commit the files edited by hand (see `audit`) as new versions, the originals kept in the history."""
+    rows = state.account(account).adopt(dry_run=dry_run)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print("no file was edited by hand")
+        return
+    table("Files edited by hand" + (" (dry run)" if dry_run else ""), ["version", "id", "fields", "key", "note"],
+          [(r["version"] or "", r["id"], ", ".join(r["fields"]), r["key"], r.get("note", "")) for r in rows])
+
+
+COMMANDS = [edit, history, forget, adopt]

@@ -28,20 +28,23 @@ def _json_arg(text: str, what: str) -> Any:
         raise InvalidInput(f"{what} is nested too deeply to read", field=what) from None
 
 
-def _read_json_file(path: str) -> Any:
+def _read_text_file(path: str) -> str:
     raw = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
     try:
-        text = raw.decode("utf-8")
+        return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InvalidInput(f"{path} is not valid UTF-8 (byte {exc.start})", path=path) from exc
-    return _json_arg(text, path)
+
+
+def _read_json_file(path: str) -> Any:
+    return _json_arg(_read_text_file(path), path)
 
 
 # --- account -------------------------------------------------------------------------------
 
 @click.group()
 def account() -> None:
-    """Create and list accounts."""
+    """Create, list and delete accounts."""
 
 
 @account.command("create")
@@ -62,6 +65,7 @@ def account_create(state: State, name: str, as_json: bool) -> None:
 @click.pass_obj
 def account_list(state: State, as_json: bool) -> None:
     """List accounts with their HEAD version."""
+    state.check_home()
     sp = state.engine()
     rows = [(name, sp.account(name).head()) for name in sp.accounts()]
     if as_json:
@@ -153,10 +157,17 @@ def write() -> None:
 @click.argument("sandbox_id")
 @account_option
 @click.option("--speaker", default="user", show_default=True, help="'user' or the agent's name.")
-@click.option("--text", required=True)
+@click.option("--text", default=None, help="What was said (short turns; see --file for long ones).")
+@click.option("--file", "path", default=None, metavar="PATH",
+              help="Read what was said from a UTF-8 file ('-' for stdin): turns longer than a command line holds.")
 @click.pass_obj
-def write_turn(state: State, sandbox_id: str, account: str, speaker: str, text: str) -> None:
-    """Append a user or agent turn; prints its temporary id."""
+def write_turn(state: State, sandbox_id: str, account: str, speaker: str, text: str | None, path: str | None) -> None:
+    """Append a user or agent turn (--text, or --file PATH / - for stdin); prints its temporary id."""
+    if path is not None and text is None:
+        text = _read_text_file(path)
+    elif text is None or path is not None:
+        raise InvalidInput("give the turn's text as --text TEXT or --file PATH ('-' for stdin), one of them",
+                           field="text")
     click.echo(state.account(account).sandbox(sandbox_id).add_turn(speaker, text))
 
 

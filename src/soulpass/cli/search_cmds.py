@@ -14,11 +14,13 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextC
 from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
 from soulpass.consolidation.internals import people_kinds
+from soulpass.consolidation.log_summary import session_names
 from soulpass.index.relevance import relevance
 from soulpass.integrity import reset_index
 
 if TYPE_CHECKING:
     from soulpass.index.account import AccountIndex
+    from soulpass.index.search import Hit
 
 __all__ = ["COMMANDS"]
 
@@ -50,23 +52,33 @@ def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...
            tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
            persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, min_score: float | None,
            as_json: bool) -> None:
-    """Hybrid search (full text + vectors) over an account's committed memory."""
+    """Hybrid search (full text, and vectors with the 'embed' extra) over an account's committed memory.
+
+    Without the 'embed' extra it is full text only, and a search that finds fewer than K hits says so."""
     acct = state.account(account, rerank=rerank)
     hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
                        session_id=session_id, persona_id=persona_id, event_id=event_id, at=at, min_score=min_score)
+    names = session_names(acct.log()) if hits else {}
     if as_json:
         emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path,
                     "relevance": relevance(query, h), "score": h.score, "parts": h.parts, "text": h.text,
                     "event_time": h.row.event_time.isoformat() if h.row and h.row.event_time else None,
-                    "agent": h.row.agent if h.row else None} for h in hits])
+                    "agent": h.row.agent if h.row else None, "session_id": _session(h),
+                    "session_name": names.get(_session(h) or "")} for h in hits])
         return
-    table(f"{len(hits)} results for {query!r}", ["#", "id", "kind", "when", "who", "text", "relevance", "score"], [
+    table(f"{len(hits)} results for {query!r}",
+          ["#", "id", "kind", "when", "who", "text", "from", "relevance", "score"], [
         (i, h.id, h.kind, h.row.event_time.date() if h.row and h.row.event_time else "",
          h.row.agent if h.row else "", h.text[:90] + ("…" if len(h.text) > 90 else ""),
-         f"{relevance(query, h):.2f}", f"{h.score:.4f}")
+         names.get(_session(h) or "", _session(h) or ""), f"{relevance(query, h):.2f}", f"{h.score:.4f}")
         for i, h in enumerate(hits, 1)])
-    if hits.note:  # background indexing is behind: say so (full text still found those records)
-        console.print(f"note: {hits.note}")
+    if hits.note and (len(hits) < k or not acct.sp.embedder_missing):  # a core-only install: where it matters
+        console.print(f"note: {hits.note}", markup=False)
+
+
+def _session(hit: Hit) -> str | None:
+    """The sandbox (conversation) a hit was written in."""
+    return hit.row.session_id if hit.row else None
 
 
 @click.group("index")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 from typing import Literal
 
 import click
@@ -19,6 +20,19 @@ __all__ = ["COMMANDS"]
 
 def _engine(state: State, embedder: Literal["auto", "none"]) -> Soulpass:
     return state.engine(embedder=embedder)
+
+
+def listening(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` for the server to listen on; an ``OSError`` naming both when
+    the port is taken or the address is not this machine's (exit 1)."""
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a server that just stopped: rebind at once
+    try:
+        sock.bind((host, port))
+    except OSError as exc:
+        sock.close()
+        raise OSError(exc.errno, f"cannot listen on {host}:{port}: {exc.strerror}") from None
+    return sock
 
 
 def _need(extra: str, module: str) -> None:
@@ -66,6 +80,7 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
     if print_openapi:
         click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
         return
+    sock = listening(host, port)  # before uvicorn: a busy port is one line and exit 1, not uvicorn's 3
     if not key_store(app.state.engine).list():
         console.print("[yellow]no API keys yet:[/] make one with 'soulpass key create ACCOUNT' or "
                       "'soulpass key create --admin'", soft_wrap=True)
@@ -74,7 +89,7 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
                   f"http://{shown}:{port}/docs", soft_wrap=True, highlight=False)
     import uvicorn
 
-    uvicorn.run(app, host=host, port=port, log_level="info")
+    uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
 
 
 @click.command("mcp")
@@ -107,7 +122,7 @@ def mcp(state: State, account: str | None, transport: str, host: str, port: int,
             raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
         run_stdio(engine, account, policy)
     else:
-        run_http(engine, key_store(engine), host=host, port=port, policy=policy)
+        run_http(engine, key_store(engine), sock=listening(host, port), policy=policy)
 
 
 @click.group()

@@ -43,7 +43,18 @@ class State:
         return Soulpass(self.store or self.home, rules=rules, reranker="auto" if rerank else "none",
                         fulltext=self.fulltext, **options)
 
+    def check_home(self) -> None:
+        """``NotFound`` ("no such home") when ``--home`` names a folder that does not exist: a
+        mistyped home is said, not read as a home without accounts."""
+        if self.store is None and not self.home.exists():
+            from soulpass.errors import NotFound
+
+            raise NotFound(f"no such home: {self.home} does not exist (check --home or SOULPASS_HOME; "
+                           "`soulpass account create` makes one)", home=str(self.home))
+
     def account(self, name: str, create: bool = False, *, rerank: bool = False, **options: Any) -> Account:
+        if not create:
+            self.check_home()
         acct = self.engine(rerank=rerank, **options).account(name, create=create)
         ctx = click.get_current_context(silent=True)
         if ctx is not None:

@@ -66,8 +66,8 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
         if int(e["version"]) < floor:
             note.append("history not carried")
         rows.append((e["version"], e.get("kind", ""), e["timestamp"][:19], e.get("source_sandbox") or "",
-                     _added(e), "; ".join(note)))
-    table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "added", "notes"], rows)
+                     e.get("sandbox_name") or "", _added(e), "; ".join(note)))
+    table(f"Versions of {account}", ["version", "kind", "time (UTC)", "sandbox", "name", "added", "notes"], rows)
 
 
 _DOC_SIGN = {"created": "+", "changed": "~", "removed": "-"}
@@ -132,10 +132,10 @@ def diff(state: State, a: int, b: int, account: str, internal: bool, as_json: bo
 def show(state: State, ref: str, account: str, at: int | None, as_json: bool) -> None:
     """Show a record (EP_…, TU_…, TL_…, SF_…, SR_…) or a document (core, profile, gks, state:NAME)."""
     value = state.account(account).show(ref, at)
-    if as_json:
+    if as_json or not console.is_terminal:  # piped or redirected: valid JSON, no line cut inside a string
         emit_json(value)
     else:
-        console.print(JSON(json.dumps(value, ensure_ascii=False)))
+        console.print(JSON(json.dumps(value, ensure_ascii=False)), soft_wrap=True)
 
 
 @click.command("rollback")

@@ -7,12 +7,12 @@ wrote. What it refused is in ``rejected`` (facts and core proposals) and ``dupli
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from soulpass.store.keys import CLIPBOARD_DIR
 
-__all__ = ["added_counts", "refused_counts"]
+__all__ = ["added_counts", "refused_counts", "session_names"]
 
 
 def added_counts(entry: Mapping[str, Any]) -> dict[str, int]:
@@ -29,3 +29,10 @@ def refused_counts(entry: Mapping[str, Any]) -> dict[str, int]:
     """``rejected`` (facts and core proposals refused) and ``duplicates`` (repeats not stored), zeros left out."""
     counts = {"rejected": len(entry.get("rejected", [])), "duplicates": len(entry.get("duplicates", []))}
     return {k: n for k, n in counts.items() if n}
+
+
+def session_names(log: Iterable[Mapping[str, Any]]) -> dict[str, str]:
+    """Sandbox id -> the name it had (an imported conversation's title), for every archived one: what
+    a search hit's ``session_id`` is called."""
+    return {str(e["source_sandbox"]): str(e["sandbox_name"]) for e in log
+            if e.get("source_sandbox") and e.get("sandbox_name")}

@@ -59,7 +59,7 @@ class IndexHealth:
 
 def check_index(store: AccountBackend, embedder: Embedder | None) -> IndexHealth:
     """Reconcile the account's catalog and vectors with its files, without changing any of them
-    (nothing is caught up: drift is reported)."""
+    (nothing is caught up: a catalog behind the store is lag, one ahead of it is drift)."""
     health = IndexHealth()
     files = _master_files(store)
     health.files = len(files)
@@ -76,12 +76,10 @@ def check_index(store: AccountBackend, embedder: Embedder | None) -> IndexHealth
         except sqlite3.DatabaseError as exc:
             health.add("index_unreadable", catalog_file(store), f"{exc}; run `soulpass index rebuild`")
             return health
-        if health.catalog_version != head:
-            behind = (health.catalog_version or 0) < head
+        if (health.catalog_version or 0) > head:  # behind is lag (the audit's index_lag), not a finding
             health.add("version_drift", catalog_file(store),
-                       f"catalog at version {health.catalog_version}, store at {head}"
-                       + ("; any search catches it up, or `soulpass index rebuild`" if behind else
-                          "; the catalog is ahead of the files: `soulpass index rebuild`"))
+                       f"catalog at version {health.catalog_version}, store at {head}; "
+                       "the catalog is ahead of the files: `soulpass index rebuild`")
         _check_rows(health, rows, files)
     finally:
         catalog.close()

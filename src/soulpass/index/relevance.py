@@ -40,7 +40,8 @@ def above(hits: Iterable[Hit], query: str, min_score: float | None) -> SearchRes
         return found
     if isinstance(min_score, bool) or not isinstance(min_score, int | float) or not 0.0 <= min_score <= 1.0:
         raise InvalidInput(f"min_score must be a number from 0 to 1, not {min_score!r}", field="min_score")
-    return SearchResults([h for h in found if relevance(query, h) >= min_score], found.pending_embeddings)
+    return SearchResults([h for h in found if relevance(query, h) >= min_score], found.pending_embeddings,
+                         found.dense_error)
 
 
 def _same_stem(term: str, word: str) -> bool:

@@ -8,6 +8,7 @@ errors (``is_error``) whose text names the problem.
 
 from __future__ import annotations
 
+import socket
 from functools import partial
 from typing import Annotated, Any, Literal
 
@@ -19,7 +20,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import SoulpassError
-from soulpass.mcp.hints import ADDS, ADDS_ONCE, DESTRUCTIVE_ONCE, READ_ONLY
+from soulpass.mcp.hints import ADDS, ADDS_ONCE, DESTRUCTIVE, DESTRUCTIVE_ONCE, READ_ONLY
 from soulpass.mcp.reads import add_reading_tools, add_resources
 from soulpass.mcp.resources import MemoryServer, add_account_resources, add_prompts
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
@@ -35,8 +36,8 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
               "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
-              "memory_history", "forget_memory", "get_memory", "list_memories", "search_memory", "memory_diff",
-              "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
+              "memory_history", "forget_memory", "delete_account", "get_memory", "list_memories", "search_memory",
+              "memory_diff", "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the session the agent works in (the one "
                                                      "it created or named last, else the open 'mcp' session)")]
@@ -277,13 +278,15 @@ def http_server(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1",
     return KeyAuth(server.streamable_http_app(host=host), keys), sessions
 
 
-def run_http(engine: Soulpass, keys: KeyStore, *, host: str, port: int, policy: AutoArchive | None = None) -> None:
+def run_http(engine: Soulpass, keys: KeyStore, *, sock: socket.socket, policy: AutoArchive | None = None) -> None:
+    """Serve MCP over streamable HTTP on ``sock`` (bound, not yet listening) until stopped."""
     import uvicorn
 
+    host = str(sock.getsockname()[0])
     app, sessions = http_server(engine, keys, host, policy)
     sessions.start()
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info")
+        uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])
     finally:  # shut down: the sessions written to are archived (AutoArchive.on_close)
         sessions.close()
 
@@ -339,4 +342,13 @@ def _add_editing_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         what would be forgotten. Only when the user asks to forget something."""
         result: dict[str, Any] = call(tools.forget_memory, ctx, reason, ids=ids, subject=subject, query=query,
                                       dry_run=dry_run)
+        return result
+
+    @server.tool(annotations=DESTRUCTIVE)
+    def delete_account(confirm: Annotated[str, Field(description="The account's name, typed again")],
+                       ctx: Context) -> dict[str, Any]:
+        """Delete this whole account for good: every memory, version, session, index and API key. Only
+        when the user asks for their account to be deleted; `confirm` must be the account's name.
+        Returns the tombstone (who, when; no content)."""
+        result: dict[str, Any] = call(tools.delete_account, ctx, confirm)
         return result

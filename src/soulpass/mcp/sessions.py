@@ -85,6 +85,13 @@ class SessionKeeper:
             if self._current.get(account) == sandbox_id:
                 del self._current[account]
 
+    def drop_account(self, account: str) -> None:
+        """Forget the sessions of ``account`` (deleted): nothing of it is pending any more."""
+        with self._lock:
+            for key in [k for k in (*self._writes, *self._last) if k[0] == account]:
+                self.done(*key)
+            self._current.pop(account, None)
+
     def wrote(self, account: str, sandbox_id: str) -> dict[str, Any] | None:
         """Count a write; the archive's summary when it reached ``every`` and was archived."""
         with self._lock:

@@ -27,6 +27,7 @@ from soulpass.listing import record_page
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.passport import export_account
 from soulpass.pool import AccountPool
+from soulpass.server.keyring import key_store
 
 __all__ = ["SESSION_NAME", "MemoryTools", "import_memories"]
 
@@ -278,6 +279,12 @@ class MemoryTools:
         with self.pool.indexed(account) as acct:
             result = acct.forget(ids or (), subject=subject, query=query, reason=reason, by="mcp", dry_run=dry_run)
         return result.to_json()
+
+    def delete_account(self, account: str, confirm: str) -> dict[str, Any]:
+        """Erase the whole account and its API keys (``Soulpass.delete_account``); its sessions end."""
+        done = self.pool.delete(account, confirm=confirm, by="mcp", keys=key_store(self.pool.engine))
+        self.sessions.drop_account(account)
+        return done.to_json()
 
     # --- the passport (issue 15, exp) ---------------------------------------------------------
 

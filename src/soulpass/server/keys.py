@@ -19,6 +19,7 @@ import os
 import re
 import secrets
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,7 +28,8 @@ from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
 
-__all__ = ["KEYS_FILE", "KEY_PATTERN", "ApiKey", "FileKeyStore", "KeyStore", "NewKey", "key_hash"]
+__all__ = ["KEYS_FILE", "KEY_PATTERN", "ApiKey", "CarriedKeys", "FileKeyStore", "KeyStore", "NewKey", "carry_keys",
+           "key_hash"]
 
 KEYS_FILE = "keys.json"
 KEY_PATTERN = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
@@ -82,6 +84,15 @@ class KeyStore(Protocol):
 
     def revoke(self, key_id: str) -> ApiKey:
         """Forget the key (``NotFound`` when there is none): it stops working at the next request."""
+        ...
+
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        """Forget every key of ``account`` (an account being deleted); returns them."""
+        ...
+
+    def put(self, key: ApiKey) -> bool:
+        """Keep ``key`` as it is (its id and hash, made by another store: ``soulpass migrate``).
+        False when this store has a key of that id already (then nothing changes)."""
         ...
 
 
@@ -168,3 +179,42 @@ class FileKeyStore:
             self._save(keys)
         return key
 
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        with file_lock(self.home / ".keys.lock"):
+            keys = dict(self._load())
+            gone = [k for k in keys.values() if k.account == account]
+            if gone:
+                self._save({i: k for i, k in keys.items() if k.account != account})
+        return tuple(gone)
+
+    def put(self, key: ApiKey) -> bool:
+        with file_lock(self.home / ".keys.lock"):
+            keys = dict(self._load())
+            if key.key_id in keys:
+                return False
+            keys[key.key_id] = key
+            self._save(keys)
+        return True
+
+
+@dataclass(frozen=True)
+class CarriedKeys:
+    """What :func:`carry_keys` did: the key ids copied, and those the destination had already."""
+
+    carried: tuple[str, ...]
+    already_there: tuple[str, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"carried": list(self.carried), "already_there": list(self.already_there)}
+
+
+def carry_keys(src: KeyStore, dst: KeyStore, accounts: Iterable[str]) -> CarriedKeys:
+    """Copy the keys of ``accounts`` and every admin key from ``src`` to ``dst``, hashes as they are,
+    so a server moved to another store accepts the keys it accepted before."""
+    wanted = set(accounts)
+    carried: list[str] = []
+    there: list[str] = []
+    for key in src.list():
+        if key.account is None or key.account in wanted:
+            (carried if dst.put(key) else there).append(key.key_id)
+    return CarriedKeys(tuple(carried), tuple(there))

@@ -15,6 +15,7 @@ from soulpass.sessions.sandbox import SandboxInfo
 
 __all__ = [
     "NAME_PATTERN",
+    "AccountDeletedOut",
     "AccountIn",
     "AccountOut",
     "ArchiveIn",
@@ -66,6 +67,17 @@ class AccountOut(_Out):
     account: str
     version: int
     sandboxes: int
+
+
+class AccountDeletedOut(_Out):
+    """The tombstone of a deleted account, and the backups outside the home that still hold it."""
+
+    account: str
+    deleted_at: str
+    by: str | None
+    version: int
+    keys_revoked: int
+    backups_holding: list[str]
 
 
 class KeyIn(_In):

@@ -88,3 +88,15 @@ class PostgresKeyStore:
         if row is None:
             raise NotFound(f"no key with id {key_id!r}", key_id=key_id)
         return _key(row)
+
+    def revoke_account(self, account: str) -> tuple[ApiKey, ...]:
+        with self.db.connection() as conn:
+            rows = conn.execute(f"DELETE FROM api_keys WHERE account = %s RETURNING {_COLUMNS}", (account,)).fetchall()
+        return tuple(_key(r) for r in rows)
+
+    def put(self, key: ApiKey) -> bool:
+        with self.db.connection() as conn:
+            row = conn.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
+                               "ON CONFLICT (key_id) DO NOTHING RETURNING key_id",
+                               (key.key_id, key.account, key.created_at, key.label, key.sha256)).fetchone()
+        return row is not None

@@ -1,14 +1,15 @@
-"""Accounts and their keys. Creating accounts and keys needs an admin key."""
+"""Accounts and their keys. Creating accounts and keys needs an admin key; deleting an account, an
+admin key or the account's own."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Path, status
+from fastapi import APIRouter, Path, Query, status
 
 from soulpass.errors import Conflict, NotFound
 from soulpass.server.deps import AccountName, Admin, Caller, Keys, Pool
-from soulpass.server.models import AccountIn, AccountOut, KeyIn, KeyOut, NewKeyOut
+from soulpass.server.models import AccountDeletedOut, AccountIn, AccountOut, KeyIn, KeyOut, NewKeyOut
 from soulpass.server.responses import ERRORS
 
 __all__ = ["router"]
@@ -39,6 +40,17 @@ def create_account(body: AccountIn, pool: Pool, _: Admin) -> AccountOut:
 @router.get("/accounts/{account}", response_model=AccountOut, summary="An account's HEAD version and sandboxes")
 def get_account(account: AccountName, pool: Pool) -> AccountOut:
     return _info(pool, account)
+
+
+@router.delete("/accounts/{account}", response_model=AccountDeletedOut,
+               summary="Delete the account and everything it holds (admin key or the account's key)")
+def delete_account(account: AccountName, pool: Pool, keys: Keys, key: Caller,
+                   confirm: Annotated[str, Query(description="The account's name again: the typed confirmation")]
+                   ) -> AccountDeletedOut:
+    """Irreversible: every version, its history, sandboxes, index, vectors and the account's API keys
+    (the key that asked included) are erased; a tombstone (who, when; no content) is kept."""
+    done = pool.delete(account, confirm=confirm, by=f"key {key.key_id}", keys=keys)
+    return AccountDeletedOut(**done.to_json())
 
 
 @router.get("/accounts/{account}/keys", response_model=list[KeyOut], summary="The account's keys (no secrets)")

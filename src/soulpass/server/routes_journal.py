@@ -46,6 +46,7 @@ class AuditOut(_Out):
     ok: bool
     store_version: int
     catalog_version: int | None
+    index_lag: int  # versions the index is behind the store: caught up by the next search, not a finding
     files: int
     rows_in_force: int
     findings: list[dict[str, str]]

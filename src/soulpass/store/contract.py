@@ -36,6 +36,7 @@ __all__ = [
     "Database",
     "DatabaseIndex",
     "DocumentPut",
+    "HandEditedCopy",
     "HeadMoved",
     "Hook",
     "IndexLocation",
@@ -459,6 +460,17 @@ class StoreFinding:
     detail: str
 
 
+@dataclass(frozen=True)
+class HandEditedCopy:
+    """A copy in force edited outside Soulpass (by hand, in an editor): its key, the version that
+    committed it, the body as committed (None when the original is not kept) and as it reads now."""
+
+    key: str
+    version: int
+    original: Mapping[str, Any] | None
+    edited: Mapping[str, Any]
+
+
 class AccountBackend(MasterStore, Protocol):
     """Everything the engine and the index need of one stored account."""
 
@@ -509,6 +521,16 @@ class AccountBackend(MasterStore, Protocol):
     def stored_bytes(self) -> int:
         """About how many bytes the account takes where it is kept (its versions, history, open
         sandboxes and derived index): what a storage quota counts."""
+        ...
+
+    def hand_edits(self) -> list[HandEditedCopy]:
+        """The copies in force whose bytes are not those their commit wrote (a backend whose copies
+        are no files anyone edits has none)."""
+        ...
+
+    def put_back(self, key: str) -> bool:
+        """Write the committed original of hand-edited ``key`` back in place, under the account's
+        lock; False (nothing written) when the original is not kept."""
         ...
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
@@ -596,4 +618,15 @@ class Backend(Protocol):
         leaves everything as it was. ``Conflict`` if the account exists and ``replace`` is not
         set, ``InvalidInput`` for a key outside the plain-file form. Returns whether an account
         was replaced."""
+        ...
+
+    def delete(self, name: str, tombstone: Mapping[str, Any]) -> None:
+        """Erase account ``name`` and everything this backend keeps of it (versions, history,
+        sandboxes, its derived indexes wherever they are), and append ``tombstone`` (who and when,
+        no content) to the home's deletion log. The account leaves at one instant (a folder renamed
+        aside, one transaction); ``NotFound`` if it does not exist."""
+        ...
+
+    def deletions(self) -> list[dict[str, Any]]:
+        """The tombstones of the accounts deleted here, oldest first."""
         ...

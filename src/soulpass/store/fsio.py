@@ -312,9 +312,10 @@ def resource_lock(path: Path, *, create_parent: bool = True, blocking: bool = Tr
 
 
 def folder_bytes(path: Path) -> int:
-    """The bytes of every file under ``path`` (0 when it does not exist); files that vanish
-    meanwhile are skipped."""
+    """The bytes of every file under ``path`` (0 when it does not exist), a file with several names
+    (hard links) counted once; files that vanish meanwhile are skipped."""
     total = 0
+    linked: set[tuple[int, int]] = set()
     stack = [path]
     while stack:
         try:
@@ -326,7 +327,12 @@ def folder_bytes(path: Path) -> int:
                 if entry.is_dir(follow_symlinks=False):
                     stack.append(Path(entry.path))
                 elif entry.is_file(follow_symlinks=False):
-                    total += entry.stat(follow_symlinks=False).st_size
+                    st = entry.stat(follow_symlinks=False)
+                    if st.st_nlink > 1:
+                        if (st.st_dev, st.st_ino) in linked:
+                            continue
+                        linked.add((st.st_dev, st.st_ino))
+                    total += st.st_size
             except FileNotFoundError:
                 continue
     return total

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+import shutil
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from soulpass.errors import BackendUnavailable
 from soulpass.ids import check_name
 from soulpass.store.contract import AccountBackend, Backend
 from soulpass.store.files.account import AccountStore, list_accounts
+from soulpass.store.files.erase import delete_account, read_deletions
 from soulpass.store.files.master import FilesMasterStore
 from soulpass.store.files.transfer import restore_account
 from soulpass.store.fsio import atomic_write, dump_json
 from soulpass.store.postgres.url import is_url
 
-__all__ = ["FilesBackend", "backups_of", "default_backup_dir", "open_backend", "remember_backup"]
+__all__ = ["FilesBackend", "backups_of", "default_backup_dir", "drop_backups", "open_backend", "remember_backup"]
 
 
 class FilesBackend:
@@ -35,6 +38,12 @@ class FilesBackend:
 
     def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
         return restore_account(self.home, name, files, replace=replace)
+
+    def delete(self, name: str, tombstone: Mapping[str, Any]) -> None:
+        delete_account(self.home, name, tombstone)
+
+    def deletions(self) -> list[dict[str, Any]]:
+        return read_deletions(self.home)
 
 
 def default_backup_dir(home: Path, account: str) -> Path:
@@ -70,6 +79,21 @@ def remember_backup(home: Path, account: str, repo: Path) -> None:
     if str(repo.resolve()) not in paths:
         paths.append(str(repo.resolve()))
         atomic_write(_registry(home), dump_json(known))
+
+
+def drop_backups(home: Path, account: str) -> list[Path]:
+    """Remove the backups of ``account`` kept in the home (the default folder) and its entry in the
+    registry; returns the repositories elsewhere (``backup --to``) that still hold its content."""
+    shutil.rmtree(default_backup_dir(home, account), ignore_errors=True)
+    elsewhere = backups_of(home, account)
+    try:
+        known = json.loads(_registry(home).read_bytes())
+    except (OSError, ValueError):
+        known = None
+    if isinstance(known, dict) and account in known:
+        del known[account]
+        atomic_write(_registry(home), dump_json(known))
+    return elsewhere
 
 
 def open_backend(home: Path | str) -> Backend:

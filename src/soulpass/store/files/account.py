@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.store.contract import Change, VersionEntry
+from soulpass.store.files import pristine
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import (
@@ -53,7 +54,8 @@ def list_accounts(home: Path) -> list[str]:
     root = home / "accounts"
     if not root.exists():
         return []
-    return sorted(p.name for p in root.iterdir() if (p / "core").is_dir())
+    # a dot name is a folder in passage: a restore's staging, an account being deleted
+    return sorted(p.name for p in root.iterdir() if (p / "core").is_dir() and not p.name.startswith("."))
 
 
 class AccountStore:
@@ -138,7 +140,11 @@ class AccountStore:
 
     def commit_change(self, change: Change, hook: Hook | None = None) -> Applied:
         """Commit a typed change under the lock the caller holds (planned on HEAD)."""
-        return self.commit(encode_change(change), hook)
+        changeset = encode_change(change)
+        applied = self.commit(changeset, hook)
+        if not changeset.bulk and applied.pending is None:  # files not all in place yet: nothing to note
+            pristine.note(self.path, applied.version, ((w.relpath, w.data) for w in changeset.writes))
+        return applied
 
     def snapshot(self, at: int | None = None) -> FilesSnapshot:
         """A read view at version ``at`` (default HEAD)."""

@@ -13,6 +13,7 @@ from soulpass.store.contract import (
     Change,
     CommitOutcome,
     Committed,
+    HandEditedCopy,
     HeadMoved,
     Hook,
     LocalIndex,
@@ -23,6 +24,7 @@ from soulpass.store.contract import (
     VersionChanges,
     VersionEntry,
 )
+from soulpass.store.files import pristine
 from soulpass.store.files.account import AccountStore, FilesSnapshot
 from soulpass.store.files.audit import current_copies, log_drift
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
@@ -30,7 +32,7 @@ from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
 from soulpass.store.files.sandboxes import FilesSandboxes
 from soulpass.store.files.transfer import source_files
-from soulpass.store.fsio import folder_bytes
+from soulpass.store.fsio import atomic_write, folder_bytes
 from soulpass.store.keys import CORE, VERSION_FILE, record_path
 from soulpass.store.redact import Erasure
 
@@ -102,7 +104,30 @@ class FilesMasterStore:
                   if note.startswith(f"rebuilt {VERSION_FILE}")]
         if self.store.read_only is not None:
             found.append(StoreFinding("recovery_pending", "txn", self.store.read_only))
-        return [*found, *log_drift(self.store.head(), self.store.log())]
+        edited = [StoreFinding("edited_by_hand", e.key, f"differs from what version {e.version} committed: "
+                               "`soulpass adopt` commits the edit as a new version"
+                               + ("" if e.original_kept else " (the original is not kept here: a backup has it)"))
+                  for e in pristine.hand_edits(self.store.path)]
+        return [*found, *log_drift(self.store.head(), self.store.log()), *edited]
+
+    def hand_edits(self) -> list[HandEditedCopy]:
+        out = []
+        for e in pristine.hand_edits(self.store.path):
+            kept = pristine.original(self.store.path, e.key)
+            try:
+                edited = parse_copy(e.key, (self.store.path / e.key).read_bytes())
+            except Corrupted as exc:
+                raise InvalidInput(f"{e.key} was edited by hand and no longer parses: {exc}", path=e.key) from exc
+            out.append(HandEditedCopy(e.key, e.version, None if kept is None else parse_copy(e.key, kept), edited))
+        return out
+
+    def put_back(self, key: str) -> bool:
+        with self.store.locked():
+            kept = pristine.original(self.store.path, key)
+            if kept is None:
+                return False
+            atomic_write(self.store.path / key, kept)
+            return True
 
     def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
         return current_copies(self.store.path)
@@ -115,7 +140,9 @@ class FilesMasterStore:
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         with self.store.locked():
-            return forget_keys(self.store.path, keys, erasure)
+            rewritten = forget_keys(self.store.path, keys, erasure)
+            pristine.renote(self.store.path, rewritten, forget=keys)
+            return rewritten
 
 
 class FilesCopyWalk:

@@ -16,6 +16,7 @@ from soulpass.store.contract import (
     CommitOutcome,
     Committed,
     DatabaseIndex,
+    HandEditedCopy,
     Hook,
     IndexLocation,
     LocalIndex,
@@ -194,6 +195,12 @@ class PostgresAccount:
 
     def source_files(self) -> Iterator[tuple[str, bytes]]:
         return transfer.source_files(self._db, self._id)
+
+    def hand_edits(self) -> list[HandEditedCopy]:
+        return []  # rows, not files: nothing is edited outside Soulpass
+
+    def put_back(self, key: str) -> bool:
+        return False
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         return forget_keys(self._db, self._id, keys, erasure)

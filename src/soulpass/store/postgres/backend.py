@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from soulpass.errors import NotFound
 from soulpass.ids import check_name
-from soulpass.store.postgres import transfer
+from soulpass.store.postgres import erase, transfer
 from soulpass.store.postgres.account import PostgresAccount
 from soulpass.store.postgres.connections import Database, database
 from soulpass.store.postgres.url import index_in_database, local_root, masked
@@ -48,3 +49,9 @@ class PostgresBackend:
 
     def restore(self, name: str, files: Iterable[tuple[str, bytes]], *, replace: bool = False) -> bool:
         return transfer.restore(self.db, name, files, replace=replace)
+
+    def delete(self, name: str, tombstone: Mapping[str, Any]) -> None:
+        erase.delete_account(self.db, self.local, name, tombstone)
+
+    def deletions(self) -> list[dict[str, Any]]:
+        return erase.read_deletions(self.db)

@@ -89,9 +89,18 @@ CREATE INDEX documents_semantic_hash ON documents (account_id, (body->>'semantic
     WHERE body ? 'semantic_hash';
 """
 
+# One tombstone per deleted account (soulpass.store.postgres.erase): who and when, no content.
+_DELETIONS = """
+CREATE TABLE account_deletions (
+    seq bigserial PRIMARY KEY,
+    entry jsonb NOT NULL
+);
+"""
+
 STORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_store", _STORE),
     Migration("0004_store_semantic_hash", _SEMANTIC_HASH),
+    Migration("0005_account_deletions", _DELETIONS),
 )
 
 
