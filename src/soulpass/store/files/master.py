@@ -23,7 +23,7 @@ from soulpass.store.contract import (
     VersionEntry,
 )
 from soulpass.store.files.account import AccountStore, FilesSnapshot
-from soulpass.store.files.audit import current_copies, log_drift
+from soulpass.store.files.audit import current_copies, history_findings, log_findings
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
@@ -98,7 +98,8 @@ class FilesMasterStore:
             yield version_changes(self.store.path, entry)
 
     def audit(self) -> list[StoreFinding]:
-        return [*self.store.unfinished, *log_drift(self.store.head(), self.store.log())]
+        found, entries = log_findings(self.store.path, self.store.head())
+        return [*self.store.unfinished, *found, *history_findings(self.store.path, entries)]
 
     def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
         return current_copies(self.store.path)
