@@ -6,6 +6,8 @@ Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin ad
 from __future__ import annotations
 
 import contextlib
+import os
+import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -25,6 +27,7 @@ from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
+from soulpass.sessions.arguments import bounded_arguments, strings
 from soulpass.sessions.buffer import Limits
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
@@ -86,10 +89,13 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
                     reranker=reranker, indexing=indexing, fulltext=fulltext)
 
 
+@bounded_arguments
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
                  embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
                  indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
+        if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
+            raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
         if indexing not in ("inline", "background", "deferred"):
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
         self.indexing, self.fulltext = indexing, fulltext
@@ -155,6 +161,7 @@ class Soulpass:
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
+@bounded_arguments
 class Account:
     """One account's master state, versions and sandboxes. Safe to share between threads, and a
     process may hold several handles on one account (they share its open vector index)."""
@@ -244,7 +251,7 @@ class Account:
         return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
-        if kind not in store_keys.RECORD_DIRS:
+        if not isinstance(kind, str) or kind not in store_keys.RECORD_DIRS:
             known = ", ".join(store_keys.RECORD_DIRS)
             raise InvalidInput(f"unknown record kind {kind!r} (one of {known})", field="kind")
         return self.store.snapshot(at).records(kind)
@@ -348,8 +355,15 @@ class Account:
         ``min_score`` (0 to 1) drops hits of a lower ``soulpass.index.relevance.relevance``."""
         if at is not None:
             self.check_version(at)
-        filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
-                          session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
+        for field, value, kind in (("agent", agent, str), ("session_id", session_id, str),
+                                   ("persona_id", persona_id, str), ("event_id", event_id, str),
+                                   ("since", since, datetime), ("until", until, datetime)):
+            if value is not None and not isinstance(value, kind):
+                raise InvalidInput(f"{field} must be a {kind.__name__} or None, not {type(value).__name__}",
+                                   field=field)
+        filters = Filters(kinds=strings(kinds, "kinds", one=True), agent=agent, tags=strings(tags, "tags", one=True),
+                          since=since, until=until, session_id=session_id, persona_id=persona_id, event_id=event_id,
+                          as_of_version=at)
         with self._lock:
             if self._index is not None:  # the query is embedded while the index catches up
                 self._index.expect_query(query)
@@ -397,6 +411,7 @@ class Account:
         sandboxes.discard_sandbox(self.store, sandbox_id)
 
 
+@bounded_arguments
 class Sandbox:
     """A conversation's writable view: every write goes to the session buffer only. What it is given
     is validated into record models when written (pydantic loads then: a search never needs it)."""

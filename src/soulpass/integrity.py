@@ -33,6 +33,7 @@ from soulpass.index.catalog.rows import is_catalogued
 from soulpass.index.opening import open_catalog
 from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
 from soulpass.store.contract import AccountBackend, UnreadableCopy
+from soulpass.store.redact import FORGOTTEN
 
 if TYPE_CHECKING:
     from soulpass.engine import Account, Soulpass
@@ -89,8 +90,11 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     report.store_version = store.head()
     for finding in store.audit():
         report.add(finding.check, finding.subject, finding.detail)
-    files = _master_files(store)
+    files, erased = _master_files(store)
     report.files = len(files)
+    for key, record_id in erased:  # a forget cut short: erased in place, never retired
+        report.add("forget_unfinished", key, f"{record_id} was erased but not retired: a forget of it was cut "
+                   f"short; run `soulpass forget {record_id}` again to finish it")
     try:
         catalog = open_catalog(acct.store, heal=False)  # a damaged catalog is reported, not replaced
     except BackendUnavailable as exc:
@@ -126,8 +130,10 @@ class _MasterFile:
     row: tuple[str, int] | str
 
 
-def _master_files(store: AccountBackend) -> dict[str, _MasterFile]:
-    out = {}
+def _master_files(store: AccountBackend) -> tuple[dict[str, _MasterFile], list[tuple[str, str]]]:
+    """The catalogued copies in force, and (key, id) of those a forget erased that are still in force."""
+    out: dict[str, _MasterFile] = {}
+    erased: list[tuple[str, str]] = []
     for copy in store.current_copies():
         if not is_catalogued(copy.key):
             continue
@@ -136,13 +142,15 @@ def _master_files(store: AccountBackend) -> dict[str, _MasterFile]:
             out[copy.key] = _MasterFile(digest, None, copy.why)
             continue
         version = int(copy.body.get("version", 0))
+        if copy.body.get("text") == FORGOTTEN and isinstance(copy.body.get("id"), str):
+            erased.append((copy.key, copy.body["id"]))
         try:
             row = make_row(copy.key, copy.data, dict(copy.body), None)
         except Corrupted as exc:
             out[copy.key] = _MasterFile(digest, version, str(exc))
             continue
         out[copy.key] = _MasterFile(digest, version, (row.id, row.version))
-    return out
+    return out, erased
 
 
 def _check_rows(report: AuditReport, rows: list[CatalogRow], files: dict[str, _MasterFile]) -> None:

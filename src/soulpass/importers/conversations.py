@@ -15,7 +15,6 @@ A conversation becomes one sandbox, archived: its turns keep their original time
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
 from soulpass.index.catalog import Filters
 from soulpass.index.opening import open_catalog
+from soulpass.store.fsio import parse_json
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
@@ -217,6 +217,7 @@ def parse_time(value: Any, what: str = "time") -> datetime:
 def read_json(path: str | Path, what: str) -> Any:
     """A whole JSON file; one that cannot be read or parsed is refused naming it."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"cannot read {what} {path}: {exc}", path=str(path)) from exc
+    return parse_json(text, f"{what} {path}")

@@ -504,6 +504,13 @@ class AccountBackend(MasterStore, Protocol):
         versions whose copies were rewritten."""
         ...
 
+    def reclaim(self) -> list[str]:
+        """After a forget (its version committed, the index dropped): make the erased content leave
+        the backend's own files where it can (PostgreSQL: the old row versions still in the
+        relation files are rewritten away); returns what it did, one line each. What it cannot
+        reach (PostgreSQL's WAL, backups, a file system's freed blocks) is said in docs/passport.md."""
+        ...
+
 
 class Backend(Protocol):
     """Where accounts are kept (a home folder; a database next): ``soulpass.store.open.open_backend``."""

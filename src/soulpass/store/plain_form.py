@@ -20,13 +20,12 @@ from soulpass.errors import Corrupted, InvalidInput
 from soulpass.store.files.copies import parse_copy
 from soulpass.store.files.layout import HISTORY, LOG_FILE
 from soulpass.store.files.version_log import encode_log, read_entries
+from soulpass.store.fsio import MAX_JSON_DEPTH, check_depth
 from soulpass.store.keys import VERSION_FILE, kind_of_id
 
 __all__ = ["MAX_DEPTH", "MAX_VERSION", "check_plain_form", "without_history"]
 
-# Objects and lists nested deeper than this are refused: no real state or profile needs it, and
-# every reader (JSON, YAML, pydantic) would otherwise recurse until RecursionError.
-MAX_DEPTH = 64
+MAX_DEPTH = MAX_JSON_DEPTH
 MAX_VERSION = 2**31 - 1  # PostgreSQL's integer version columns
 
 
@@ -95,14 +94,10 @@ def _parsed(key: str, data: bytes) -> dict[str, Any]:
 
 
 def _check_depth(key: str, value: Any) -> None:
-    """Iterative, so a hostile depth cannot make the check itself recurse."""
-    stack = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict | list):
-            if depth > MAX_DEPTH:
-                raise InvalidInput(f"{key} is nested more than {MAX_DEPTH} levels deep", path=key)
-            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
+    try:
+        check_depth(value, key)
+    except InvalidInput as exc:
+        raise InvalidInput(str(exc), path=key) from None
 
 
 def _check_log(data: bytes, head: int) -> None:

@@ -27,7 +27,7 @@ from soulpass.store.keys import VERSION_FILE
 from soulpass.store.postgres import commit as commits
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.connections import Database
-from soulpass.store.postgres.forget import forget_keys
+from soulpass.store.postgres.forget import forget_keys, vacuum_erased
 from soulpass.store.postgres.sandboxes import PostgresSandboxes
 from soulpass.store.postgres.snapshot import PostgresSnapshot
 from soulpass.store.redact import Erasure
@@ -178,6 +178,9 @@ class PostgresAccount:
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         return forget_keys(self._db, self._id, keys, erasure)
+
+    def reclaim(self) -> list[str]:
+        return vacuum_erased(self._db)
 
 
 class PostgresCopyWalk:
