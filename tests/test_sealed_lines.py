@@ -81,16 +81,29 @@ def test_a_damaged_buffer_is_refused_by_archive_naming_the_line(tmp_path: Path, 
     assert isinstance(result, Committed) and len(list(acct.records("turn_user"))) == 5
 
 
-def test_a_buffer_torn_mid_line_keeps_every_whole_line_and_goes_on(tmp_path: Path) -> None:
-    """A truncated tail is an append that never returned: the whole lines stay, the next append
-    cuts the fragment and continues the sequence."""
+def test_a_torn_append_keeps_every_whole_line_and_the_buffer_goes_on(tmp_path: Path) -> None:
+    """A torn tail is an append that never returned (never acknowledged): the whole lines stay,
+    the next append cuts the fragment and continues the sequence."""
     acct, sb, path = _buffered(tmp_path)
-    data = path.read_bytes()
-    path.write_bytes(data[:-20])  # the last line cut short
-    assert len(sb.buffer().new_turns) == 4
+    path.write_bytes(path.read_bytes() + b'{"event_id": "torn by a cra')
+    assert len(sb.buffer().new_turns) == 5
     sb.add_turn("user", "after the crash")
     texts = [t["text_excerpt"] for t in sb.buffer().new_turns]
-    assert texts[-1] == "after the crash" and len(texts) == 5
+    assert texts[-1] == "after the crash" and len(texts) == 6
+    assert isinstance(acct.archive(sb.id), Committed) and len(list(acct.records("turn_user"))) == 6
+
+
+@pytest.mark.parametrize("damage", ["delete the last line", "cut the last line"])
+def test_an_acknowledged_last_line_lost_is_refused_not_taken_for_a_torn_append(tmp_path: Path, damage: str) -> None:
+    acct, sb, path = _buffered(tmp_path)
+    data = path.read_bytes()
+    cut = data[:data.rstrip(b"\n").rfind(b"\n") + 1]
+    path.write_bytes(cut if damage == "delete the last line" else data[:-20])
+    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:5 is missing: 5 lines were appended"):
+        acct.archive(sb.id)
+    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:5 is missing"):
+        sb.add_turn("user", "never glued over the loss")  # an append refuses too: it would hide the loss
+    path.write_bytes(data)
     assert isinstance(acct.archive(sb.id), Committed) and len(list(acct.records("turn_user"))) == 5
 
 
@@ -145,6 +158,27 @@ def test_a_deleted_last_log_line_is_detected_and_no_gap_is_made(tmp_path: Path) 
     with pytest.raises(soulpass.Corrupted, match=r"ends at version 3 but HEAD is 4"):
         sb.archive()
     assert any(f.check == "version_drift" for f in audit(sp, "ann").findings)
+
+
+@pytest.mark.parametrize("damage", ["flip", "garbage", "delete", "truncate"])
+def test_a_damaged_log_sums_leaves_a_sealed_log_readable(tmp_path: Path, damage: str) -> None:
+    """``log.sums`` is a witness beside the log, not its truth: damaged, the sealed log still reads
+    whole, and the next commit goes on."""
+    _sp, acct, path = _versions(tmp_path)
+    sums = path.parent.parent / SUMS_FILE
+    data = sums.read_bytes()
+    if damage == "flip":
+        sums.write_bytes(data.replace(b"2 ", b"2 f", 1)[: len(data)])
+    elif damage == "garbage":
+        sums.write_bytes(b"\x00\xff garbage\n" + data[:20])
+    elif damage == "delete":
+        sums.unlink()
+    else:
+        sums.write_bytes(data[: len(data) // 2])
+    assert [e["version"] for e in acct.log()] == [1, 2, 3, 4]
+    sb = acct.create_sandbox("after")
+    sb.add_turn("user", "one more")
+    assert isinstance(sb.archive(), Committed) and [e["version"] for e in acct.log()] == [1, 2, 3, 4, 5]
 
 
 def test_a_log_torn_mid_line_is_healed(tmp_path: Path) -> None:

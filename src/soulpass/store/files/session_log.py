@@ -7,7 +7,11 @@ reading and cut by the next append, never glued to the next event. Each line is 
 line before, so a line damaged, lost, repeated, moved or stripped of its seal is an error naming the
 file and line (``Corrupted``), never a turn silently lost at archive. Lines written by earlier
 releases (a CRC-32 of the line alone, ``,"crc":"…"}``, or nothing) still read, and a sandbox begun
-by one goes on sealed. This is the one JSONL reader of session buffers.
+by one goes on sealed. A deleted or cut *last* line leaves nothing after it to break, so
+``.buffer.seq`` beside the buffer notes how many lines were acknowledged (written after they are
+durable, never fsynced: it can lag the buffer, never lead it); a buffer with fewer whole lines is
+``Corrupted`` too, and refuses appends, rather than taken as a torn append. This is the one JSONL
+reader of session buffers.
 """
 
 from __future__ import annotations
@@ -129,10 +133,13 @@ class FileSessionLog:
                                sandbox_id=self.folder.name) from None
             try:
                 size = os.fstat(fd).st_size
-                if size and os.pread(fd, 1, size - 1) != b"\n":  # a torn line: an append that never returned
-                    size = _whole(fd, size)
-                    os.ftruncate(fd, size)
-                seq, link = _next_seal(fd, size)
+                torn = bool(size) and os.pread(fd, 1, size - 1) != b"\n"  # an append that never returned
+                whole = _whole(fd, size) if torn else size
+                seq, link = _next_seal(fd, whole)
+                self._check_witness(seq - 1, whole)  # before cutting anything: a cut acknowledged line is loss
+                if torn:
+                    os.ftruncate(fd, whole)
+                    size = whole
                 sealed = []
                 for n, line in enumerate(lines, seq):
                     sealed.append(seal(line, n, link) + b"\n")
@@ -150,8 +157,18 @@ class FileSessionLog:
                     raise BackendUnavailable(f"sandbox {self.folder.name}: nothing was written, the session "
                                              f"buffer could not be extended ({exc.strerror or exc})",
                                              sandbox_id=self.folder.name) from exc
+                _witness(self.folder, seq + len(lines) - 1)
             finally:
                 os.close(fd)
+
+    def _check_witness(self, lines: int, size: int) -> None:
+        """``Corrupted`` when more lines were acknowledged than the buffer's ``lines`` whole lines."""
+        witnessed = _witnessed(self.folder)
+        if witnessed > lines:
+            missing = str(lines + 1) if witnessed == lines + 1 else f"{lines + 1} to {witnessed}"
+            raise Corrupted(f"{self.path}:{lines + 1} is missing: {witnessed} lines were appended and acknowledged, "
+                            f"the buffer holds {lines} whole ({size} bytes): line(s) {missing} were cut or deleted; "
+                            f"{_REMEDY}", path=str(self.path), line=lines + 1)
 
     def events(self, after: int = 0) -> list[BufferEvent]:
         """Whole events in append order, past the first ``after``; a torn last line is skipped, a
@@ -162,10 +179,11 @@ class FileSessionLog:
         return self._parse()[1]
 
     def _parse(self) -> tuple[list[BufferEvent], int]:
+        witnessed = _witnessed(self.folder)  # first: it is written after the lines it counts
         try:
             data = self.path.read_bytes()
         except FileNotFoundError:
-            return [], 0
+            data = b""
         lines = data.split(b"\n")
         torn = 1 if lines[-1].strip() else 0  # no newline after it: an append cut short
         chain = buffer_chain(self.path)
@@ -173,6 +191,8 @@ class FileSessionLog:
         for n, raw in enumerate(lines[:-1], 1):
             if raw.strip():
                 events.append(event_of(chain.open(raw, n, len(events) + 1), self.path, n))
+        if witnessed > len(events):
+            self._check_witness(len(events), len(data))
         return events, torn
 
     def close(self, archived_as: int | None = None) -> None:
@@ -183,6 +203,30 @@ class FileSessionLog:
 _CRC = re.compile(rb',"crc":"([0-9a-f]{8})"\}\s*$')  # an earlier release's unchained checksum
 _SEAL_BYTES = len(b',"seq":,"chain":"00000000"\n') + 19  # what sealing adds to a line, at most
 _REMEDY = "copy the sandbox aside and discard it, or repair that line"
+
+
+WITNESS = ".buffer.seq"  # the last line acknowledged, beside the buffer: a deleted last line is seen
+
+
+def _witnessed(folder: Path) -> int:
+    """How many lines were appended and acknowledged (0: unknown, a sandbox from an earlier release)."""
+    try:
+        raw = (folder / WITNESS).read_bytes()
+    except FileNotFoundError:
+        return 0
+    return int(raw) if raw.strip().isdigit() else 0
+
+
+def _witness(folder: Path, lines: int) -> None:
+    """Note ``lines`` acknowledged, after they are durable. Not fsynced: after a power loss it can
+    only be behind the buffer (whose lines were fsynced first), never ahead of it. Best effort: the
+    lines are appended already, and a witness that lags only sees less."""
+    with contextlib.suppress(OSError):
+        fd = os.open(folder / WITNESS, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.pwrite(fd, b"%020d\n" % lines, 0)
+        finally:
+            os.close(fd)
 
 
 def buffer_chain(path: Path) -> ChainCheck:

@@ -5,8 +5,10 @@ sequence number and a checksum chained to the line before. Versions run 1, 2, 3,
 a line changed, lost, repeated or moved is ``Corrupted`` naming the log and the line, on its own,
 without ``log.sums``. A deleted *last* line leaves nothing after it to break, so ``log.sums`` (kept
 outside the log) witnesses how far the log reached: a log that ends before the last version it
-covers lost its tail. Logs written before sealing still read: their lines are checked against
-``log.sums`` where it covers them, and sealed lines follow them from the next commit.
+covers lost its tail. Logs written before sealing still read: their lines (and a line whose seal
+was stripped) are checked against ``log.sums`` where it covers them, and sealed lines follow them
+from the next commit. A sealed line is not checked against ``log.sums``: its chain vouches for it,
+so a damaged ``log.sums`` does not make a sound log unreadable.
 
 This is the one reader and writer of the log's line format.
 """
@@ -21,7 +23,7 @@ from typing import Any
 
 from soulpass.errors import Corrupted
 from soulpass.store.files.log_sums import SUMS_FILE, check_line
-from soulpass.store.sealed_lines import START, ChainCheck, link_of, seal, unsealed
+from soulpass.store.sealed_lines import START, ChainCheck, link_of, seal, seal_of, unsealed
 
 __all__ = ["HISTORY_DIGESTS", "encode_entry", "encode_log", "entry_of", "read_entries", "retired_copies",
            "with_history_digests"]
@@ -111,7 +113,8 @@ def _checked(chain: ChainCheck, raw: bytes, n: int, due: int, sums: Mapping[int,
         what = "repeated or moved" if entry["version"] < due else "lost"
         raise Corrupted(f"{path}:{n} holds version {entry['version']} where {due} was due (a line {what}): "
                         f"{_REMEDY}", path=str(path), line=n)
-    check_line(path, n, entry["version"], raw, sums)
+    if seal_of(raw) is None:  # a sealed line vouches for itself: log.sums only for the others
+        check_line(path, n, entry["version"], raw, sums)
     return entry
 
 
