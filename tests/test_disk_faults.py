@@ -49,7 +49,7 @@ def test_a_log_append_cut_short_is_not_committed_and_recovery_finishes_it(
     sb = _sandbox_with_turns(acct, 5)
     with monkeypatch.context() as m:
         m.setattr(commit_module.os, "pwrite", _filling_disk(os.pwrite, 40))
-        with pytest.raises(OSError, match="No space left"):
+        with pytest.raises(soulpass.StorageFull, match=r"the disk is full.*No space left"):
             sb.archive()
     log = tmp_path / "accounts/ann/log/versions.jsonl"
     assert log.read_bytes().endswith(b"\n")  # no torn line left behind

@@ -77,3 +77,12 @@ def test_deep_json_in_edit_set_and_a_huge_k_are_clear_errors(hostile_world: Worl
 def test_deep_json_over_rest_import_is_a_json_422(client: Any, world: Any) -> None:
     r = client.post("/v1/accounts/ann/import", headers=world.ann.auth, json={"source": "mem0", "content": DEEP})
     assert r.status_code == 422 and "nested more than 64 levels deep" in r.json()["message"]
+
+
+def test_a_storage_failure_is_backend_unavailable_naming_the_file(tmp_path: Path) -> None:
+    """An OSError (here: the home is a file, not a folder) reaches the caller as ours."""
+    home = tmp_path / "not-a-folder"
+    home.write_text("x")
+    with pytest.raises(soulpass.BackendUnavailable, match="not-a-folder") as caught:
+        soulpass.open(home, embedder="none").create_account("ann")
+    assert not isinstance(caught.value, soulpass.StorageFull) and caught.value.details["errno"] == "ENOTDIR"

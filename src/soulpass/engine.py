@@ -27,7 +27,7 @@ from soulpass.index.results import SearchResults, search_results
 from soulpass.index.search import AccountIndex
 from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
-from soulpass.sessions.arguments import bounded_arguments, strings
+from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.buffer import Limits
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
@@ -89,7 +89,7 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
                     reranker=reranker, indexing=indexing, fulltext=fulltext)
 
 
-@bounded_arguments
+@library_boundary
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
                  embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
@@ -161,7 +161,7 @@ class Soulpass:
         raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
-@bounded_arguments
+@library_boundary
 class Account:
     """One account's master state, versions and sandboxes. Safe to share between threads, and a
     process may hold several handles on one account (they share its open vector index)."""
@@ -361,6 +361,8 @@ class Account:
             if value is not None and not isinstance(value, kind):
                 raise InvalidInput(f"{field} must be a {kind.__name__} or None, not {type(value).__name__}",
                                    field=field)
+            if isinstance(value, str):
+                check_text(value, field)
         filters = Filters(kinds=strings(kinds, "kinds", one=True), agent=agent, tags=strings(tags, "tags", one=True),
                           since=since, until=until, session_id=session_id, persona_id=persona_id, event_id=event_id,
                           as_of_version=at)
@@ -411,7 +413,7 @@ class Account:
         sandboxes.discard_sandbox(self.store, sandbox_id)
 
 
-@bounded_arguments
+@library_boundary
 class Sandbox:
     """A conversation's writable view: every write goes to the session buffer only. What it is given
     is validated into record models when written (pydantic loads then: a search never needs it)."""
