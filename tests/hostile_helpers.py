@@ -29,7 +29,11 @@ def deep(depth: int) -> Any:
     return value
 
 
+PLAUSIBLE = st.sampled_from(["fact", "turn_user", "episode", "journal", "user", "llm", "core", "profile", "gks",
+                             "state:mood", "mood", "Lyon", "Ann", "lives in", "seed", "open", "@fact", "@turn",
+                             0, 1, 2, 0.5, 0.95, {"mood": "calm"}, ["x"], [], {}])
 SCALARS = st.one_of(
+    PLAUSIBLE, PLAUSIBLE,  # values that pass, so the calls get past their first check too
     st.none(), st.booleans(),
     st.integers(min_value=-(10**30), max_value=10**30), st.sampled_from([0, -1, 2**63, 10**20, 2**31]),
     st.floats(allow_nan=True, allow_infinity=True),
@@ -57,6 +61,9 @@ class World:
         sb.add_fact("Ann", "lives in", "Lyon", confidence=0.9)
         sb.archive()
         self.sb = self.acct.create_sandbox("open")
+        # "@fact" and "@turn" among the drawn values stand for these real ids
+        self.ids = {"@fact": next(iter(self.acct.records("fact"))).id,
+                    "@turn": next(iter(self.acct.records("turn_user"))).id}
 
 
 Call = Callable[[World, list[Any]], object]
@@ -98,6 +105,7 @@ def call_once(world: World, index: int, args: list[Any]) -> str:
     """Make call ``index`` with ``args``; ``"ok"`` or the ``SoulpassError`` class's name. Anything
     else propagates."""
     _name, _n, call = CALLS[index]
+    args = [world.ids.get(a, a) if isinstance(a, str) else a for a in args]
     try:
         call(world, args)
     except SoulpassError as exc:

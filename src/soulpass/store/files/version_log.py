@@ -92,7 +92,9 @@ def read_entries(path: PurePath, data: bytes, sums: Mapping[int, str],
             continue
         entries.append(entry)
         due += 1
-    covered = max(sums, default=0)
+    covered = 0
+    while covered + 1 in sums:  # its unbroken run from 1: a damaged log.sums (a gap) witnesses nothing past it
+        covered += 1
     if covered >= due:
         bad(Corrupted(f"{path}:{n + 1} is missing: {SUMS_FILE} covers version {covered} but the log ends "
                       f"before version {due} (its last line was cut or deleted); {_REMEDY}",
