@@ -76,6 +76,8 @@ def test_a_damaged_buffer_is_refused_by_archive_naming_the_line(tmp_path: Path, 
         acct.archive(sb.id)
     assert caught.value.details["path"] == str(path)
     assert acct.head() == 0 and not list(acct.records("turn_user"))  # nothing committed, not 4 of 5
+    named = [f.subject for f in audit(acct.sp, "ann").findings if f.check == "buffer_damaged"]
+    assert named == [f"sandboxes/{sb.id}/session_buffer.jsonl:{caught.value.details['line']}"]
     _write(path, good)  # repaired: every turn is archived
     result = acct.archive(sb.id)
     assert isinstance(result, Committed) and len(list(acct.records("turn_user"))) == 5

@@ -17,10 +17,11 @@ from soulpass.store.contract import StoredCopy, StoreFinding, UnreadableCopy
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.layout import LOG_FILE, history_path
 from soulpass.store.files.log_sums import read_sums
+from soulpass.store.files.session_log import SANDBOXES, FileSessionLog
 from soulpass.store.files.version_log import HISTORY_DIGESTS, read_entries
 from soulpass.store.keys import CORE
 
-__all__ = ["current_copies", "history_findings", "log_drift", "log_findings", "unfinished_txns"]
+__all__ = ["buffer_findings", "current_copies", "history_findings", "log_drift", "log_findings", "unfinished_txns"]
 
 TXN = "txn"
 
@@ -84,6 +85,20 @@ def history_findings(account: Path, log: Sequence[Mapping[str, Any]]) -> list[St
                 out.append(StoreFinding("history_damaged", rel, f"its SHA-256 is {got[:12]}…, the log recorded "
                                         f"{want[:12]}… when version {version} moved {key} here: the copy was "
                                         "changed; restore it from a backup or a passport"))
+    return out
+
+
+def buffer_findings(account: Path) -> list[StoreFinding]:
+    """Every open sandbox whose session buffer does not read whole (its archive would refuse it)."""
+    out = []
+    root = account / SANDBOXES
+    for folder in sorted(root.iterdir()) if root.is_dir() else []:
+        if folder.is_dir() and not folder.name.startswith("."):
+            try:
+                FileSessionLog(folder).events()
+            except Corrupted as exc:
+                where = f"{SANDBOXES}/{folder.name}/{FileSessionLog(folder).path.name}:{exc.details.get('line')}"
+                out.append(StoreFinding("buffer_damaged", where, str(exc)))
     return out
 
 

@@ -23,7 +23,7 @@ from soulpass.store.contract import (
     VersionEntry,
 )
 from soulpass.store.files.account import AccountStore, FilesSnapshot
-from soulpass.store.files.audit import current_copies, history_findings, log_findings
+from soulpass.store.files.audit import buffer_findings, current_copies, history_findings, log_findings
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
@@ -99,7 +99,8 @@ class FilesMasterStore:
 
     def audit(self) -> list[StoreFinding]:
         found, entries = log_findings(self.store.path, self.store.head())
-        return [*self.store.unfinished, *found, *history_findings(self.store.path, entries)]
+        return [*self.store.unfinished, *found, *history_findings(self.store.path, entries),
+                *buffer_findings(self.store.path)]
 
     def current_copies(self) -> Iterator[StoredCopy | UnreadableCopy]:
         return current_copies(self.store.path)
