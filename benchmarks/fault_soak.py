@@ -18,6 +18,12 @@ Each archive under a fault also has its true outcome (issue 38): what the call r
 (version 2 committed, or still 1). ``untruthful`` counts the trials where the two disagree (an
 error for a version that is committed, or ``Committed`` for one that is not); the JSON lists every
 trial. A power loss or a kill reaches no caller, so those trials have no report to check.
+``--corruptions N`` (issue 38) damages files at rest instead: a flipped byte, a truncated last line,
+garbage, a deleted, duplicated or swapped line, a line with its checksum stripped, in a session
+buffer, the version log, ``log.sums`` or a ``history/`` copy, at a random line. Each is ``healed``
+(everything acknowledged still there) or ``refused`` (``Corrupted``, or an audit finding, naming the
+damaged file); ``silent`` (accepted with something lost or changed) must stay 0. Prints
+``corruptions / healed / refused / silent = N / … / … / 0``.
 """
 
 from __future__ import annotations
@@ -48,9 +54,10 @@ def open_home(home: Path) -> soulpass.Soulpass:
     return soulpass.open(home, embedder="none")
 
 
-def verdict(home: Path, sid: str, extra: list[str]) -> tuple[str, int | None]:
+def verdict(home: Path, sid: str, extra: list[str], maybe: tuple[str, ...] = ()) -> tuple[str, int | None]:
     """ok, lost, torn or stuck: the account after a fault, opened afresh; and its HEAD then
-    (None when it could not be read)."""
+    (None when it could not be read). ``maybe``: turns of an append the machine died in after its
+    lines were durable (never acknowledged: either is right)."""
     head = None
     try:
         acct = open_home(home).account("ann")
@@ -62,7 +69,7 @@ def verdict(home: Path, sid: str, extra: list[str]) -> tuple[str, int | None]:
             if buffered[:3] != TURNS or content(acct) != BEFORE:
                 return "lost", head
             acct.archive(sid)
-        if content(acct) != AFTER | {("turn", t) for t in extra}:
+        if content(acct) - {("turn", t) for t in maybe} != AFTER | {("turn", t) for t in extra}:
             return "lost", head
         sb = acct.create_sandbox("after")
         sb.add_turn("user", "life goes on")
@@ -128,7 +135,8 @@ def fault_round(tpl: Path, root: Path, sid: str, rng: random.Random, calls: dict
         acked = acked and faults.failed is None  # the call that never ran: nothing after it was promised
         reported = UNREPORTED
     extra = ["appended during a fault"] if name == "append" and acked else []
-    return trial(f"{'power' if power else mode}:{name}", k, reported, *verdict(home, sid, extra))
+    maybe = ("appended during a fault",) if name == "append" and power and not acked else ()
+    return trial(f"{'power' if power else mode}:{name}", k, reported, *verdict(home, sid, extra, maybe))
 
 
 def kill_round(tpl: Path, root: Path, sid: str, rng: random.Random) -> dict[str, Any]:
@@ -162,12 +170,117 @@ def run_model(examples: int, steps: int = 100) -> dict[str, Any]:
     return {"examples": examples, "max_steps": steps, "seconds": round(time.perf_counter() - began, 1)}
 
 
+DAMAGES = ("flip", "truncate", "garbage", "delete", "duplicate", "swap", "strip")
+TARGETS = ("buffer", "log", "log.sums", "history")
+
+
+def corruption_template(root: Path) -> tuple[Path, str]:
+    """A home whose account has four versions (each with a fact: the knowledge graph gets history
+    copies) and an open sandbox of five turns."""
+    home = root / "corrupt-template"
+    acct = open_home(home).create_account("ann")
+    for i in range(4):
+        sb = acct.create_sandbox(f"v{i}")
+        sb.add_turn("user", f"turn {i}")
+        sb.add_fact("ann", "likes", f"tea number {i}", confidence=0.9)
+        sb.archive()
+    sb = acct.create_sandbox("open")
+    for i in range(5):
+        sb.add_turn("user", f"buffered turn {i}")
+    acct.close()
+    return home, sb.id
+
+
+def damaged_lines(lines: list[bytes], damage: str, at: int, rng: random.Random) -> list[bytes]:
+    """``lines`` with line ``at`` damaged as ``damage`` says (the last line, for ``truncate``)."""
+    from soulpass.store.sealed_lines import unsealed
+
+    out = list(lines)
+    nxt = min(at + 1, len(out) - 1) if at + 1 < len(out) else max(at - 1, 0)
+    if damage == "flip":  # a digit or letter for another: what still parses, that only a checksum can tell
+        line = out[at]
+        spots = [i for i, c in enumerate(line) if chr(c).isalnum()] or list(range(len(line)))
+        i = rng.choice(spots) if spots else 0
+        new = (b"7" if line[i:i + 1] != b"7" else b"3") if chr(line[i]).isdigit() else \
+            (b"q" if line[i:i + 1] != b"q" else b"z") if spots and chr(line[i]).isalpha() else b"\x01"
+        out[at] = line[:i] + new + line[i + 1:]
+    elif damage == "truncate":
+        out[-1] = out[-1][:rng.randrange(len(out[-1]))] if out[-1] else out[-1]
+    elif damage == "garbage":
+        out[at] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 40))).replace(b"\n", b"?")
+    elif damage == "delete":
+        del out[at]
+    elif damage == "duplicate":
+        out.insert(at, out[at])
+    elif damage == "swap":
+        out[at], out[nxt] = out[nxt], out[at]
+    else:
+        out[at] = unsealed(out[at])
+    return out
+
+
+def corruption_round(tpl: Path, sid: str, root: Path, rng: random.Random) -> tuple[str, str]:
+    from soulpass.errors import Corrupted
+    from soulpass.integrity import audit
+
+    target, damage = rng.choice(TARGETS), rng.choice(DAMAGES)
+    home = root / "corrupt"
+    shutil.rmtree(home, ignore_errors=True)
+    shutil.copytree(tpl, home)
+    account = home / "accounts/ann"
+    path = {"buffer": account / f"sandboxes/{sid}/session_buffer.jsonl", "log": account / "log/versions.jsonl",
+            "log.sums": account / "log.sums",
+            "history": rng.choice(sorted((account / "history").rglob("*.json")))}[target]
+    kind = f"{damage}:{target}"
+    if target == "history":
+        data = path.read_bytes()
+        if damage == "delete":
+            path.unlink()
+        else:
+            lines = data.splitlines()
+            path.write_bytes(b"\n".join(damaged_lines(lines, damage, rng.randrange(len(lines)), rng)))
+        if path.exists() and path.read_bytes() == data:
+            return kind, "healed"  # the damage changed nothing (a strip of an unsealed line)
+        named = [f for f in audit(open_home(home), "ann").findings if f.check.startswith("history")
+                 and f.subject == str(path.relative_to(account))]
+        return kind, "refused" if named else "silent"
+    lines = path.read_bytes().splitlines()
+    changed = damaged_lines(lines, damage, rng.randrange(len(lines)), rng)
+    path.write_bytes(b"".join(line + b"\n" for line in changed[:-1]) + changed[-1]
+                     + (b"" if damage == "truncate" else b"\n"))
+    try:
+        acct = open_home(home).account("ann")
+        if target == "buffer":
+            acct.archive(sid)
+            kept = {str(r.text_excerpt) for r in acct.records("turn_user")}  # type: ignore[attr-defined]
+            whole = {f"buffered turn {i}" for i in range(4 if damage == "truncate" else 5)}
+            return kind, "healed" if whole <= kept else "silent"
+        versions = [e["version"] for e in acct.log()]
+        return kind, "healed" if versions == [1, 2, 3, 4] and acct.head() == 4 else "silent"
+    except Corrupted as exc:
+        return kind, "refused" if str(path.name) in str(exc) else "silent"
+
+
+def corruption_soak(rounds: int, rng: random.Random) -> tuple[Counter[str], dict[str, Counter[str]]]:
+    outcomes: Counter[str] = Counter()
+    by_kind: dict[str, Counter[str]] = {}
+    with tempfile.TemporaryDirectory(prefix="soulpass-corrupt-") as tmp:
+        tpl, sid = corruption_template(Path(tmp))
+        for _ in range(rounds):
+            kind, outcome = corruption_round(tpl, sid, Path(tmp), rng)
+            outcomes[outcome] += 1
+            by_kind.setdefault(kind, Counter())[outcome] += 1
+    return outcomes, by_kind
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--faults", type=int, default=2000, help="injected faults (a fifth of them power losses)")
     parser.add_argument("--kills", type=int, default=100, help="SIGKILLs at random instants of an archive")
     parser.add_argument("--model-examples", type=int, default=0,
                         help="also run the engine's state machine (tests/test_engine_model.py) this many times")
+    parser.add_argument("--corruptions", type=int, default=0,
+                        help="also damage files at rest this many times (buffer, log, log.sums, history copies)")
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
@@ -199,15 +312,21 @@ def main() -> int:
             f"{len(checked) - len(untruthful)} / {len(checked)}")
     print(line)
     print("archive reports -> true outcomes: " + ", ".join(f"{k}: {v}" for k, v in sorted(reports.items())))
+    damaged, damage_kinds = corruption_soak(args.corruptions, rng) if args.corruptions else (Counter(), {})
+    if args.corruptions:
+        print(f"corruptions / healed / refused / silent = {args.corruptions} / {damaged['healed']} / "
+              f"{damaged['refused']} / {damaged['silent']}")
     result = {"benchmark": "fault_soak", "rounds": total, "faults": args.faults, "kills": args.kills,
               "seed": args.seed, "call_sites": calls, "outcomes": dict(outcomes),
               "by_kind": {k: dict(v) for k, v in sorted(by_kind.items())},
               "archive_reports": dict(sorted(reports.items())), "untruthful": len(untruthful),
               "archive_trials": trials,
+              "corruptions": {"rounds": args.corruptions, "outcomes": dict(damaged),
+                              "by_kind": {k: dict(v) for k, v in sorted(damage_kinds.items())}},
               "model": model, "seconds": round(time.perf_counter() - started, 1), "summary": line}
     if args.out is not None:
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    return 0 if outcomes["ok"] == total and not untruthful else 1
+    return 0 if outcomes["ok"] == total and not untruthful and not damaged["silent"] else 1
 
 
 if __name__ == "__main__":

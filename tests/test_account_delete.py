@@ -136,6 +136,8 @@ def _vectors(url: str, account_id: int) -> int:
     from soulpass.store.postgres.connections import database
 
     with database(url).connection() as conn:
+        if conn.execute("SELECT to_regclass('index_vector_tables')").fetchone()[0] is None:
+            return 0  # no index was ever kept in this database (the index migrates its tables when used)
         tables = [r[0] for r in conn.execute("SELECT name FROM index_vector_tables")]
         return sum(conn.execute(f"SELECT count(*) FROM {t} WHERE account_id = %s", (account_id,)).fetchone()[0]
                    for t in tables)

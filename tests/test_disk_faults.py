@@ -116,7 +116,7 @@ def test_a_damaged_middle_line_of_a_buffer_is_an_error_naming_it(tmp_path: Path)
     sb = _sandbox_with_turns(acct, 3)
     path = tmp_path / f"accounts/ann/sandboxes/{sb.id}/session_buffer.jsonl"
     lines = path.read_bytes().split(b"\n")
-    assert all(b'"crc":"' in line for line in lines if line)  # every line carries its checksum
+    assert all(b'"chain":"' in line for line in lines if line)  # every line carries its checksum
     flipped = lines[1].replace(b"message 1", b"message X")  # still valid JSON: only the checksum can tell
     assert flipped != lines[1]
     path.write_bytes(b"\n".join([lines[0], flipped, *lines[2:]]))
@@ -124,7 +124,7 @@ def test_a_damaged_middle_line_of_a_buffer_is_an_error_naming_it(tmp_path: Path)
         acct.archive(sb.id)
     assert acct.head() == 0  # nothing committed, nothing silently dropped
     path.write_bytes(b"\n".join([lines[0], b'{"not an event"', *lines[2:]]))
-    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:2 is not a buffer event"):
+    with pytest.raises(soulpass.Corrupted, match=r"session_buffer\.jsonl:2 has no sequence number or checksum"):
         sb.buffer()
     path.write_bytes(b"\n".join(lines))
     assert isinstance(acct.archive(sb.id), soulpass.Committed)
@@ -135,7 +135,7 @@ def test_a_torn_buffer_tail_is_cut_by_the_next_append_and_old_lines_still_read(t
     sb = _sandbox_with_turns(acct, 1)
     path = tmp_path / f"accounts/ann/sandboxes/{sb.id}/session_buffer.jsonl"
     first = path.read_bytes()
-    legacy = first.split(b',"crc":')[0] + b"}\n"  # a line written before the checksums
+    legacy = first.split(b',"seq":')[0] + b"}\n"  # a line written before the checksums
     path.write_bytes(legacy + b'{"event_id": "torn')  # and an append cut short by a crash
     sb.add_turn("user", "after the crash")
     assert path.read_bytes().startswith(legacy) and b"torn" not in path.read_bytes()

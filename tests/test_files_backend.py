@@ -18,6 +18,7 @@ from soulpass.store.contract import Hook, PendingEvent
 from soulpass.store.files import commit as commit_mod
 from soulpass.store.files.account import AccountStore
 from soulpass.store.files.layout import LOG_FILE, history_path
+from soulpass.store.files.log_sums import SUMS_FILE
 from soulpass.store.files.session_log import FileSessionLog
 from soulpass.store.fsio import file_lock, write_many_durable
 
@@ -42,6 +43,7 @@ def test_the_head_entry_of_a_bulk_version_reads_its_id_lists_only_when_asked(tmp
 def test_a_head_not_logged_yet_reads_its_header_from_the_version_file(tmp_path: Path) -> None:
     store = _bulk_account(tmp_path)
     (store.path / LOG_FILE).write_bytes(b"")  # as between VERSION.json and the log line of a commit
+    (store.path / SUMS_FILE).unlink()  # whose checksum follows its line
     entry = store.snapshot().entry()
     assert (entry.version, entry.parent, entry.counts) == (1, 0, {"episode": 5})
 

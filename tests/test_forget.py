@@ -170,3 +170,21 @@ def test_edit_and_forget_on_postgresql(tmp_path: Path) -> None:
         assert a.record(turn, at=2).text_excerpt == "[forgotten]" and a.store.audit() == []
         assert not [h for h in a.search(SECRET, 10) if SECRET in h.text]
         assert _files_hold(tmp_path, SECRET) == []  # the local index cache too
+
+
+def test_a_forget_cut_short_is_flagged_by_audit_and_finished_by_running_it_again(sp: Soulpass) -> None:
+    """Issue 38 item 8: the copies were erased, then the process died before the forget's version
+    was committed: the record is still in force as its placeholder; audit names it and says how to
+    finish, and running the forget again does."""
+    from soulpass import forgetting
+    from soulpass.integrity import audit
+
+    a, fact, _turn = _account(sp)
+    keys, what = forgetting.erasure(a, [fact], None)
+    a.store.forget(keys, what)  # the first step of a forget; the commit that retires it never came
+    head = a.head()
+    flagged = [f for f in audit(sp, "ann").findings if f.check == "forget_unfinished"]
+    assert [fact in f.detail and f"soulpass forget {fact}" in f.detail for f in flagged] == [True]
+    assert a.forget([fact]).version == head + 1
+    assert not [f for f in audit(sp, "ann").findings if f.check == "forget_unfinished"]
+    assert fact not in {r.id for r in a.records("fact")}

@@ -83,3 +83,27 @@ def test_archiving_on_top_of_an_old_home(legacy: tuple[Path, dict[str, Any]]) ->
         assert read_version(acct, v) == expected["versions"][str(v)], f"version {v}"
     hits = acct.search("boat", k=3)
     assert [h.id for h in hits][:1] == result.plan.added["fact"]  # the index caught up from the old log
+
+
+def test_old_unsealed_lines_read_and_sealed_lines_follow_them(legacy: tuple[Path, dict[str, Any]]) -> None:
+    """Issue 38: the old release's log and buffer lines carry no sequence or chain; they still read,
+    a change to one is still caught by ``log.sums``, and what this release appends is sealed."""
+    home, _expected = legacy
+    acct = soulpass.open(home, embedder="none").account("alice")
+    (open_sandbox,) = acct.sandboxes()
+    sb = acct.sandbox(open_sandbox.sandbox_id)
+    buffer = home / f"accounts/alice/sandboxes/{sb.id}/session_buffer.jsonl"
+    old_lines = buffer.read_bytes().splitlines()
+    assert not any(b'"chain":"' in line for line in old_lines)
+    sb.add_fact("User", "owns", "a boat", confidence=0.9)
+    new_line = buffer.read_bytes().splitlines()[-1]
+    assert b'"seq":%d,"chain":"' % (len(old_lines) + 1) in new_line
+    assert isinstance(sb.archive(), Committed)
+    log = home / "accounts/alice/log/versions.jsonl"
+    lines = log.read_bytes().splitlines()
+    assert [b'"chain":"' in line for line in lines] == [False] * 6 + [True]
+    assert [e["version"] for e in acct.log()] == list(range(1, 8))
+    lines[2] = lines[2].replace(b'"parent": 2', b'"parent": 1')  # an old line changed in place
+    log.write_bytes(b"".join(line + b"\n" for line in lines))
+    with pytest.raises(soulpass.Corrupted, match=r"versions\.jsonl:3"):
+        acct.log()

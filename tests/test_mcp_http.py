@@ -31,15 +31,16 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def served(tmp_path: Path) -> Iterator[tuple[str, KeyStore, soulpass.Soulpass]]:
+def served(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[tuple[str, KeyStore, soulpass.Soulpass]]:
     home = tmp_path / "home"
     sp = soulpass.open(home, embedder="none")
     for name in ("ann", "bob"):
         sp.create_account(name)
     keys = FileKeyStore(home)
     port = _free_port()
-    server = uvicorn.Server(uvicorn.Config(http_app(sp, keys), host="127.0.0.1", port=port, log_level="warning",
-                                           lifespan="on"))
+    failed_keys = getattr(request, "param", 0)  # the wrong-key limit; off unless a test asks for one
+    app = http_app(sp, keys, failed_keys=failed_keys)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on"))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
@@ -150,6 +151,22 @@ def test_every_tool_keeps_to_the_keys_account(served: tuple[str, KeyStore, soulp
     anyio.run(run)
     assert sp.account("ann").head() == 0
     assert secret in sp.account("ann").sandbox(sb.id).buffer().model_dump_json()
+
+
+@pytest.mark.parametrize("served", [5], indirect=True)
+def test_failed_key_attempts_are_limited_per_address(served: tuple[str, KeyStore, soulpass.Soulpass]) -> None:
+    """The same wrong-key limiter as REST and /ui (issue 38 item 6): 5 wrong keys, then 429 with
+    Retry-After, even for a good key, for a while; a request with no key at all is not counted."""
+    url, keys, _ = served
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    assert [httpx2.post(url, json=body).status_code for _ in range(8)] == [401] * 8
+    bad = {"Authorization": "Bearer sp_00000000_" + "x" * 43}
+    codes = [httpx2.post(url, json=body, headers=bad).status_code for _ in range(7)]
+    assert codes == [401] * 5 + [429] * 2
+    good = {"Authorization": f"Bearer {keys.create('ann').secret}"}
+    r = httpx2.post(url, json=body, headers=good)
+    assert r.status_code == 429 and int(r.headers["retry-after"]) >= 1
+    assert r.json()["error"] == "RateLimited" and "failed API key attempts" in r.json()["message"]
 
 
 def test_no_key_is_401(served: tuple[str, KeyStore, soulpass.Soulpass]) -> None:

@@ -248,3 +248,60 @@ def test_time_travel_on_a_passport_without_history_says_so(sp: soulpass.engine.S
     assert log.exit_code == 0 and log.output.count("history not carried") == edit - 1, log.output
     shown = runner.invoke(cli, [*home, "show", turn, "-a", "bare", "--at", "2"])
     assert shown.exit_code != 0 and "history not carried" in shown.output
+def _with_files(src: Path, dst: Path, files: dict[str, bytes], head: int | None = None) -> Path:
+    """The passport with ``files`` (names under files/) replaced and every digest made to match."""
+    man = json.loads(zipfile.ZipFile(src).read(MANIFEST))
+    entries = [dict(e) for e in man["entries"]]
+    for e in entries:
+        if e["name"] in files:
+            e["size"], e["sha256"] = len(files[e["name"]]), sha256(files[e["name"]])
+    manifest = {**man, "entries": entries, "tree_sha256": tree_digest(entries)}
+    if head is not None:
+        manifest["head"] = head
+    return _rewrite(str(src), dst, edit={f"files/{k}": v for k, v in files.items()}, manifest=manifest)
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("case, names", [
+    ("deep-log", "versions.jsonl"), ("very-deep-log", "versions.jsonl"), ("huge-version", "VERSION.json"),
+    ("version-not-a-number", "VERSION.json"), ("deep-record", "core/"), ("record-off-schema", "core/"),
+    ("copy-newer-than-head", "core/"),
+])
+def test_hostile_content_with_valid_digests_is_refused(home: soulpass.engine.Soulpass, tmp_path: Path,
+                                                       case: str, names: str) -> None:
+    """Issue 38 item 5: the passport's digests all match, its content is hostile; it is refused
+    like live input and nothing is written."""
+    src = export_account(home, "ann", tmp_path / "ann.soulpass", history=True).path
+    with zipfile.ZipFile(src) as zf:
+        log = zf.read("files/log/versions.jsonl")
+        record = next(n for n in zf.namelist() if re.search(r"files/core/.*/TU_\w+\.json$", n))
+        record_data = json.loads(zf.read(record))
+    name = record.removeprefix("files/")
+    head = None
+    if case in ("deep-log", "very-deep-log"):
+        depth = 200 if case == "deep-log" else 100_000  # 100,000: RecursionError on every open
+        lines = log.splitlines()
+        last = json.loads(lines[-1].split(b',"seq":')[0] + b"}")
+        last["details"] = json.loads(_nested(200)) if depth == 200 else None
+        line = json.dumps(last, sort_keys=True).encode()
+        if depth != 200:
+            line = line.replace(b'"details": null', b'"details": ' + _nested(depth).encode())
+        files = {"log/versions.jsonl": b"\n".join([*lines[:-1], line]) + b"\n"}
+    elif case == "huge-version":
+        files, head = {"core/VERSION.json": b'{"version": 1000000000000000000000000000000, "parent": 1}\n'}, 10**30
+    elif case == "version-not-a-number":
+        files = {"core/VERSION.json": b'{"version": "2", "parent": 1}\n'}
+    elif case == "deep-record":
+        files = {name: json.dumps({**record_data, "tags": json.loads(_nested(100))}).encode()}
+    elif case == "record-off-schema":
+        files = {name: json.dumps({**record_data, "created_at": {"not": "a time"}}).encode()}
+    else:
+        files = {name: json.dumps({**record_data, "version": 99}).encode()}
+    bad = _with_files(Path(src), tmp_path / f"{case}.soulpass", files, head)
+    with pytest.raises(InvalidInput, match=re.escape(names)):
+        import_account(home, bad, as_name="bob")
+    assert home.accounts() == ["ann"]
+    assert not (tmp_path / "home/accounts/bob").exists()

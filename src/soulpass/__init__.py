@@ -30,6 +30,7 @@ if TYPE_CHECKING:
         InvalidInput,
         NotFound,
         SoulpassError,
+        StorageFull,
     )
     from soulpass.msp import MSP, ConsolidatedData
     from soulpass.records import (
@@ -53,7 +54,7 @@ _WHERE = {
     **dict.fromkeys(("Account", "AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass",
                      "Unchanged", "open"), "soulpass.engine"),
     **dict.fromkeys(("BackendUnavailable", "ConfigError", "Conflict", "Corrupted", "InvalidInput", "NotFound",
-                     "SoulpassError"), "soulpass.errors"),
+                     "SoulpassError", "StorageFull"), "soulpass.errors"),
     **dict.fromkeys(("MSP", "ConsolidatedData"), "soulpass.msp"),
     **dict.fromkeys(("CoreMemory", "Episode", "GKSGraph", "MasterState", "SemanticFact", "SensoryRecord",
                      "SessionBuffer", "StateBlob", "TurnLLM", "TurnUser", "UserProfile"), "soulpass.records"),
@@ -103,6 +104,7 @@ __all__ = [
     "SessionBuffer",
     "SoulpassError",
     "StateBlob",
+    "StorageFull",
     "Soulpass",
     "TurnLLM",
     "TurnUser",

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import reprlib
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -26,6 +28,7 @@ from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
+from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.buffer import Limits
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
@@ -90,10 +93,13 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
                     reranker=reranker, indexing=indexing, fulltext=fulltext)
 
 
+@library_boundary
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
                  embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
                  indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
+        if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
+            raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
         if indexing not in ("inline", "background", "deferred"):
             raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
         self.indexing, self.fulltext = indexing, fulltext
@@ -195,6 +201,7 @@ def _earlier_copy_readable(store: AccountBackend, entry: Mapping[str, Any]) -> b
     return True
 
 
+@library_boundary
 class Account:
     """One account's master state, versions and sandboxes. Safe to share between threads, and a
     process may hold several handles on one account (they share its open vector index)."""
@@ -358,7 +365,7 @@ class Account:
         return forgetting.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
-        if kind not in store_keys.RECORD_DIRS:
+        if not isinstance(kind, str) or kind not in store_keys.RECORD_DIRS:
             known = ", ".join(store_keys.RECORD_DIRS)
             raise InvalidInput(f"unknown record kind {kind!r} (one of {known})", field="kind")
         return self.store.snapshot(at).records(kind)
@@ -462,8 +469,17 @@ class Account:
         ``min_score`` (0 to 1) drops hits of a lower ``soulpass.index.relevance.relevance``."""
         if at is not None:
             self.check_version(at)
-        filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
-                          session_id=session_id, persona_id=persona_id, event_id=event_id, as_of_version=at)
+        for field, value, kind in (("agent", agent, str), ("session_id", session_id, str),
+                                   ("persona_id", persona_id, str), ("event_id", event_id, str),
+                                   ("since", since, datetime), ("until", until, datetime)):
+            if value is not None and not isinstance(value, kind):
+                raise InvalidInput(f"{field} must be a {kind.__name__} or None, not {type(value).__name__}",
+                                   field=field)
+            if isinstance(value, str):
+                check_text(value, field)
+        filters = Filters(kinds=strings(kinds, "kinds", one=True), agent=agent, tags=strings(tags, "tags", one=True),
+                          since=since, until=until, session_id=session_id, persona_id=persona_id, event_id=event_id,
+                          as_of_version=at)
         with self._lock:
             index = self.index()
             found = search_results(index, index.search(query, k, filters))
@@ -516,6 +532,7 @@ class Account:
         sandboxes.discard_sandbox(self.store, sandbox_id)
 
 
+@library_boundary
 class Sandbox:
     """A conversation's writable view: every write goes to the session buffer only. What it is given
     is validated into record models when written (pydantic loads then: a search never needs it)."""

@@ -5,7 +5,8 @@
     ├── Conflict            the operation clashes with the current state (e.g. sandbox archived)
     ├── InvalidInput        input rejected before anything was stored
     ├── Corrupted           stored data does not parse or violates an invariant
-    ├── BackendUnavailable  a server or optional backend cannot be reached or imported
+    ├── BackendUnavailable  a server, optional backend or the storage cannot be reached or used
+    │   └── StorageFull     the disk (or quota of the file system) is full
     └── ConfigError         a configuration file or value is wrong
 
 Every error carries the ids and paths involved in ``details``, and the two codes it maps to at the
@@ -24,6 +25,7 @@ __all__ = [
     "InvalidInput",
     "NotFound",
     "SoulpassError",
+    "StorageFull",
 ]
 
 
@@ -75,6 +77,12 @@ class BackendUnavailable(SoulpassError):
 
     exit_code = 7
     http_status = 503
+
+
+class StorageFull(BackendUnavailable):
+    """The disk holding the store is full: free space, then try again."""
+
+    http_status = 507
 
 
 class ConfigError(SoulpassError):

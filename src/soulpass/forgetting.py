@@ -27,6 +27,7 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import IMPORT_TAG_PREFIX, utc_now
 from soulpass.index.search import Hit
 from soulpass.records import Episode, Record, SemanticFact
+from soulpass.sessions.arguments import strings
 from soulpass.store.contract import AccountBackend, Change, Snapshot, VersionEntry
 from soulpass.store.keys import KIND_BY_PREFIX, kind_of_id, record_path
 from soulpass.store.open import backups_of
@@ -158,7 +159,7 @@ def targets(acct: Account, ids: Iterable[str] = (), subject: str | None = None, 
             k: int = 10) -> list[str]:
     """The record ids a forget erases: ``ids`` (each must exist), the facts about ``subject`` at
     HEAD (case-insensitive), and the top ``k`` hits of ``query``."""
-    found = list(dict.fromkeys(ids))
+    found = list(dict.fromkeys(strings(ids, "ids")))
     for rid in found:
         _first_version(acct, rid)
     if subject is not None:
@@ -204,4 +205,5 @@ def forget(acct: Account, ids: Iterable[str] = (), *, subject: str | None = None
     moved = list(what.renames.values())
     version = acct.commit(lambda head: plan_forget(head, found, tombstone, utc_now(), moved))
     acct.drop_index()
+    acct.store.reclaim()  # last: the dropped index's rows are old row versions too
     return ForgetResult(found, False, version, rewritten, backups)

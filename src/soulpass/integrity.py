@@ -14,6 +14,7 @@ Audit checks, each finding named by ``check``:
 - ``edited_file``      a file whose bytes no longer match the content hash the catalog recorded
 - ``unindexed_file``   a file of the master state with no catalog row (an orphan file: rebuild)
 - ``unreadable_file``  a file of the master state that does not parse
+- ``forget_unfinished`` a record a forget erased in place but never retired (the forget was cut short)
 - ``foreign_vectors``  a vector folder built by another embedder than the one in use
 - ``missing_vectors``  fewer vectors than the embedding state says were made (files deleted)
 """
@@ -25,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from soulpass.ids import check_name
 from soulpass.index.health import Finding, catalog_readable, check_index, drop_catalog, prune_orphans
+from soulpass.store.contract import AccountBackend, UnreadableCopy
+from soulpass.store.redact import FORGOTTEN
 
 if TYPE_CHECKING:
     from soulpass.engine import Account, Soulpass
@@ -84,11 +87,25 @@ def audit(sp: Soulpass, name: str) -> AuditReport:
     report.store_version = store.head()
     for finding in store.audit():
         report.add(finding.check, finding.subject, finding.detail)
+    for key, record_id in _erased_in_force(store):  # a forget cut short: erased in place, never retired
+        report.add("forget_unfinished", key, f"{record_id} was erased but not retired: a forget of it was cut "
+                   f"short; run `soulpass forget {record_id}` again to finish it")
     health = check_index(store, sp.embedder())
     report.catalog_version, report.files, report.rows_in_force = (health.catalog_version, health.files,
                                                                     health.rows_in_force)
     report.findings.extend(health.findings)
     return report
+
+
+def _erased_in_force(store: AccountBackend) -> list[tuple[str, str]]:
+    """(key, id) of the copies in force that a forget erased in place but did not retire."""
+    erased = []
+    for copy in store.current_copies():
+        if isinstance(copy, UnreadableCopy):
+            continue  # the index's check reports it
+        if copy.body.get("text") == FORGOTTEN and isinstance(copy.body.get("id"), str):
+            erased.append((copy.key, copy.body["id"]))
+    return erased
 
 
 def prune(acct: Account, *, dry_run: bool = False) -> PruneReport:

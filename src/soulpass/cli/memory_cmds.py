@@ -3,7 +3,6 @@ in what was edited by hand."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -11,6 +10,7 @@ import click
 from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
 from soulpass.errors import InvalidInput
+from soulpass.store.fsio import json_or_text
 
 __all__ = ["COMMANDS"]
 
@@ -24,10 +24,7 @@ def _fields(pairs: tuple[str, ...]) -> dict[str, Any]:
         name, sep, raw = pair.partition("=")
         if not sep or not name:
             raise InvalidInput(f"--set needs FIELD=VALUE, got {pair!r}", field="set")
-        try:
-            out[name] = json.loads(raw)
-        except json.JSONDecodeError:
-            out[name] = raw
+        out[name] = json_or_text(raw, f"--set {name}")
     return out
 
 
@@ -86,7 +83,10 @@ def forget(state: State, record_ids: tuple[str, ...], subject: str | None, query
            by: str | None, dry_run: bool, account: str, as_json: bool) -> None:
     """Erase RECORD_IDS (or a subject's facts, or a query's hits) from HEAD, history and the index.
 
-    Old versions then show "[forgotten]" in their place; a tombstone version says who, when, why."""
+    Old versions then show "[forgotten]" in their place; a tombstone version says who, when, why.
+    On PostgreSQL the touched tables are then rewritten (VACUUM FULL) so no relation file holds the
+    content; its WAL still does until recycled, and backups made before still do: see
+    docs/passport.md "Forget" for how to finish. Killed midway: run it again (audit flags it)."""
     result = state.account(account).forget(record_ids, subject=subject, query=query, k=k, reason=reason, by=by,
                                            dry_run=dry_run)
     if as_json:

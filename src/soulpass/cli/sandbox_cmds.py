@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,6 +12,7 @@ from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
 from soulpass.engine import AlreadyArchived, Committed, Planned, Unchanged
 from soulpass.errors import InvalidInput
+from soulpass.store.fsio import json_or_text, parse_json
 
 __all__ = ["COMMANDS"]
 
@@ -20,12 +20,7 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 
 
 def _json_arg(text: str, what: str) -> Any:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(f"{what} is not valid JSON: {exc}", field=what) from exc
-    except RecursionError:
-        raise InvalidInput(f"{what} is nested too deeply to read", field=what) from None
+    return parse_json(text, what)
 
 
 def _read_text_file(path: str) -> str:
@@ -228,10 +223,7 @@ def write_state(state: State, sandbox_id: str, name: str, account: str, data: st
 def write_core(state: State, sandbox_id: str, account: str, section: str, key: str | None, value: str,
                confidence: float, reason: str) -> None:
     """Propose a change to core memory (careful merge at archive)."""
-    try:
-        parsed: Any = json.loads(value)
-    except json.JSONDecodeError:
-        parsed = value
+    parsed: Any = json_or_text(value, "value")
     state.account(account).sandbox(sandbox_id).propose_core(section, parsed, key=key, confidence=confidence,
                                                             reason=reason)
 

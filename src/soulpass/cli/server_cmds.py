@@ -99,6 +99,9 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
               help="stdio (one account, for a local client) or streamable HTTP (API key per request).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="HTTP: address to listen on.")
 @click.option("--port", type=int, default=8766, show_default=True, help="HTTP: port to listen on.")
+@click.option("--failed-keys", type=click.IntRange(min=0), default=20, show_default=True,
+              envvar="SOULPASS_FAILED_KEYS", help="HTTP: failed API key attempts per minute per client address "
+                                                  "before it gets 429, as `serve` (0: no limit).")
 @click.option("--archive-every", type=click.IntRange(min=0), default=0, show_default=True,
               envvar="SOULPASS_MCP_ARCHIVE_EVERY", help="Archive a session after this many writes (0: never).")
 @click.option("--archive-idle", type=click.FloatRange(min=0), default=600.0, show_default=True,
@@ -107,8 +110,8 @@ def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, 
               envvar="SOULPASS_MCP_ARCHIVE_ON_CLOSE", help="Archive the sessions written to when the server stops.")
 @embedder_option
 @click.pass_obj
-def mcp(state: State, account: str | None, transport: str, host: str, port: int, archive_every: int,
-        archive_idle: float, archive_on_close: bool, embedder: Literal["auto", "none"]) -> None:
+def mcp(state: State, account: str | None, transport: str, host: str, port: int, failed_keys: int,
+        archive_every: int, archive_idle: float, archive_on_close: bool, embedder: Literal["auto", "none"]) -> None:
     """Run the MCP server (extra 'server'): memory tools for an agent, over stdio or HTTP. Sessions
     are archived by themselves (--archive-every, --archive-idle, --archive-on-close)."""
     _need("server", "mcp")
@@ -122,7 +125,7 @@ def mcp(state: State, account: str | None, transport: str, host: str, port: int,
             raise click.UsageError("--account (or SOULPASS_ACCOUNT) is required with --transport stdio")
         run_stdio(engine, account, policy)
     else:
-        run_http(engine, key_store(engine), sock=listening(host, port), policy=policy)
+        run_http(engine, key_store(engine), sock=listening(host, port), policy=policy, failed_keys=failed_keys)
 
 
 @click.group()

@@ -15,7 +15,6 @@ A conversation becomes one sandbox, archived: its turns keep their original time
 from __future__ import annotations
 
 import hashlib
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -26,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import InvalidInput
 from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
+from soulpass.store.fsio import parse_json
 
 if TYPE_CHECKING:
     from soulpass.engine import Account
@@ -209,6 +209,7 @@ def parse_time(value: Any, what: str = "time") -> datetime:
 def read_json(path: str | Path, what: str) -> Any:
     """A whole JSON file; one that cannot be read or parsed is refused naming it."""
     try:
-        return json.loads(Path(path).read_text(encoding="utf-8"))
+        text = Path(path).read_text(encoding="utf-8")
     except (OSError, ValueError) as exc:
         raise InvalidInput(f"cannot read {what} {path}: {exc}", path=str(path)) from exc
+    return parse_json(text, f"{what} {path}")

@@ -19,7 +19,6 @@ Conversations keep the order of their first line; a line that is not such an obj
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from typing import Any
 from soulpass.errors import InvalidInput
 from soulpass.importers.base import Failure, failure
 from soulpass.importers.conversations import ChatConversation, Message, parse_time
+from soulpass.store.fsio import parse_json
 
 __all__ = ["SOURCE", "JsonlMessages"]
 
@@ -70,10 +70,7 @@ class JsonlMessages:
 
 def _message(raw: str) -> tuple[str, str, Message] | None:
     """``(conversation, title, message)`` of a line; None for a speaker that is skipped."""
-    try:
-        line = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInput(f"not JSON: {exc}", field="line") from exc
+    line = parse_json(raw, "line")
     if not isinstance(line, dict):
         raise InvalidInput("not a JSON object", field="line")
     speaker = str(_first(line, "role", "speaker", "sender", "author") or "").lower()

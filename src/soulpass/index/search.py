@@ -18,6 +18,7 @@ The catalog decides what exists and what passes the filters; the vectors only sc
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,8 +84,8 @@ class HybridSearch:
         catalog) compete with the catalog's on equal terms."""
         if not isinstance(query, str):
             raise InvalidInput(f"query must be a string, not {type(query).__name__}", field="query")
-        if type(k) is not int or k < 1:
-            raise InvalidInput(f"k must be a positive integer, not {k!r}", field="k")
+        if type(k) is not int or not 1 <= k <= sys.maxsize:  # larger: no list could be sliced to it
+            raise InvalidInput(f"k must be a positive integer up to {sys.maxsize}, not {k!r}", field="k")
         filters = with_kinds(filters or Filters())
         found = self.candidates(query, k, filters, extra)
         reranking = self.reranker is not None and bool(query.strip())

@@ -29,6 +29,7 @@ from soulpass.mcp.tools import import_memories as import_memories_text
 from soulpass.mcp.validation import OneLineErrors
 from soulpass.pool import AccountPool
 from soulpass.server.keys import KeyStore
+from soulpass.server.limits import KeyAttempts, RateLimited, ServerLimits
 
 __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app", "http_server", "run_http",
            "run_stdio"]
@@ -232,20 +233,31 @@ def run_stdio(engine: Soulpass, account: str, policy: AutoArchive | None = None)
 # --- HTTP --------------------------------------------------------------------------------------
 
 class KeyAuth:
-    """Every HTTP request needs a valid key; it decides the account the tools act for."""
+    """Every HTTP request needs a valid key; it decides the account the tools act for. An address
+    that sent too many wrong keys is refused (429) before its key is checked, as REST and /ui do."""
 
-    def __init__(self, app: ASGIApp, keys: KeyStore) -> None:
-        self.app, self.keys = app, keys
+    def __init__(self, app: ASGIApp, keys: KeyStore, attempts: KeyAttempts) -> None:
+        self.app, self.keys, self.attempts = app, keys, attempts
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        client = scope["client"][0] if scope.get("client") else "unknown"
+        try:
+            self.attempts.before_key_check(client)
+        except RateLimited as exc:
+            await _deny(send, 429, str(exc), retry_after=exc.retry_after)
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope.get("headers", ())}
         auth = headers.get("authorization", "")
-        key = self.keys.verify(auth[7:].strip()) if auth.lower().startswith("bearer ") else None
-        if key is None:
+        if not auth.lower().startswith("bearer "):
             await _deny(send, 401, "an API key is required: send 'Authorization: Bearer <key>'")
+            return
+        key = self.keys.verify(auth[7:].strip())
+        if key is None:
+            self.attempts.key_failed(client)
+            await _deny(send, 401, "the API key is not valid (unknown, revoked or malformed)")
             return
         account = key.account if key.account is not None else headers.get("x-soulpass-account")
         if not account:
@@ -255,35 +267,42 @@ class KeyAuth:
         await self.app(scope, receive, send)
 
 
-async def _deny(send: Send, status: int, message: str) -> None:
+_DENIED = {401: "Unauthorized", 429: "RateLimited"}
+
+
+async def _deny(send: Send, status: int, message: str, retry_after: int | None = None) -> None:
     import json
 
-    body = json.dumps({"error": "Unauthorized" if status == 401 else "BadRequest", "message": message}).encode()
+    body = json.dumps({"error": _DENIED.get(status, "BadRequest"), "message": message}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if retry_after is not None:
+        headers.append((b"retry-after", str(retry_after).encode()))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
 def http_app(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1", policy: AutoArchive | None = None,
-             ) -> ASGIApp:
-    """The streamable-HTTP MCP app at ``/mcp``, behind key checks."""
-    return http_server(engine, keys, host, policy)[0]
+             failed_keys: int = ServerLimits.failed_keys) -> ASGIApp:
+    """The streamable-HTTP MCP app at ``/mcp``, behind key checks (``failed_keys``: wrong keys per
+    minute per client address before 429, as ``soulpass serve --failed-keys``; 0: no limit)."""
+    return http_server(engine, keys, host, policy, failed_keys)[0]
 
 
-def http_server(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1",
-                policy: AutoArchive | None = None) -> tuple[ASGIApp, SessionKeeper]:
+def http_server(engine: Soulpass, keys: KeyStore, host: str = "127.0.0.1", policy: AutoArchive | None = None,
+                failed_keys: int = ServerLimits.failed_keys) -> tuple[ASGIApp, SessionKeeper]:
     server, sessions = build(engine, None, policy)
-    return KeyAuth(server.streamable_http_app(host=host), keys), sessions
+    return KeyAuth(server.streamable_http_app(host=host), keys, KeyAttempts(failed_keys)), sessions
 
 
-def run_http(engine: Soulpass, keys: KeyStore, *, sock: socket.socket, policy: AutoArchive | None = None) -> None:
+def run_http(engine: Soulpass, keys: KeyStore, *, sock: socket.socket, policy: AutoArchive | None = None,
+             failed_keys: int = ServerLimits.failed_keys) -> None:
     """Serve MCP over streamable HTTP on ``sock`` (bound, not yet listening) until stopped."""
     import uvicorn
 
     host = str(sock.getsockname()[0])
-    app, sessions = http_server(engine, keys, host, policy)
+    app, sessions = http_server(engine, keys, host, policy, failed_keys)
     sessions.start()
     try:
         uvicorn.Server(uvicorn.Config(app, log_level="info")).run(sockets=[sock])

@@ -24,7 +24,7 @@ from soulpass.passport.format import (
     sha256,
     tree_digest,
 )
-from soulpass.store.keys import HISTORY_FOLDER
+from soulpass.store.plain_form import without_history
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -57,9 +57,8 @@ def export_account(sp: Soulpass, name: str, path: str | Path, *, history: bool =
     try:
         with zipfile.ZipFile(tmp, "w", compression=zipfile.ZIP_DEFLATED) as zf, store.exclusive():
             head = store.head()
-            for key, data in store.source_files():
-                if not history and key.partition("/")[0] == HISTORY_FOLDER:
-                    continue
+            files = store.source_files()
+            for key, data in files if history else without_history(files):
                 zf.writestr(PREFIX + key, data)
                 entries.append({"name": key, "sha256": sha256(data), "size": len(data)})
                 if progress and len(entries) % 500 == 0:

@@ -28,6 +28,7 @@ from soulpass.passport.format import (
     sha256,
     tree_digest,
 )
+from soulpass.store.plain_form import check_plain_form
 
 if TYPE_CHECKING:
     from soulpass.engine import Soulpass
@@ -49,7 +50,8 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
                    progress: bool = False) -> ImportResult:
     """Create an account from the passport at ``path`` (named as in it, or ``as_name``).
 
-    Every entry is read and checked against the manifest before anything is written; ``Conflict``
+    Every entry is read and checked against the manifest, and its content as live input is
+    (:func:`soulpass.store.plain_form.check_plain_form`), before anything is written; ``Conflict``
     if the account exists. ``max_entry``/``max_total`` bound one file and the whole account in bytes;
     ``progress`` counts verified files on stderr."""
     source = Path(path).expanduser()
@@ -69,6 +71,10 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
             files[key] = data
             if progress and len(files) % 500 == 0:
                 print(f"verified {len(files)} files", file=sys.stderr)
+        head = check_plain_form(files)  # the content too, as live input is, before anything is written
+        if head != manifest.get("head"):
+            raise InvalidInput(f"passport manifest says HEAD {str(manifest.get('head'))[:40]}, its files {head}",
+                               entry=MANIFEST)
         seed = _vectors(zf, manifest, max_total)
         sp.backend.restore(name, iter(sorted(files.items())))
     return ImportResult(account=name, head=int(manifest["head"]), files=len(files), history=bool(manifest["history"]),

@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from soulpass import __version__
 from soulpass.engine import Soulpass
-from soulpass.errors import SoulpassError
+from soulpass.errors import BackendUnavailable, SoulpassError
 from soulpass.pool import AccountPool
 from soulpass.server.deps import Forbidden, Unauthorized
 from soulpass.server.docs import add_docs
@@ -112,6 +112,8 @@ def error_response(request: Request, status: int, error: str, message: str, deta
 def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SoulpassError)
     async def soulpass_error(request: Request, exc: SoulpassError) -> JSONResponse:
+        if isinstance(exc, BackendUnavailable) and isinstance(exc.__cause__, OSError):  # the library's storage error
+            return await io_error(request, exc.__cause__)
         headers = {"Retry-After": str(exc.retry_after)} if isinstance(exc, RateLimited) else None
         return error_response(request, exc.http_status, type(exc).__name__, exc.message, exc.details, headers)
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from soulpass.errors import InvalidInput, SoulpassError
 
-__all__ = ["QUOTA_TTL", "Guards", "QuotaExceeded", "RateLimited", "ServerLimits", "TokenBuckets"]
+__all__ = ["QUOTA_TTL", "Guards", "KeyAttempts", "QuotaExceeded", "RateLimited", "ServerLimits", "TokenBuckets"]
 
 QUOTA_TTL = 5.0
 
@@ -90,16 +90,12 @@ class TokenBuckets:
         return 0.0 if tokens >= 1 else (1 - tokens) / self.rate
 
 
-class Guards:
-    """The three limits of one app (``app.state.guards``)."""
+class KeyAttempts:
+    """The wrong-key limiter: ``per_minute`` failed key checks per client address (0: no limit),
+    the same for every door a key is typed at (REST, /ui, MCP over HTTP)."""
 
-    def __init__(self, limits: ServerLimits, stored_bytes: Callable[[str], int],
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        self.limits, self.clock, self._stored_bytes = limits, clock, stored_bytes
-        self.requests = TokenBuckets(limits.rate, limits.burst, clock)
-        self.failures = TokenBuckets(limits.failed_keys / 60.0, limits.failed_keys, clock)
-        self._sizes: dict[str, tuple[int, float]] = {}
-        self._lock = threading.Lock()
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.failures = TokenBuckets(per_minute / 60.0, per_minute, clock)
 
     def before_key_check(self, client: str) -> None:
         """Refuse a client address that failed too many key checks lately, before checking its key."""
@@ -110,6 +106,24 @@ class Guards:
 
     def key_failed(self, client: str) -> None:
         self.failures.wait(client)
+
+
+class Guards:
+    """The three limits of one app (``app.state.guards``)."""
+
+    def __init__(self, limits: ServerLimits, stored_bytes: Callable[[str], int],
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.limits, self.clock, self._stored_bytes = limits, clock, stored_bytes
+        self.requests = TokenBuckets(limits.rate, limits.burst, clock)
+        self.keys = KeyAttempts(limits.failed_keys, clock)
+        self._sizes: dict[str, tuple[int, float]] = {}
+        self._lock = threading.Lock()
+
+    def before_key_check(self, client: str) -> None:
+        self.keys.before_key_check(client)
+
+    def key_failed(self, client: str) -> None:
+        self.keys.key_failed(client)
 
     def request(self, key_id: str) -> None:
         wait = self.requests.wait(key_id)

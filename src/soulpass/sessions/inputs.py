@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from soulpass.errors import InvalidInput
 from soulpass.ids import is_temp_id, new_temp_id
 from soulpass.records import RECORD_MODELS, Episode, TurnLLM, TurnUser
+from soulpass.sessions.arguments import string_list
 from soulpass.sessions.seed_format import episode_from_seed_dict
 
 __all__ = ["dump", "episode_model", "string_list", "turn_model", "validate"]
@@ -48,16 +49,6 @@ def episode_model(episode: Any) -> tuple[Episode, list[TurnUser | TurnLLM]]:
     return episode_model(validate(Episode, data))
 
 
-def string_list(values: Any, field: str) -> tuple[Any, ...]:
-    """``values`` as a tuple; one string is refused, not split into one-letter items."""
-    if isinstance(values, str | bytes):
-        raise InvalidInput(f"{field} must be a list of strings, not one string ({values!r:.40})", field=field)
-    try:
-        return tuple(values)
-    except TypeError:
-        raise InvalidInput(f"{field} must be a list of strings, not {type(values).__name__}", field=field) from None
-
-
 def dump(model: BaseModel) -> dict[str, Any]:
     try:
         return model.model_dump(mode="json")
@@ -78,3 +69,4 @@ def _first_errors(exc: ValidationError) -> str:
         loc = ".".join(str(p) for p in err["loc"]) or "(root)"
         parts.append(f"{loc}: {err['msg']}")
     return "; ".join(parts)
+

@@ -544,6 +544,13 @@ class AccountBackend(MasterStore, Protocol):
         versions whose copies were rewritten."""
         ...
 
+    def reclaim(self) -> list[str]:
+        """After a forget (its version committed, the index dropped): make the erased content leave
+        the backend's own files where it can (PostgreSQL: the old row versions still in the
+        relation files are rewritten away); returns what it did, one line each. What it cannot
+        reach (PostgreSQL's WAL, backups, a file system's freed blocks) is said in docs/passport.md."""
+        ...
+
 
 @dataclass(frozen=True)
 class Migration:
@@ -567,6 +574,11 @@ class Database(Protocol):
 
     def connection(self) -> AbstractContextManager[Any]:
         """A pooled connection; leaving the block commits (or rolls back on an exception)."""
+        ...
+
+    @property
+    def local_folder(self) -> Path:
+        """This machine's folder beside the database, for what the database does not hold."""
         ...
 
     def dedicated(self) -> AbstractContextManager[Any]:

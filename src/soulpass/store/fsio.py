@@ -24,15 +24,19 @@ from typing import Any
 from soulpass.errors import Corrupted, InvalidInput
 
 __all__ = [
+    "MAX_JSON_DEPTH",
     "DurableBatch",
     "atomic_write",
+    "check_depth",
     "dump_json",
     "file_lock",
     "fsync_dir",
     "folder_bytes",
     "fsync_files",
+    "json_or_text",
     "load_json",
     "makedirs_durable",
+    "parse_json",
     "resource_lock",
     "syncfs",
     "write_durable",
@@ -49,6 +53,48 @@ def dump_json(value: Any) -> bytes:
         return (json.dumps(value, ensure_ascii=False, sort_keys=True, indent=1) + "\n").encode("utf-8")
     except UnicodeEncodeError as exc:
         raise InvalidInput(f"text is not valid UTF-8 ({exc.reason} at position {exc.start})") from exc
+
+
+# Objects and lists nested deeper than this are refused where JSON comes in: no real export, state
+# or profile needs it, and every reader (JSON, YAML, pydantic) would otherwise recurse until
+# RecursionError.
+MAX_JSON_DEPTH = 64
+
+
+def parse_json(text: str | bytes, what: str) -> Any:
+    """``text`` parsed as JSON from outside (an export, a command-line value): ``InvalidInput``
+    naming ``what`` when it is not JSON or is nested more than :data:`MAX_JSON_DEPTH` levels."""
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise InvalidInput(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep", field=what) from None
+    except ValueError as exc:
+        raise InvalidInput(f"{what} is not valid JSON: {exc}", field=what) from exc
+    check_depth(value, what)
+    return value
+
+
+def json_or_text(raw: str, what: str) -> Any:
+    """A command-line value: JSON where it parses as JSON (numbers, lists), else the text itself;
+    ``InvalidInput`` when it is JSON nested more than :data:`MAX_JSON_DEPTH` levels."""
+    try:
+        return parse_json(raw, what)
+    except InvalidInput as exc:
+        if isinstance(exc.__cause__, ValueError):
+            return raw
+        raise
+
+
+def check_depth(value: Any, what: str) -> None:
+    """``InvalidInput`` when ``value`` nests objects or lists more than :data:`MAX_JSON_DEPTH` levels
+    (checked without recursion, so a hostile depth cannot make the check itself recurse)."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list | tuple | set | frozenset):
+            if depth > MAX_JSON_DEPTH:
+                raise InvalidInput(f"{what} is nested more than {MAX_JSON_DEPTH} levels deep", field=what)
+            stack.extend((v, depth + 1) for v in (item.values() if isinstance(item, dict) else item))
 
 
 def load_json(path: Path) -> Any:

@@ -30,8 +30,8 @@ from soulpass.errors import InvalidInput
 from soulpass.index.passages import best_in_array, passage_id, record_of
 from soulpass.index.vectors import SharedIndex, model_tag, open_vector_index
 from soulpass.index.vectors.base import IndexMeta, check_ids, unit_query, unit_rows
+from soulpass.store.contract import Database
 from soulpass.store.fsio import atomic_write, dump_json, load_json
-from soulpass.store.postgres.url import local_root
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ def has_pgvector(db: Any) -> str | None:
                                        " WHERE extname = 'vector'").fetchone()
                 found = str(row[0]) if row else None
         except psycopg.Error as exc:
-            said = _said(db.url)  # once per database, not once per command: a note in its local folder
+            said = _said(db)  # once per database, not once per command: a note in its local folder
             (log.debug if said.exists() else log.warning)(
                 "pgvector is not available in this PostgreSQL (%s): vectors are kept in a bytea column "
                 "and searched with an HNSW index derived beside them in each account's local index "
@@ -75,14 +75,14 @@ def has_pgvector(db: Any) -> str | None:
                 said.parent.mkdir(parents=True, exist_ok=True)
                 said.touch()
         if found is not None:
-            _said(db.url).unlink(missing_ok=True)  # should it go again, say so again
+            _said(db).unlink(missing_ok=True)  # should it go again, say so again
         _HAS[db.url] = found
         return found
 
 
-def _said(url: str) -> Path:
+def _said(db: Database) -> Path:
     """The note that this database's missing pgvector was already said (in its local folder)."""
-    return local_root(url) / "pgvector-missing.said"
+    return db.local_folder / "pgvector-missing.said"
 
 
 def _literal(row: npt.NDArray[np.float32]) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 from collections.abc import Callable, Collection, Iterator, Mapping
@@ -33,9 +32,10 @@ from soulpass.store.files.commit import (
 )
 from soulpass.store.files.copies import COPY_SUFFIXES, encode_change, load_copy
 from soulpass.store.files.layout import HISTORY, INDEX, LOG_FILE, history_dir
-from soulpass.store.files.log_sums import check_line, read_sums
+from soulpass.store.files.log_sums import read_sums
 from soulpass.store.files.prose_hashes import ProseHashes
 from soulpass.store.files.session_log import sweep_finished
+from soulpass.store.files.version_log import entry_of, read_entries
 from soulpass.store.fsio import load_json, makedirs_durable, resource_lock
 from soulpass.store.keys import RECORD_DIRS, kind_of_id, record_path
 from soulpass.store.lookup import by_hash, carried, hash_holder, is_sha256, tag_holder
@@ -136,6 +136,11 @@ class AccountStore:
                 f"changeset planned on version {changeset.base_version} but HEAD is {head}",
                 account=self.name,
             )
+        logged = last_entry(self.path)
+        if (logged["version"] if logged else 0) != head:  # a lost last line: a new one would leave a gap
+            raise Corrupted(f"{self.path / LOG_FILE} ends at version {logged['version'] if logged else 0} but HEAD "
+                            f"is {head}: a line of the version log is missing; nothing was committed; restore the "
+                            "account from a backup or a passport", account=self.name, path=str(self.path / LOG_FILE))
         return commit(self.path, changeset, hook)
 
     def commit_change(self, change: Change, hook: Hook | None = None) -> Applied:
@@ -195,20 +200,12 @@ class AccountStore:
 
     def _read_log(self) -> list[dict[str, Any]]:
         path = self.path / LOG_FILE
-        if not path.exists():
-            return []
-        entries = []
-        sums = read_sums(self.path)
-        for n, line in enumerate(path.read_bytes().splitlines(), 1):
-            if line.strip():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError as exc:
-                    raise Corrupted(f"{path}:{n} is not JSON", path=str(path)) from exc
-                if isinstance(entry, dict) and isinstance(entry.get("version"), int):
-                    check_line(path, n, entry["version"], line, sums)
-                entries.append(entry)
-        return entries
+        sums = read_sums(self.path)  # first: the log only grows after it (its lines come first)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            data = b""
+        return read_entries(path, data, sums)
 
     # --- snapshot reads ------------------------------------------------------------------
 
@@ -373,7 +370,7 @@ class FilesSnapshot:
             return VersionEntry({"version": 0, "parent": None, "counts": {}})
         tail = last_log_line(self._store.path / LOG_FILE)  # HEAD's line, without reading the log
         try:
-            raw = json.loads(tail) if tail else None
+            raw = entry_of(tail) if tail else None
         except ValueError:
             raw = None  # reading the whole log names the bad line
         if raw is None or int(raw["version"]) != self._version:

@@ -41,6 +41,7 @@ from soulpass.errors import Corrupted
 from soulpass.store.contract import Hook
 from soulpass.store.files.layout import LOG_FILE, history_path
 from soulpass.store.files.log_sums import SUMS_FILE, cover
+from soulpass.store.files.version_log import encode_entry, entry_of, retired_copies, with_history_digests
 from soulpass.store.fsio import (
     DurableBatch,
     atomic_write,
@@ -175,7 +176,7 @@ def _journal(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Journal:
         "history": [[rel, len(old)] for rel, old in history],
         "retires": list(cs.retires),
         "version_doc": dict(cs.version_doc),
-        "log_entry": dict(cs.log_entry),
+        "log_entry": with_history_digests(cs.log_entry, [*history, *retired_copies(account, cs.retires)]),
     }
     _write_journal(txn, manifest, staged, history, hook)
     os.replace(txn / "pack.tmp", txn / "COMMITTED")
@@ -365,12 +366,12 @@ def _append_log(log: Path, entry: Mapping[str, Any], version: int, *, sync: bool
     the caller flushes the append (a commit's :class:`DurableBatch`)."""
     if not log.parent.exists():
         makedirs_durable(log.parent)
-    line = (json.dumps(entry, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8")
     fd = os.open(log, os.O_RDWR | os.O_CREAT, 0o644)
     try:
         size = _cut_torn_tail(fd)
         if _last_logged_version(log) >= version:
             return None
+        line = encode_entry(entry, last_log_line(log))
         try:
             written = 0
             while written < len(line):
@@ -453,7 +454,7 @@ def read_header(account: Path) -> dict[str, Any]:
 def last_entry(account: Path) -> dict[str, Any] | None:
     """The last line of the version log, parsed; None when there is none or it is not an entry."""
     try:
-        entry = json.loads(last_log_line(account / LOG_FILE) or b"null")
+        entry = entry_of(last_log_line(account / LOG_FILE) or b"null")
     except ValueError:
         return None
     return entry if isinstance(entry, dict) and type(entry.get("version")) is int else None

@@ -9,15 +9,18 @@ idempotent, so running the same forget again finishes one cut short.
 
 from __future__ import annotations
 
-import json
+import contextlib
+import hashlib
 import os
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
+from typing import Any
 
 from soulpass.errors import InvalidInput
 from soulpass.store.files.copies import encode_copy, parse_copy
-from soulpass.store.files.layout import LOG_FILE, history_dir
+from soulpass.store.files.layout import LOG_FILE, history_dir, history_path
 from soulpass.store.files.log_sums import rewrite_sums
+from soulpass.store.files.version_log import HISTORY_DIGESTS, encode_log, entry_of
 from soulpass.store.fsio import atomic_write, fsync_dir, makedirs_durable
 from soulpass.store.redact import Erasure, redacted_copy, redacted_entry
 
@@ -42,17 +45,15 @@ def _move(account: Path, old: str, new: str) -> None:
             fsync_dir(src.parent)
 
 
-def _rewrite_log(account: Path, erasure: Erasure) -> None:
+def _rewrite_log(account: Path, erasure: Erasure, rewritten: Collection[str]) -> None:
+    """The log without the erased details, and with the digests of the ``history/`` copies of the
+    keys ``rewritten`` (by their names after the move) as they are now."""
     path = account / LOG_FILE
     if not path.exists():
         return
     old = path.read_bytes()
-    lines = []
-    for line in old.splitlines():
-        if line.strip():
-            entry = redacted_entry(json.loads(line), erasure)
-            lines.append(json.dumps(entry, ensure_ascii=False, sort_keys=True).encode("utf-8") + b"\n")
-    new = b"".join(lines)
+    entries = [redacted_entry(entry_of(line, digests=True), erasure) for line in old.splitlines() if line.strip()]
+    new = encode_log(_redigested(account, entry, rewritten) for entry in entries)
     if new != old:
         atomic_write(path, new)
     rewrite_sums(account)
@@ -76,5 +77,18 @@ def forget_keys(account: Path, keys: Sequence[str], erasure: Erasure) -> dict[st
         rewritten[erasure.renames.get(key, key)] = sorted(versions)
     for old, new in erasure.renames.items():
         _move(account, old, new)
-    _rewrite_log(account, erasure)
+    _rewrite_log(account, erasure, rewritten)
     return rewritten
+
+
+def _redigested(account: Path, entry: dict[str, Any], keys: Collection[str]) -> dict[str, Any]:
+    pairs = entry.get(HISTORY_DIGESTS)
+    if not isinstance(pairs, list):
+        return entry
+    version, out = int(entry["version"]), []
+    for pair in pairs:
+        if isinstance(pair, list) and len(pair) == 2 and pair[0] in keys:
+            with contextlib.suppress(FileNotFoundError):
+                pair = [pair[0], hashlib.sha256((account / history_path(pair[0], version)).read_bytes()).hexdigest()]
+        out.append(pair)
+    return {**entry, HISTORY_DIGESTS: out}

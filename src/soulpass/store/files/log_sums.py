@@ -15,7 +15,8 @@ import contextlib
 import os
 import re
 import zlib
-from pathlib import Path
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 
 from soulpass.errors import Corrupted
 from soulpass.store.files.layout import LOG_FILE
@@ -45,7 +46,7 @@ def read_sums(account: Path) -> dict[int, str]:
     return sums
 
 
-def check_line(path: Path, n: int, version: int, raw: bytes, sums: dict[int, str]) -> None:
+def check_line(path: PurePath, n: int, version: int, raw: bytes, sums: Mapping[int, str]) -> None:
     """``Corrupted`` naming ``path:n`` when the line of ``version`` does not match its checksum."""
     want = sums.get(version)
     if want is not None and line_crc(raw) != want:

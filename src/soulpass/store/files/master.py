@@ -26,7 +26,7 @@ from soulpass.store.contract import (
 )
 from soulpass.store.files import pristine
 from soulpass.store.files.account import AccountStore, FilesSnapshot
-from soulpass.store.files.audit import current_copies, log_drift
+from soulpass.store.files.audit import buffer_findings, current_copies, history_findings, log_findings
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
 from soulpass.store.files.forget import forget_keys
 from soulpass.store.files.layout import HISTORY, history_dir
@@ -104,11 +104,13 @@ class FilesMasterStore:
                   if note.startswith(f"rebuilt {VERSION_FILE}")]
         if self.store.read_only is not None:
             found.append(StoreFinding("recovery_pending", "txn", self.store.read_only))
+        in_log, entries = log_findings(self.store.path, self.store.head())
         edited = [StoreFinding("edited_by_hand", e.key, f"differs from what version {e.version} committed: "
                                "`soulpass adopt` commits the edit as a new version"
                                + ("" if e.original_kept else " (the original is not kept here: a backup has it)"))
                   for e in pristine.hand_edits(self.store.path)]
-        return [*found, *log_drift(self.store.head(), self.store.log()), *edited]
+        return [*found, *in_log, *history_findings(self.store.path, entries), *buffer_findings(self.store.path),
+                *edited]
 
     def hand_edits(self) -> list[HandEditedCopy]:
         out = []
@@ -143,6 +145,9 @@ class FilesMasterStore:
             rewritten = forget_keys(self.store.path, keys, erasure)
             pristine.renote(self.store.path, rewritten, forget=keys)
             return rewritten
+
+    def reclaim(self) -> list[str]:
+        return []  # every copy was replaced whole (a new file renamed over it): no old content left in one
 
 
 class FilesCopyWalk:

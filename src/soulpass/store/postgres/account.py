@@ -34,7 +34,7 @@ from soulpass.store.keys import VERSION_FILE
 from soulpass.store.postgres import commit as commits
 from soulpass.store.postgres import transfer
 from soulpass.store.postgres.connections import Database
-from soulpass.store.postgres.forget import forget_keys
+from soulpass.store.postgres.forget import forget_keys, vacuum_erased
 from soulpass.store.postgres.rows import logged_entry
 from soulpass.store.postgres.sandboxes import PostgresSandboxes
 from soulpass.store.postgres.snapshot import PostgresSnapshot
@@ -102,7 +102,7 @@ class PostgresAccount:
         try:
             with self._db.connection() as conn:
                 return commits.commit(conn, self._id, change, hook)
-        except psycopg.OperationalError as exc:
+        except (psycopg.OperationalError, BackendUnavailable) as exc:  # the latter: the pool saw it lost
             if self._logged(change):
                 return Committed(change.version, f"version {change.version} is committed; the connection was lost "
                                                  f"as it answered ({exc})")
@@ -204,6 +204,9 @@ class PostgresAccount:
 
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         return forget_keys(self._db, self._id, keys, erasure)
+
+    def reclaim(self) -> list[str]:
+        return vacuum_erased(self._db)
 
 
 class PostgresCopyWalk:

@@ -10,6 +10,7 @@ import atexit
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -18,9 +19,15 @@ from psycopg_pool import ConnectionPool
 from soulpass.errors import BackendUnavailable
 from soulpass.store.contract import Migration
 from soulpass.store.postgres.schema import STORE_MIGRATIONS, migrate
-from soulpass.store.postgres.url import masked, server_url
+from soulpass.store.postgres.url import local_root, masked, server_url
 
 __all__ = ["Database", "close_database", "database"]
+
+
+def _lost(exc: psycopg.Error) -> bool:
+    """Whether ``exc`` says the server or the connection is gone (no SQLSTATE, or class 08
+    "connection exception" or 57 "operator intervention": a shutdown, a terminated backend)."""
+    return exc.sqlstate is None or exc.sqlstate.startswith(("08", "57"))
 
 POOL_SIZE = 10
 
@@ -40,6 +47,11 @@ class Database:
         self.pool = ConnectionPool(self.conninfo, min_size=1, max_size=POOL_SIZE, open=True,
                                    configure=_configure, name="soulpass")
 
+    @property
+    def local_folder(self) -> Path:
+        """This machine's folder for the database's URL (``url.local_root``)."""
+        return local_root(self.url)
+
     def migrate(self, migrations: Sequence[Migration]) -> list[str]:
         """The named-migration runner (``schema.migrate``) on a connection of its own, skipped once
         this process has seen every one of ``migrations`` applied."""
@@ -51,9 +63,19 @@ class Database:
             self._migrated.update(m.name for m in migrations)
             return applied
 
-    def connection(self) -> contextlib.AbstractContextManager[psycopg.Connection[tuple[Any, ...]]]:
-        """A pooled connection; leaving the block commits (or rolls back on an exception)."""
-        return self.pool.connection()
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:
+        """A pooled connection; leaving the block commits (or rolls back on an exception). The
+        server gone, the connection lost or none free in time is ``BackendUnavailable``; an error
+        of a statement (a lock not available, a constraint) is raised as it is, for its caller."""
+        try:
+            with self.pool.connection() as conn:
+                yield conn
+        except psycopg.OperationalError as exc:  # PoolTimeout among them
+            if not _lost(exc):
+                raise
+            raise BackendUnavailable(f"PostgreSQL at {masked(self.url)} failed: {str(exc).strip()[:300]}",
+                                     url=masked(self.url)) from exc
 
     @contextlib.contextmanager
     def dedicated(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:

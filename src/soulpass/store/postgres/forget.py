@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from soulpass.errors import InvalidInput
@@ -13,7 +14,11 @@ from soulpass.store.files.copies import encode_copy
 from soulpass.store.postgres.connections import Database
 from soulpass.store.redact import Erasure, redacted_copy, redacted_entry
 
-__all__ = ["forget_keys"]
+__all__ = ["ERASED_TABLES", "forget_keys", "vacuum_erased"]
+
+# Every table that holds an account's content: the store's, and the index's kept in the database.
+ERASED_TABLES = ("versions", "records", "documents", "session_events", "index_rows", "index_embedded",
+                 "index_state")
 
 
 def forget_keys(db: Database, account_id: int, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
@@ -46,3 +51,16 @@ def forget_keys(db: Database, account_id: int, keys: Sequence[str], erasure: Era
                 conn.execute("UPDATE versions SET entry = %s WHERE account_id = %s AND version = %s",
                              (Jsonb(new_entry), account_id, version))
     return rewritten
+
+
+def vacuum_erased(db: Database) -> list[str]:
+    """``VACUUM FULL`` of every table that held the erased content (and each vector table): an
+    UPDATE or DELETE leaves the old row versions in the relation files until a rewrite, and a plain
+    VACUUM only marks their space free. Takes each table's exclusive lock while it is rewritten."""
+    done = []
+    with db.dedicated() as conn:  # autocommit: VACUUM cannot run inside a transaction
+        vectors = [str(t) for (t,) in conn.execute("SELECT name FROM index_vector_tables").fetchall()]
+        for table in (*ERASED_TABLES, *vectors):
+            conn.execute(sql.SQL("VACUUM FULL {}").format(sql.Identifier(table)))
+            done.append(f"VACUUM FULL {table}")
+    return done

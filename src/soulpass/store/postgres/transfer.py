@@ -22,6 +22,7 @@ from soulpass.store.files.bulk_lists import ADDED_DIR, inline, set_apart
 from soulpass.store.files.commit import version_doc
 from soulpass.store.files.copies import parse_copy
 from soulpass.store.files.layout import HISTORY, LOG_FILE, history_path
+from soulpass.store.files.version_log import encode_log, entry_of, with_history_digests
 from soulpass.store.fsio import dump_json
 from soulpass.store.keys import CORE, SOURCE_FOLDERS, VERSION_FILE, kind_of_id
 from soulpass.store.postgres.commit import write_rows
@@ -35,6 +36,7 @@ def source_files(db: Database, account_id: int) -> Iterator[tuple[str, bytes]]:
     """(key, bytes) of the account's plain-file form, sorted by key, all of one version (one
     repeatable-read transaction)."""
     files: dict[str, bytes] = {}
+    retired: dict[int, list[tuple[str, bytes]]] = {}  # version -> the copies it moved under history/
     with db.connection() as conn, conn.transaction():
         conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
         for table in ("records", "documents"):
@@ -45,15 +47,17 @@ def source_files(db: Database, account_id: int) -> Iterator[tuple[str, bytes]]:
                     files[key] = bytes(data)
                 elif key.startswith(CORE + "/"):
                     files[history_path(key, int(to))] = bytes(data)
+                    retired.setdefault(int(to), []).append((key, bytes(data)))
         entries = conn.execute("SELECT entry, bulk FROM versions WHERE account_id = %s ORDER BY version",
                                (account_id,)).fetchall()
-    files.update(_log_files(entries))
+    files.update(_log_files(entries, retired))
     for key in sorted(files):
         yield key, files[key]
 
 
-def _log_files(entries: list[tuple[Any, ...]]) -> dict[str, bytes]:
-    """The version log, a bulk version's lists, and HEAD's ``core/VERSION.json``."""
+def _log_files(entries: list[tuple[Any, ...]], retired: dict[int, list[tuple[str, bytes]]]) -> dict[str, bytes]:
+    """The version log (each line with the digests of the ``history/`` copies its version made, as
+    the files backend writes it), a bulk version's lists, and HEAD's ``core/VERSION.json``."""
     out: dict[str, bytes] = {}
     lines = []
     for entry, bulk in entries:
@@ -61,9 +65,9 @@ def _log_files(entries: list[tuple[Any, ...]]) -> dict[str, bytes]:
         if bulk:
             line, kept = set_apart(entry)
             out[kept.relpath] = kept.data
-        lines.append((json.dumps(line, ensure_ascii=False, sort_keys=True) + "\n").encode("utf-8"))
+        lines.append(with_history_digests(line, retired.get(int(line["version"]), ())))
     if lines:
-        out[LOG_FILE] = b"".join(lines)
+        out[LOG_FILE] = encode_log(lines)
         out[VERSION_FILE] = dump_json(version_doc(_last(entries)))
     return out
 
@@ -120,7 +124,7 @@ def _load(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, files: Ite
     for n, raw in enumerate(log.splitlines(), 1):
         if raw.strip():
             try:
-                line = json.loads(raw)
+                line = entry_of(raw)
             except ValueError as exc:
                 raise Corrupted(f"{LOG_FILE}:{n} is not JSON", path=LOG_FILE) from exc
             bulk = bool(line.get("added_file"))
