@@ -296,7 +296,8 @@ def test_a_failure_before_the_commit_point_writes_nothing_and_says_so(tmp_path: 
         home = tmp_path / f"run-{k}"
         shutil.copytree(template, home)
         acct = _open(home).account("ann")
-        with Faults(fail_at=k, mode="enospc").installed(), pytest.raises(OSError, match="was not committed"):
+        with Faults(fail_at=k, mode="enospc").installed(), \
+                pytest.raises(soulpass.StorageFull, match="was not committed"):
             acct.archive(sid)
         assert acct.head() == 1 and _content(acct) == BEFORE
         assert not any((home / "accounts/ann/txn").iterdir())  # nothing of it kept
@@ -315,7 +316,7 @@ def test_an_account_whose_recovery_cannot_write_still_opens_and_reads(
     assert reader.head() == 1 and _content(reader) == BEFORE
     assert [r.text_excerpt for r in reader.records("turn_user")] == ["an earlier turn"]
     assert "recovery_pending" in {f.check for f in reader.store.audit()}
-    with pytest.raises(OSError):  # a write must recover first, and cannot: nothing written
+    with pytest.raises(soulpass.StorageFull):  # a write must recover first, and cannot: nothing written
         _archive_turns(reader, "blocked", "not yet")
     disk.free()
     assert "redone 00000002" in reader.store.recover()

@@ -73,7 +73,7 @@ def test_deeply_nested_input_is_refused_naming_the_field(acct: soulpass.Account,
              "many": lambda: sb.write_many(states={"mood": deep})}
     with pytest.raises(InvalidInput, match="nested more than") as err:
         calls[write]()
-    assert err.value.details["field"] == ("value" if write == "core" else "data")
+    assert err.value.details["field"] == {"core": "value", "many": "states"}.get(write, "data")  # the argument given
     assert not sb.buffer().state_deltas and not sb.buffer().profile_updates
 
 

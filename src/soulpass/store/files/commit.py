@@ -31,6 +31,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -473,7 +474,32 @@ def header_drift(account: Path) -> str | None:
         return None
     if not (account / VERSION_FILE).exists():
         return "missing"
+    if doc["version"] > entry["version"] and _stamped_after(account, entry["version"]):
+        return None  # the log lost its last lines, not the header: commits refuse it (never a gap, never a rewind)
     return f"it said version {doc['version']}"
+
+
+_FRONT_MATTER_VERSION = re.compile(rb"^version: ?(\d+)$", re.M)
+
+
+def _stamped_after(account: Path, version: int) -> bool:
+    """Whether a copy in ``core/`` says it was written after ``version`` (read only when the header
+    is ahead of the log: a lost log line, or a header that is wrong)."""
+    for folder, _dirs, files in os.walk(account / CORE):
+        for name in files:
+            path = Path(folder) / name
+            with contextlib.suppress(OSError, ValueError):
+                if name.endswith(".md"):
+                    found = _FRONT_MATTER_VERSION.search(path.read_bytes())
+                    stamp = int(found.group(1)) if found else 0
+                elif name.endswith(".json") and path != account / VERSION_FILE:
+                    body = json.loads(path.read_bytes())
+                    stamp = body.get("version", 0) if isinstance(body, dict) else 0
+                else:
+                    continue
+                if type(stamp) is int and stamp > version:
+                    return True
+    return False
 
 
 def repair_header(account: Path) -> list[str]:
