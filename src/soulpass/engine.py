@@ -10,8 +10,9 @@ import logging
 import os
 import reprlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
@@ -22,7 +23,7 @@ from soulpass.embed.rerank import Reranker
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, is_permanent_id, new_temp_id, utc_now
 from soulpass.index.account import AccountIndex
-from soulpass.index.catalog import Filters, FullText
+from soulpass.index.catalog import CatalogRow, Filters, FullText
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
@@ -46,6 +47,7 @@ if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need load
     from soulpass.forgetting import ForgetResult
     from soulpass.journal import Journal
     from soulpass.records import (
+        BufferEvent,
         CoreMemory,
         Document,
         Episode,
@@ -661,16 +663,23 @@ class Sandbox:
         """Hybrid search over what this sandbox sees: the master as of its parent version plus its
         own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
         committed fact this session's facts supersede ranks below the fact superseding it."""
-        acct = self.account
-        head = acct.store.head()
-        at = self.info.parent_version
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
-                          session_id=session_id, persona_id=persona_id, event_id=event_id,
-                          as_of_version=None if at == head else at)
+                          session_id=session_id, persona_id=persona_id, event_id=event_id)
         from soulpass.index.catalog.make_rows import buffer_event_row
         events = self._buffer.events()
         path = store_keys.buffer_key(self.id)
         rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]
+        return self.search_buffered(query, k, filters, events, rows, min_score=min_score)
+
+    def search_buffered(self, query: str, k: int, filters: Filters, events: Sequence[BufferEvent],
+                        rows: Sequence[CatalogRow], *, min_score: float | None = None) -> SearchResults:
+        """``search`` over the buffer as the caller read it: ``events`` (this sandbox's, in order)
+        and ``rows``, their catalog rows. The one sandbox search, ``search``'s and the agent
+        tiers' (which keep both between turns: agent/recall.py); ``filters.as_of_version`` is set
+        here, to the sandbox's parent version."""
+        acct = self.account
+        at = self.info.parent_version
+        filters = replace(filters, as_of_version=None if at == acct.store.head() else at)
         with acct.exclusive():
             index = acct.index()
             found = search_results(index, index.search(query, k, filters, extra=rows))

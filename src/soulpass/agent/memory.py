@@ -49,6 +49,7 @@ from soulpass.consolidation.clipboard import ClipboardOp, apply_ops, read_clipbo
 from soulpass.engine import Committed
 from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, new_temp_id, utc_now
+from soulpass.index.catalog import Filters
 from soulpass.index.search import Hit
 from soulpass.records import BufferEvent, Episode, SensoryRecord, SituationContext
 from soulpass.sessions.buffer import SandboxBuffer
@@ -139,7 +140,7 @@ class AgentMemory:
     def _search(self, query: str, k: int, events: list[BufferEvent], kinds: tuple[str, ...] = ()) -> list[Hit]:
         if self._rows is None or self._rows.sandbox_id != self._sandbox.id:
             self._rows = BufferRows(self._sandbox.id)
-        return self._rows.search(self._sandbox, query, k, events, kinds)
+        return self._sandbox.search_buffered(query, k, Filters(kinds=kinds), events, self._rows.rows(events))
 
     def _carried(self, events: list[BufferEvent]) -> list[LogEntry]:
         """Entries that stayed hot when the previous sandbox was archived on a deep sleep."""

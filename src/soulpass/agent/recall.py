@@ -1,22 +1,17 @@
-"""Search for the agent tiers: what ``Sandbox.search`` finds, with the buffer's rows built once.
+"""The rows of the agent's buffer for ``Sandbox.search_buffered``, built once per event.
 
 ``Sandbox.search`` re-reads and re-validates the whole session buffer on every call (about 1.3 s
-at 5,000 entries); an agent searches every turn, so the rows of the buffer's records are made
-incrementally here, one per event, and reused.
+at 5,000 entries); an agent searches every turn, so its events come from a tail reader and the
+rows of the buffer's records are made incrementally here, one per event, and reused. The search
+itself is the sandbox's one search (with its demotion of facts the session supersedes).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog import CatalogRow
 from soulpass.index.catalog.make_rows import buffer_event_row
-from soulpass.index.search import Hit
 from soulpass.records import BufferEvent
 from soulpass.store.keys import buffer_key
-
-if TYPE_CHECKING:
-    from soulpass.engine import Sandbox
 
 __all__ = ["BufferRows"]
 
@@ -38,11 +33,3 @@ class BufferRows:
             if row is not None:
                 out.append(row)
         return out
-
-    def search(self, sb: Sandbox, query: str, k: int, events: list[BufferEvent],
-               kinds: tuple[str, ...] = ()) -> list[Hit]:
-        """Hybrid search over the master as of the sandbox's parent version plus its buffer."""
-        acct = sb.account
-        at = sb.info.parent_version
-        filters = Filters(kinds=kinds, as_of_version=None if at == acct.store.head() else at)
-        return list(acct.index().search(query, k, filters, extra=self.rows(events)))
