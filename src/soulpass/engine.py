@@ -465,15 +465,16 @@ class Account:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None, event_id: str | None = None,
-               at: int | None = None, min_score: float | None = None) -> SearchResults:
+               source: str | None = None, at: int | None = None, min_score: float | None = None) -> SearchResults:
         """Hybrid search (full text + vectors, fused) over what is committed, as of HEAD or ``at``.
         ``.incomplete`` on the result says records not embedded yet may be missing from it;
+        ``source`` keeps what one importer or tool brought in (its tag ``source:<source>``);
         ``min_score`` (0 to 1) drops hits of a lower ``soulpass.index.relevance.relevance``."""
         if at is not None:
             self.check_version(at)
         for field, value, kind in (("agent", agent, str), ("session_id", session_id, str),
                                    ("persona_id", persona_id, str), ("event_id", event_id, str),
-                                   ("since", since, datetime), ("until", until, datetime)):
+                                   ("source", source, str), ("since", since, datetime), ("until", until, datetime)):
             if value is not None and not isinstance(value, kind):
                 raise InvalidInput(f"{field} must be a {kind.__name__} or None, not {type(value).__name__}",
                                    field=field)
@@ -481,7 +482,7 @@ class Account:
                 check_text(value, field)
         filters = Filters(kinds=strings(kinds, "kinds", one=True), agent=agent, tags=strings(tags, "tags", one=True),
                           since=since, until=until, session_id=session_id, persona_id=persona_id, event_id=event_id,
-                          as_of_version=at)
+                          source=source, as_of_version=at)
         with self._lock:
             index = self.index()
             found = search_results(index, index.search(query, k, filters))
@@ -659,12 +660,13 @@ class Sandbox:
     def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
                tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
                session_id: str | None = None, persona_id: str | None = None,
-               event_id: str | None = None, min_score: float | None = None) -> SearchResults:
+               event_id: str | None = None, source: str | None = None, min_score: float | None = None,
+               ) -> SearchResults:
         """Hybrid search over what this sandbox sees: the master as of its parent version plus its
         own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
         committed fact this session's facts supersede ranks below the fact superseding it."""
         filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
-                          session_id=session_id, persona_id=persona_id, event_id=event_id)
+                          session_id=session_id, persona_id=persona_id, event_id=event_id, source=source)
         from soulpass.index.catalog.make_rows import buffer_event_row
         events = self._buffer.events()
         path = store_keys.buffer_key(self.id)

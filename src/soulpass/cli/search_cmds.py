@@ -41,6 +41,8 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.option("--session", "session_id", help="Only this session (sandbox id).")
 @click.option("--persona", "persona_id", help="Only episodes of this persona.")
 @click.option("--event", "event_id", help="Only episodes of this event.")
+@click.option("--source", help="Only what this importer or tool brought in (tag source:SOURCE: chatgpt, claude, "
+                               "mem0, basic-memory, jsonl).")
 @click.option("--at", type=int, default=None, help="Search the memory as it was at this version.")
 @click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
 @click.option("--min-score", type=click.FloatRange(0.0, 1.0), default=None,
@@ -50,14 +52,15 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 @click.pass_obj
 def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...], agent: str | None,
            tags: tuple[str, ...], since: datetime | None, until: datetime | None, session_id: str | None,
-           persona_id: str | None, event_id: str | None, at: int | None, rerank: bool, min_score: float | None,
-           as_json: bool) -> None:
+           persona_id: str | None, event_id: str | None, source: str | None, at: int | None, rerank: bool,
+           min_score: float | None, as_json: bool) -> None:
     """Hybrid search (full text, and vectors with the 'embed' extra) over an account's committed memory.
 
     Without the 'embed' extra it is full text only, and a search that finds fewer than K hits says so."""
     acct = state.account(account, rerank=rerank)
     hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
-                       session_id=session_id, persona_id=persona_id, event_id=event_id, at=at, min_score=min_score)
+                       session_id=session_id, persona_id=persona_id, event_id=event_id, source=source, at=at,
+                       min_score=min_score)
     names = session_names(acct.log()) if hits else {}
     if as_json:
         emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path,

@@ -17,7 +17,7 @@ from soulpass.embed.base import Embedder
 from soulpass.ids import EPOCH
 from soulpass.index.backlog import text_hash
 from soulpass.index.catalog import CatalogRow, Filters
-from soulpass.index.catalog.query import as_utc, fts_query
+from soulpass.index.catalog.query import SOURCE_TAG, as_utc, fts_query
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.recipe import embed_passages, embed_text
 from soulpass.index.vectors.base import unit_query
@@ -33,6 +33,8 @@ def passes(row: CatalogRow, filters: Filters) -> bool:
     if filters.kinds and row.kind not in filters.kinds:
         return False
     if filters.tags and not set(filters.tags) & set(row.tags):
+        return False
+    if filters.source is not None and SOURCE_TAG + filters.source not in row.tags:
         return False
     for name in ("agent", "session_id", "persona_id", "event_id"):
         wanted = getattr(filters, name)

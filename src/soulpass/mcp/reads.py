@@ -54,6 +54,8 @@ def add_reading_tools(server: MCPServer, tools: MemoryTools, call: Call) -> None
                       since: Annotated[datetime | None, Field(description="Only records from this time on")] = None,
                       until: Annotated[datetime | None, Field(description="Only records before this time")] = None,
                       session_id: Annotated[str | None, Field(description="Only records of this session")] = None,
+                      source: Annotated[str | None, Field(description="Only what this importer or tool brought "
+                                                                      "in (chatgpt, claude, mem0, …)")] = None,
                       at: AtArg = None,
                       min_score: Annotated[float | None, Field(ge=0, le=1, description="Drop hits of a lower "
                                                                                        "relevance (0 to 1)")] = None,
@@ -61,7 +63,8 @@ def add_reading_tools(server: MCPServer, tools: MemoryTools, call: Call) -> None
         """Search memory with filters, as of a version (`at`); without `at` the agent's open session is
         searched too, so what it just remembered is found. Reads only (rag_search also fills the inbox)."""
         result: dict[str, Any] = call(tools.search_memory, ctx, query, k, kinds=kinds, agent=agent, tags=tags,
-                                      since=since, until=until, session_id=session_id, at=at, min_score=min_score)
+                                      since=since, until=until, session_id=session_id, source=source, at=at,
+                                      min_score=min_score)
         return result
 
     @server.tool(annotations=READ_ONLY)

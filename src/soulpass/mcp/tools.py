@@ -217,12 +217,13 @@ class MemoryTools:
 
     def search_memory(self, account: str, query: str, k: int = 10, *, kinds: list[str] | None = None,
                       agent: str | None = None, tags: list[str] | None = None, since: datetime | None = None,
-                      until: datetime | None = None, session_id: str | None = None, at: int | None = None,
-                      min_score: float | None = None) -> dict[str, Any]:
+                      until: datetime | None = None, session_id: str | None = None, source: str | None = None,
+                      at: int | None = None, min_score: float | None = None) -> dict[str, Any]:
         """Search with filters: committed memory as of ``at``; without ``at``, also the agent's
         open session when there is one (what it remembered is found at once). Writes nothing."""
         filters: dict[str, Any] = {"kinds": kinds or (), "agent": agent, "tags": tags or (), "since": since,
-                                   "until": until, "session_id": session_id, "min_score": min_score}
+                                   "until": until, "session_id": session_id, "source": source,
+                                   "min_score": min_score}
         with self.pool.indexed(account) as acct:
             sb = None
             if at is None:

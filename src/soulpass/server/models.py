@@ -191,6 +191,8 @@ class SearchIn(_In):
     session_id: str | None = None
     persona_id: str | None = None
     event_id: str | None = None
+    source: str | None = Field(default=None, description="Only what this importer or tool brought in "
+                                                         "(tag `source:<source>`: chatgpt, claude, mem0, …)")
     at: int | None = Field(default=None, ge=0, description="Search as of this version (account search only)")
     min_score: float | None = Field(default=None, ge=0.0, le=1.0,
                                     description="Only hits of at least this relevance (0 to 1)")

@@ -50,7 +50,7 @@ def archive_out(result: ArchiveResult) -> ArchiveOut:
 def search_kwargs(body: SearchIn) -> dict[str, Any]:
     return {"kinds": tuple(body.kinds), "agent": body.agent, "tags": tuple(body.tags), "since": body.since,
             "until": body.until, "session_id": body.session_id, "persona_id": body.persona_id,
-            "event_id": body.event_id, "min_score": body.min_score}
+            "event_id": body.event_id, "source": body.source, "min_score": body.min_score}
 
 
 @router.get("", response_model=list[SandboxOut], summary="Live sandboxes")

@@ -17,7 +17,8 @@ from soulpass.errors import InvalidInput
 
 from .rows import to_us
 
-__all__ = ["MAX_TERMS", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "neighbour_sql", "query_terms"]
+__all__ = ["MAX_TERMS", "SOURCE_TAG", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "neighbour_sql",
+           "query_terms"]
 
 # English function words. Dropping them raised LoCoMo R@10 from 0.555 to 0.610 and cut OR-query
 # time at 1M rows by ~8x (their doclists cover most rows).
@@ -30,6 +31,7 @@ themselves then there these they this those through to too under until up very w
 while who whom why will with would you your yours yourself yourselves s t d ll m re ve don didn doesn
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
+SOURCE_TAG = "source:"  # an importer's or tool's tag on what it brought in; the ``source`` filter reads it
 MAX_TERMS = 32  # a pasted page is still a bounded query
 _TOKEN = re.compile(r"[^\W_]+")  # runs of letters and digits, like FTS5's unicode61 tokenizer
 
@@ -52,8 +54,10 @@ class Filters:
     """Restrictions on catalog rows. Empty tuples and None mean "any".
 
     ``tags`` matches rows with any of the tags; ``since`` (inclusive) and ``until`` (exclusive)
-    bound the event time; ``as_of_version`` selects the copies in force at that version instead
-    of the current ones (a fact superseded at version 5 is found as of 4, not as of 5).
+    bound the event time; ``source`` keeps the rows an importer or tool stamped with the tag
+    ``source:<source>`` (``chatgpt``, ``claude``, ``mem0``, ``basic-memory``, …); ``as_of_version``
+    selects the copies in force at that version instead of the current ones (a fact superseded at
+    version 5 is found as of 4, not as of 5).
     """
 
     kinds: tuple[str, ...] = ()
@@ -64,6 +68,7 @@ class Filters:
     session_id: str | None = None
     persona_id: str | None = None
     event_id: str | None = None
+    source: str | None = None
     as_of_version: int | None = None
 
     def __post_init__(self) -> None:
@@ -85,7 +90,7 @@ class Filters:
     def selective(self) -> bool:
         """True when a filter that usually passes few rows is set (session, event, tags, …)."""
         return bool(self.tags or self.agent or self.since or self.until or self.session_id or self.persona_id
-                    or self.event_id)
+                    or self.event_id or self.source)
 
 
 def as_utc(when: datetime) -> datetime:
@@ -121,6 +126,12 @@ def filter_sql(filters: Filters, alias: str = "c", *, postgres: bool = False) ->
             params.append(list(filters.tags))
         else:
             where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE {one_of('tag', filters.tags)})")
+    if filters.source is not None:
+        if postgres:
+            where.append(f"%s = ANY({c}.tags)")
+        else:
+            where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE tag = ?)")
+        params.append(SOURCE_TAG + filters.source)
     for column in ("agent", "session_id", "persona_id", "event_id"):
         value = getattr(filters, column)
         if value is not None:
