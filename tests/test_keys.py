@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from soulpass.cli.main import cli
 from soulpass.errors import InvalidInput, NotFound
-from soulpass.server.keys import ApiKey, FileKeyStore, KeyStore, NewKey
+from soulpass.server.keys import ApiKey, FileKeyStore, KeyStore, NewKey, Role
 
 
 def test_key_is_returned_once_and_only_its_hash_is_stored(tmp_path: Path) -> None:
@@ -70,7 +70,7 @@ def test_keys_survive_a_reopen_and_a_leftover_temp_file(tmp_path: Path) -> None:
     assert again.verify(a.secret) == a.key
     b = again.create("bob")
     assert {k.key_id for k in FileKeyStore(tmp_path).list()} == {a.key.key_id, b.key.key_id}
-    assert json.loads((tmp_path / "keys.json").read_text(encoding="utf-8"))["format"] == "soulpass-keys/1"
+    assert json.loads((tmp_path / "keys.json").read_text(encoding="utf-8"))["format"] == "soulpass-keys/2"
 
 
 def test_bad_account_names_and_labels_are_refused(tmp_path: Path) -> None:
@@ -119,8 +119,9 @@ class MemoryKeys:
     def verify(self, secret: str) -> ApiKey | None:
         return self.keys.get(secret)
 
-    def create(self, account: str | None, label: str = "") -> NewKey:
-        key = ApiKey(key_id=f"k{len(self.keys)}", account=account, created_at="2025-01-01", label=label, sha256="")
+    def create(self, account: str | None, label: str = "", role: Role = "owner") -> NewKey:
+        key = ApiKey(key_id=f"k{len(self.keys)}", account=account, created_at="2025-01-01", label=label, sha256="",
+                     role=role)
         self.keys[f"secret-{key.key_id}"] = key
         return NewKey(key, f"secret-{key.key_id}")
 

@@ -13,7 +13,7 @@ from soulpass.cli.state import State
 from soulpass.engine import Soulpass
 from soulpass.errors import BackendUnavailable
 from soulpass.server.keyring import key_store
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import DEFAULT_ROLE, ROLES, KeyStore, Role
 
 __all__ = ["COMMANDS"]
 
@@ -136,17 +136,23 @@ def key() -> None:
 @key.command("create")
 @click.argument("account", required=False)
 @click.option("--admin", is_flag=True, help="An admin key: manages accounts and reaches every account.")
+@click.option("--role", type=click.Choice(ROLES), default=None,
+              help=f"What an account key may do: 'agent' reads, searches, writes to sandboxes and archives them; "
+                   f"'owner' also rolls back, edits, forgets, exports, imports and deletes. [default: {DEFAULT_ROLE}]")
 @click.option("--label", default="", help="A note to tell keys apart.")
 @click.pass_obj
-def key_create(state: State, account: str | None, admin: bool, label: str) -> None:
+def key_create(state: State, account: str | None, admin: bool, role: Role | None, label: str) -> None:
     """Make a key for ACCOUNT (or --admin) and print it; it is shown this once."""
     if admin == (account is not None):
         raise click.UsageError("give either ACCOUNT or --admin")
+    if admin and role is not None:
+        raise click.UsageError("--role is for an account key: an admin key can do everything in every account")
     if account is not None:
         state.engine().account(account)  # NotFound when it does not exist
-    new = _keys(state).create(account, label)
+    new = _keys(state).create(account, label, role or DEFAULT_ROLE)
     click.echo(new.secret)
-    click.echo(f"key {new.key.key_id} for {account or 'admin'}: store it now, it cannot be shown again", err=True)
+    who = f"{new.key.role} of {account}" if account is not None else "admin"
+    click.echo(f"key {new.key.key_id} ({who}): store it now, it cannot be shown again", err=True)
 
 
 @key.command("list")
@@ -158,8 +164,8 @@ def key_list(state: State, as_json: bool) -> None:
     if as_json:
         emit_json([k.public() for k in keys])
     else:
-        table("API keys", ["key_id", "account", "created", "label"],
-              [(k.key_id, k.account or "(admin)", k.created_at, k.label) for k in keys])
+        table("API keys", ["key_id", "account", "role", "created", "label"],
+              [(k.key_id, k.account or "(admin)", k.public()["role"], k.created_at, k.label) for k in keys])
 
 
 @key.command("revoke")

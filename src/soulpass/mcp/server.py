@@ -1,8 +1,10 @@
 """The MCP server (official ``mcp`` SDK): memory tools that call the library directly.
 
-Over stdio the server acts for the one account it was started with. Over streamable HTTP every
-request carries ``Authorization: Bearer <key>``; an account key acts for its account, an admin
-key for the account named in the ``X-Soulpass-Account`` header. Tool failures come back as tool
+Over stdio the server acts for the one account it was started with, with every right (it is the
+local user). Over streamable HTTP every request carries ``Authorization: Bearer <key>``; an account
+key acts for its account, an admin key for the account named in the ``X-Soulpass-Account`` header,
+and a tool the key's role does not allow (``roles.TOOLS``: an agent key rolling back) is refused
+with a tool error ``Forbidden: …`` naming the role it needs. Tool failures come back as tool
 errors (``is_error``) whose text names the problem.
 """
 
@@ -14,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -28,13 +31,15 @@ from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
 from soulpass.mcp.validation import OneLineErrors
 from soulpass.pool import AccountPool
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import KeyAttempts, RateLimited, ServerLimits
+from soulpass.server.roles import TOOLS, RoleMissing, require
 
-__all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app", "http_server", "run_http",
-           "run_stdio"]
+__all__ = ["ACCOUNT_SCOPE_KEY", "KEY_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app", "http_server",
+           "run_http", "run_stdio"]
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
+KEY_SCOPE_KEY = "soulpass.key"  # the request's ApiKey: what its role allows
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
               "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
               "memory_history", "forget_memory", "delete_account", "get_memory", "list_memories", "search_memory",
@@ -66,13 +71,41 @@ def build_server(engine: Soulpass, account: str | None = None, policy: AutoArchi
 
 
 class SoulpassMCPServer(OneLineErrors, MemoryServer):
-    """The SDK's server with refused arguments as one ``InvalidInput`` line (``validation``) and
-    resources read for the requesting account (``resources``)."""
+    """The SDK's server with refused arguments as one ``InvalidInput`` line (``validation``),
+    resources read for the requesting account (``resources``) and each tool call checked against
+    the role the tool needs (``roles.TOOLS``) when a key made the request."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> CallToolResult | InputRequiredResult:
+        key = _request_key(context)
+        if key is not None:
+            try:  # a tool not declared in TOOLS is refused but to an admin (the tests fail on it first)
+                require(key, TOOLS.get(name, "admin"), f"the tool {name}")
+            except RoleMissing as exc:
+                raise ToolError(f"Forbidden: {exc}") from exc
+        return await super().call_tool(name, arguments, context)
+
+
+def _request_key(context: Context[Any, Any] | None) -> ApiKey | None:
+    """The key an HTTP request came with (``KeyAuth``); None over stdio."""
+    if context is None:
+        return None
+    try:
+        request = context.request_context.request
+    except ValueError:  # no request at all: a call from within this process
+        return None
+    scope = getattr(request, "scope", None)  # as _Caller.who reads it: a Starlette request's
+    key = scope.get(KEY_SCOPE_KEY) if isinstance(scope, dict) else None
+    return key if isinstance(key, ApiKey) else None
 
 
 def build(engine: Soulpass, account: str | None = None,
           policy: AutoArchive | None = None) -> tuple[MCPServer, SessionKeeper]:
     """The server and its session keeper (start it for the idle timer; close it when the server stops)."""
+    undeclared = set(TOOL_NAMES) - set(TOOLS)
+    if undeclared:
+        raise LookupError(f"MCP tools without a role: {sorted(undeclared)}; declare the role each needs in "
+                          "soulpass/server/roles.py (TOOLS)")
     tools = MemoryTools(AccountPool(engine), policy)
     server: MCPServer = SoulpassMCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
     call = _Caller(engine, account)
@@ -264,6 +297,7 @@ class KeyAuth:
             await _deny(send, 400, "an admin key must name the account in the X-Soulpass-Account header")
             return
         scope[ACCOUNT_SCOPE_KEY] = account
+        scope[KEY_SCOPE_KEY] = key
         await self.app(scope, receive, send)
 
 

@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import errno
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from soulpass import __version__
@@ -30,8 +32,9 @@ from soulpass.server.keyring import key_store
 from soulpass.server.keys import KeyStore
 from soulpass.server.limits import Guards, RateLimited, ServerLimits
 from soulpass.server.models import ErrorOut
+from soulpass.server.roles import RoleMissing, RouteRoles
 
-__all__ = ["DEFAULT_MAX_BODY", "create_app"]
+__all__ = ["DEFAULT_MAX_BODY", "app_endpoints", "create_app"]
 
 DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
@@ -83,8 +86,23 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     mount_ui(app)
     _add_error_handlers(app)
     add_docs(app)
+    app.state.roles = RouteRoles.of(app_endpoints(app))  # a route without a declared role: LookupError now
     app.add_middleware(BodyLimit, max_body=max_body)
     return app
+
+
+def app_endpoints(app: FastAPI) -> Iterator[tuple[str, str, Callable[..., Any]]]:
+    """(method, path template, endpoint) of every route ``app`` answers, those of included routers
+    too (FastAPI keeps them behind an included router's ``effective_route_contexts``)."""
+    for route in app.routes:
+        if isinstance(route, APIRoute | Route):
+            contexts: Any = [route]
+        else:  # an included router (FastAPI's own class), or a mount of static files (no endpoint)
+            contexts = getattr(route, "effective_route_contexts", list)()
+        for ctx in contexts:
+            for method in sorted(ctx.methods or ()):
+                if method != "HEAD":  # answered by GET
+                    yield method, ctx.path, ctx.endpoint
 
 
 # --- errors ------------------------------------------------------------------------------
@@ -134,6 +152,14 @@ def _add_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(Forbidden)
     async def forbidden(request: Request, exc: Forbidden) -> JSONResponse:
         return error_response(request, 403, "Forbidden", str(exc))
+
+    @app.exception_handler(RoleMissing)
+    async def role_missing(request: Request, exc: RoleMissing) -> Response:
+        if request.url.path.startswith("/ui/"):  # a browser page: an HTML page, not the API's JSON
+            from soulpass.server.ui.routes import role_missing_page
+
+            return role_missing_page(request, exc)
+        return error_response(request, 403, "Forbidden", str(exc), {"needed": exc.needed, "role": exc.held})
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> Response:

@@ -1,8 +1,9 @@
-"""Who is asking and what they may reach: the API key and the account in the path.
+"""Who is asking and what they may reach: the API key, its role and the account in the path.
 
 Order matters and FastAPI keeps it: the key is checked before anything else about the request,
-so no key is always 401, and a key for another account is always 403 (whether that account
-exists or not, and with nothing of it in the body), before the body is even validated.
+so no key is always 401; then the role the route needs (``roles.ROUTES``: a key without it is
+403, naming both roles); then a key for another account is 403 (whether that account exists or
+not, and with nothing of it in the body), all before the body is even validated.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from soulpass.pool import AccountPool
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
 from soulpass.server.models import NAME_PATTERN
+from soulpass.server.roles import RouteRoles
 
-__all__ = ["AccountName", "Admin", "Caller", "Forbidden", "Keys", "Pool", "Unauthorized", "SandboxId"]
+__all__ = ["AccountName", "Caller", "Forbidden", "Keys", "Pool", "Unauthorized", "SandboxId"]
 
 _bearer = HTTPBearer(auto_error=False, description="An account or admin key made by `soulpass key create`.")
 
@@ -54,12 +56,8 @@ def _caller(request: Request,
         guards.key_failed(client)
         raise Unauthorized("the API key is not valid (unknown, revoked or malformed)")
     guards.request(key.key_id)
-    return key
-
-
-def _admin(key: Annotated[ApiKey, Depends(_caller)]) -> ApiKey:
-    if not key.admin:
-        raise Forbidden("this operation needs an admin key")
+    roles: RouteRoles = request.app.state.roles
+    roles.check(key, request.scope["endpoint"])  # RoleMissing (403) when the key's role falls short
     return key
 
 
@@ -84,6 +82,5 @@ def _account(request: Request, key: Annotated[ApiKey, Depends(_caller)],
 Pool = Annotated[AccountPool, Depends(_pool)]
 Keys = Annotated[KeyStore, Depends(_keys)]
 Caller = Annotated[ApiKey, Depends(_caller)]
-Admin = Annotated[ApiKey, Depends(_admin)]
 AccountName = Annotated[str, Depends(_account)]
 SandboxId = Annotated[str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Sandbox id")]

@@ -4,6 +4,12 @@ The server and the MCP endpoint use the narrow :class:`KeyStore` Protocol (list,
 revoke); :class:`FileKeyStore` is the implementation for one Soulpass home, and another (say, a
 table beside a PostgreSQL store) can stand in.
 
+An account key has a role (issue 41): ``agent`` (read, search, write to sandboxes, archive) or
+``owner`` (also roll back, edit, forget, export, import, delete); what each operation needs is
+decided in ``soulpass.server.roles``. A key stored before roles existed is an ``owner`` key, which
+is what every key could do then. An admin key has no account and no role of its own: it can do
+everything, in every account.
+
 A key reads ``sp_<key id>_<secret>``: the key id (8 hex characters) finds the stored entry, the
 SHA-256 of the whole key is compared in constant time. Keys are random 256-bit tokens, so a plain
 hash is enough (nothing to brute-force the way a password is). ``FileKeyStore``'s file is
@@ -22,37 +28,46 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol, get_args
 
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, load_json
 
-__all__ = ["KEYS_FILE", "KEY_PATTERN", "ApiKey", "CarriedKeys", "FileKeyStore", "KeyStore", "NewKey", "carry_keys",
-           "key_hash"]
+__all__ = ["DEFAULT_ROLE", "KEYS_FILE", "KEY_PATTERN", "ROLES", "ApiKey", "CarriedKeys", "FileKeyStore", "KeyStore",
+           "NewKey", "Role", "carry_keys", "check_key_request", "key_hash"]
 
 KEYS_FILE = "keys.json"
 KEY_PATTERN = re.compile(r"^sp_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})$")
+_FORMATS = ("soulpass-keys/1", "soulpass-keys/2")  # /1: before roles (every key an owner)
+
+Role = Literal["agent", "owner"]
+ROLES: tuple[Role, ...] = get_args(Role)
+# What a new account key is unless asked otherwise: what every key could do before roles existed,
+# so a script that makes a key and rolls back keeps working. Give an agent ``--role agent``.
+DEFAULT_ROLE: Role = "owner"
 
 
 @dataclass(frozen=True)
 class ApiKey:
-    """A stored key: ``account`` None means an admin key."""
+    """A stored key: ``account`` None means an admin key (whose ``role`` is always ``owner``: it
+    can do everything)."""
 
     key_id: str
     account: str | None
     created_at: str
     label: str
     sha256: str
+    role: Role = DEFAULT_ROLE
 
     @property
     def admin(self) -> bool:
         return self.account is None
 
     def public(self) -> dict[str, Any]:
-        """What may be shown: everything but the hash."""
+        """What may be shown: everything but the hash (``role``: ``admin`` for an admin key)."""
         return {"key_id": self.key_id, "account": self.account, "admin": self.admin,
-                "created_at": self.created_at, "label": self.label}
+                "role": "admin" if self.admin else self.role, "created_at": self.created_at, "label": self.label}
 
 
 @dataclass(frozen=True)
@@ -67,6 +82,20 @@ def key_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode("utf-8")).hexdigest()
 
 
+def check_key_request(account: str | None, label: str, role: str) -> Role:
+    """The checks every store makes before it creates a key; the role, checked."""
+    if account is not None:
+        check_name(account, "account name")
+    if not isinstance(label, str) or len(label) > 200 or any(ord(c) < 32 for c in label):
+        raise InvalidInput("key label must be at most 200 printable characters", field="label")
+    if role not in ROLES:
+        raise InvalidInput(f"a key's role is agent or owner, not {role!r}", field="role")
+    if account is None and role != "owner":
+        raise InvalidInput("an admin key has no role: it reaches every account with every right; make an "
+                           "account key with role agent instead", field="role")
+    return role
+
+
 class KeyStore(Protocol):
     """Where API keys are kept: what the REST server, the MCP endpoint and ``soulpass key`` use."""
 
@@ -78,8 +107,9 @@ class KeyStore(Protocol):
         """The key ``secret`` is, or None when it is malformed, unknown or revoked."""
         ...
 
-    def create(self, account: str | None, label: str = "") -> NewKey:
-        """A new key for ``account`` (None: an admin key); only its hash is kept."""
+    def create(self, account: str | None, label: str = "", role: Role = DEFAULT_ROLE) -> NewKey:
+        """A new key for ``account`` (None: an admin key, whose role is ``owner``) with ``role``; only
+        its hash is kept."""
         ...
 
     def revoke(self, key_id: str) -> ApiKey:
@@ -123,10 +153,11 @@ class FileKeyStore:
                 return self._cache[1]
             data = load_json(self.path)
             try:
-                keys = {k["key_id"]: ApiKey(key_id=k["key_id"], account=k["account"], created_at=k["created_at"],
-                                            label=k.get("label", ""), sha256=k["sha256"])
-                        for k in data["keys"]}
-            except (KeyError, TypeError) as exc:
+                if data["format"] not in _FORMATS:
+                    raise Corrupted(f"{self.path} is a key file of format {data['format']!r}, which this version "
+                                    f"does not read ({', '.join(_FORMATS)})", path=str(self.path))
+                keys = {k["key_id"]: _stored_key(k) for k in data["keys"]}
+            except (KeyError, TypeError, ValueError) as exc:
                 raise Corrupted(f"{self.path} is not a Soulpass key file: {exc!r}", path=str(self.path)) from exc
             self._cache = (stamp, keys)
             return keys
@@ -147,17 +178,14 @@ class FileKeyStore:
     # --- writing -------------------------------------------------------------------------
 
     def _save(self, keys: dict[str, ApiKey]) -> None:
-        rows = [{"key_id": k.key_id, "account": k.account, "created_at": k.created_at, "label": k.label,
-                 "sha256": k.sha256} for k in sorted(keys.values(), key=lambda k: k.key_id)]
+        rows = [{"key_id": k.key_id, "account": k.account, "role": k.role, "created_at": k.created_at,
+                 "label": k.label, "sha256": k.sha256} for k in sorted(keys.values(), key=lambda k: k.key_id)]
         # 0600 from the temp file's creation: the hashes are never readable by others, not even briefly
-        atomic_write(self.path, dump_json({"format": "soulpass-keys/1", "keys": rows}), mode=0o600)
+        atomic_write(self.path, dump_json({"format": _FORMATS[-1], "keys": rows}), mode=0o600)
 
-    def create(self, account: str | None, label: str = "") -> NewKey:
-        """A new key for ``account`` (None: an admin key). The caller shows ``secret`` once."""
-        if account is not None:
-            check_name(account, "account name")
-        if not isinstance(label, str) or len(label) > 200 or any(ord(c) < 32 for c in label):
-            raise InvalidInput("key label must be at most 200 printable characters", field="label")
+    def create(self, account: str | None, label: str = "", role: Role = DEFAULT_ROLE) -> NewKey:
+        """A new key for ``account`` (None: an admin key) with ``role``. The caller shows ``secret`` once."""
+        role = check_key_request(account, label, role)
         with file_lock(self.home / ".keys.lock"):
             keys = dict(self._load())
             key_id = secrets.token_hex(4)
@@ -165,7 +193,7 @@ class FileKeyStore:
                 key_id = secrets.token_hex(4)
             secret = f"sp_{key_id}_{secrets.token_urlsafe(32)}"
             key = ApiKey(key_id=key_id, account=account, created_at=utc_now().isoformat(timespec="seconds"),
-                         label=label, sha256=key_hash(secret))
+                         label=label, sha256=key_hash(secret), role=role)
             keys[key_id] = key
             self._save(keys)
         return NewKey(key, secret)
@@ -195,6 +223,15 @@ class FileKeyStore:
             keys[key.key_id] = key
             self._save(keys)
         return True
+
+
+def _stored_key(row: dict[str, Any]) -> ApiKey:
+    """A row of ``keys.json``; one written before roles (format /1) is an owner key."""
+    role = row.get("role", "owner")
+    if role not in ROLES:
+        raise ValueError(f"key {row['key_id']!r} has the unknown role {role!r}")
+    return ApiKey(key_id=row["key_id"], account=row["account"], created_at=row["created_at"],
+                  label=row.get("label", ""), sha256=row["sha256"], role=role)
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.index.relevance import relevance
 from soulpass.index.search import Hit
+from soulpass.server.keys import DEFAULT_ROLE, Role
 from soulpass.sessions.sandbox import SandboxInfo
 
 __all__ = [
@@ -82,12 +83,16 @@ class AccountDeletedOut(_Out):
 
 class KeyIn(_In):
     label: str = Field(default="", max_length=200)
+    role: Role = Field(default=DEFAULT_ROLE, description="agent: reads, searches, writes to sandboxes and archives "
+                                                         "them; owner: also rolls back, edits, forgets, exports, "
+                                                         "imports (docs/rest.md, Roles)")
 
 
 class KeyOut(_Out):
     key_id: str
     account: str | None
     admin: bool
+    role: Literal["agent", "owner", "admin"]
     created_at: str
     label: str
 

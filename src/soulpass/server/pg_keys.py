@@ -1,8 +1,9 @@
 """API keys in PostgreSQL (issue 14): the :class:`~soulpass.server.keys.KeyStore` of a home that is
 a ``postgresql://`` database, so several ``soulpass serve`` processes on several hosts share one
 set of keys. The table ``api_keys`` (migration ``0002_api_keys``) holds what ``keys.json`` holds for
-a home folder: the key id, the account (NULL: an admin key), when, a label, and the key's SHA-256;
-never the key. A revoked key is deleted, so every process refuses it at its next request.
+a home folder: the key id, the account (NULL: an admin key), when, a label, the key's SHA-256 (never
+the key) and its role (``0006_api_key_roles``: the keys made before it are owner keys). A revoked
+key is deleted, so every process refuses it at its next request.
 """
 
 from __future__ import annotations
@@ -13,14 +14,15 @@ from typing import Any
 
 import psycopg
 
-from soulpass.errors import InvalidInput, NotFound
-from soulpass.ids import check_name, utc_now
-from soulpass.server.keys import KEY_PATTERN, ApiKey, NewKey, key_hash
+from soulpass.errors import NotFound
+from soulpass.ids import utc_now
+from soulpass.server.keys import DEFAULT_ROLE, KEY_PATTERN, ApiKey, NewKey, Role, check_key_request, key_hash
 from soulpass.store.contract import Database, Migration
 
 __all__ = ["PostgresKeyStore"]
 
-_COLUMNS = "key_id, account, created_at, label, sha256"
+_COLUMNS = "key_id, account, created_at, label, sha256, role"
+_VALUES = "%s, %s, %s, %s, %s, %s"
 
 # The server's own table, migrated by the server (the store's runner, ``Database.migrate``).
 _API_KEYS = """
@@ -33,11 +35,23 @@ CREATE TABLE api_keys (
 );
 """
 
-KEY_TABLES = (Migration("0002_api_keys", _API_KEYS),)
+# Keys with roles (issue 41): every key made before is an owner key, what it could do then. An admin
+# key's role is owner (it can do everything anyway).
+_ROLES = """
+ALTER TABLE api_keys ADD COLUMN role text NOT NULL DEFAULT 'owner';
+ALTER TABLE api_keys ADD CONSTRAINT api_keys_role
+    CHECK (role IN ('agent', 'owner') AND (account IS NOT NULL OR role = 'owner'));
+"""
+
+KEY_TABLES = (Migration("0002_api_keys", _API_KEYS), Migration("0006_api_key_roles", _ROLES))
 
 
 def _key(row: tuple[Any, ...]) -> ApiKey:
-    return ApiKey(key_id=row[0], account=row[1], created_at=row[2], label=row[3], sha256=row[4])
+    return ApiKey(key_id=row[0], account=row[1], created_at=row[2], label=row[3], sha256=row[4], role=row[5])
+
+
+def _row(key: ApiKey) -> tuple[Any, ...]:
+    return (key.key_id, key.account, key.created_at, key.label, key.sha256, key.role)
 
 
 class PostgresKeyStore:
@@ -63,21 +77,17 @@ class PostgresKeyStore:
             return None
         return _key(row)
 
-    def create(self, account: str | None, label: str = "") -> NewKey:
-        """A new key for ``account`` (None: an admin key). The caller shows ``secret`` once."""
-        if account is not None:
-            check_name(account, "account name")
-        if not isinstance(label, str) or len(label) > 200 or any(ord(c) < 32 for c in label):
-            raise InvalidInput("key label must be at most 200 printable characters", field="label")
+    def create(self, account: str | None, label: str = "", role: Role = DEFAULT_ROLE) -> NewKey:
+        """A new key for ``account`` (None: an admin key) with ``role``. The caller shows ``secret`` once."""
+        role = check_key_request(account, label, role)
         while True:
             key_id = secrets.token_hex(4)
             secret = f"sp_{key_id}_{secrets.token_urlsafe(32)}"
             key = ApiKey(key_id=key_id, account=account, created_at=utc_now().isoformat(timespec="seconds"),
-                         label=label, sha256=key_hash(secret))
+                         label=label, sha256=key_hash(secret), role=role)
             try:
                 with self.db.connection() as conn:
-                    conn.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s)",
-                                 (key.key_id, key.account, key.created_at, key.label, key.sha256))
+                    conn.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES ({_VALUES})", _row(key))
             except psycopg.errors.UniqueViolation:
                 continue  # that key id is taken: draw another
             return NewKey(key, secret)
@@ -96,7 +106,6 @@ class PostgresKeyStore:
 
     def put(self, key: ApiKey) -> bool:
         with self.db.connection() as conn:
-            row = conn.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES (%s, %s, %s, %s, %s) "
-                               "ON CONFLICT (key_id) DO NOTHING RETURNING key_id",
-                               (key.key_id, key.account, key.created_at, key.label, key.sha256)).fetchone()
+            row = conn.execute(f"INSERT INTO api_keys ({_COLUMNS}) VALUES ({_VALUES}) "
+                               "ON CONFLICT (key_id) DO NOTHING RETURNING key_id", _row(key)).fetchone()
         return row is not None

@@ -3,8 +3,9 @@
 A key typed into the login form is checked like a bearer key (the same store, the same guard
 against guessing) and kept in an ``HttpOnly``, ``SameSite=Strict`` cookie; an account key sees its
 account only, the admin key the list of accounts. A missing or wrong key gets the login page and no
-data (status 200 with ``X-Soulpass-Login: required``). The one action, rollback, is a POST that
-must repeat the version it confirms, after the page showed the diff it will undo.
+data (status 200 with ``X-Soulpass-Login: required``). The actions, rollback and forget, are POSTs
+that must repeat what they confirm, after the page showed what they will do; they need an owner
+key (``roles.ROUTES``, as every page's role), and an agent key is refused with a 403 page that says so.
 """
 
 from __future__ import annotations
@@ -23,14 +24,16 @@ from soulpass.consolidation.internals import people_kinds
 from soulpass.errors import InvalidInput, NotFound, SoulpassError
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
+from soulpass.server.roles import RoleMissing, RouteRoles, grants
 from soulpass.server.ui import views
 
-__all__ = ["COOKIE", "mount_ui"]
+__all__ = ["COOKIE", "mount_ui", "role_missing_page"]
 
 COOKIE = "soulpass_ui_key"
 HERE = Path(__file__).resolve().parent
 templates = Jinja2Templates(directory=str(HERE / "templates"))
 templates.env.globals["version"] = __version__
+templates.env.globals["may"] = grants  # {% if may(key, "owner") %}: show an action only to a key that may take it
 router = APIRouter(prefix="/ui", include_in_schema=False)
 KINDS = ("turn_user", "turn_llm", "episode", "fact", "sensory", "journal")
 
@@ -81,6 +84,16 @@ def invalid_request_page(request: Request, errors: list[dict[str, Any]]) -> HTML
                                          f"it cannot use: {said}."}, status=422)
 
 
+def role_missing_page(request: Request, exc: RoleMissing) -> HTMLResponse:
+    """A key whose role does not allow the page's action (an agent key rolling back): 403, saying which role."""
+    account = str(request.path_params.get("account", ""))
+    return _page(request, "error.html", {
+        "key": None, "account": "", "back": f"/ui/a/{account}" if account else "/ui",
+        "title": f"Needs the {exc.needed} role", "message": f"This changes memory: it needs a key with the "
+        f"{exc.needed} role, and this key has the {exc.held} role. Log in with an {exc.needed} key to do it."},
+        status=403)
+
+
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
     return templates.TemplateResponse(request, name, context, status_code=status)
 
@@ -101,6 +114,8 @@ def _key(request: Request) -> ApiKey:
     if key is None:
         guards.key_failed(_client(request))
         raise _Login("That key is not valid (unknown, revoked or mistyped).")
+    roles: RouteRoles = request.app.state.roles
+    roles.check(key, request.scope["endpoint"])  # RoleMissing: the 403 page (role_missing_page)
     return key
 
 
