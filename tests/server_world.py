@@ -1,4 +1,5 @@
-"""Two accounts with data, keys for each and an admin key: the world the server tests run in."""
+"""Two accounts with data, an owner and an agent key for each and an admin key: the world the
+server tests run in, in a home folder or a PostgreSQL database."""
 
 from __future__ import annotations
 
@@ -15,7 +16,8 @@ from fastapi import FastAPI
 
 import soulpass
 from soulpass.server.app import create_app
-from soulpass.server.keys import FileKeyStore
+from soulpass.server.keyring import key_store
+from soulpass.server.keys import KeyStore
 from soulpass.server.limits import ServerLimits
 
 UNLIMITED = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
@@ -23,8 +25,9 @@ UNLIMITED = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
 @dataclass
 class Tenant:
     name: str
-    key: str
+    key: str  # an owner key
     key_id: str
+    agent_key: str  # an agent key (issue 41)
     marker: str  # text only this account holds
     sandbox_id: str  # a live sandbox with the marker in its buffer
     record_id: str  # a committed record with the marker
@@ -34,10 +37,14 @@ class Tenant:
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"}
 
+    @property
+    def agent_auth(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.agent_key}"}
+
 
 @dataclass
 class World:
-    home: Path
+    home: Path | str  # a folder, or a postgresql:// URL
     engine: soulpass.Soulpass
     ann: Tenant
     bob: Tenant
@@ -54,7 +61,7 @@ class World:
         return create_app(self.engine, **kwargs)
 
 
-def _tenant(sp: soulpass.Soulpass, keys: FileKeyStore, name: str, marker: str) -> Tenant:
+def _tenant(sp: soulpass.Soulpass, keys: KeyStore, name: str, marker: str) -> Tenant:
     acct = sp.create_account(name)
     sb = acct.create_sandbox("first")
     sb.add_turn("user", f"{marker} my locker code is {marker}")
@@ -67,13 +74,15 @@ def _tenant(sp: soulpass.Soulpass, keys: FileKeyStore, name: str, marker: str) -
     live = acct.create_sandbox("second")
     live.add_turn("user", f"still {marker}")
     new = keys.create(name)
-    return Tenant(name=name, key=new.secret, key_id=new.key.key_id, marker=marker, sandbox_id=live.id,
-                  record_id=record_id, journal_id=journal_id)
+    agent = keys.create(name, role="agent")
+    return Tenant(name=name, key=new.secret, key_id=new.key.key_id, agent_key=agent.secret, marker=marker,
+                  sandbox_id=live.id, record_id=record_id, journal_id=journal_id)
 
 
-def build_world(home: Path) -> World:
+def build_world(home: Path | str) -> World:
+    """The world in ``home``: a folder, or a ``postgresql://`` URL (keys in its ``api_keys`` table)."""
     sp = soulpass.open(home, embedder="none")
-    keys = FileKeyStore(home)
+    keys = key_store(sp)
     ann = _tenant(sp, keys, "ann", "annmarker7731")
     bob = _tenant(sp, keys, "bob", "bobmarker4409")
     return World(home=home, engine=sp, ann=ann, bob=bob, admin_key=keys.create(None).secret)

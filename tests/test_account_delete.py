@@ -61,12 +61,12 @@ def test_cli_delete_leaves_no_byte_of_the_account(tmp_path: Path) -> None:
     done = run(cli, ["--home", str(home), "account", "delete", "ann", "--json"], input="ann\n")
     assert done.exit_code == 0, done.output
     out = json.loads(done.output[done.output.index("{"):])
-    assert out["account"] == "ann" and out["keys_revoked"] == 1 and out["by"] == "cli"
+    assert out["account"] == "ann" and out["keys_revoked"] == 2 and out["by"] == "cli"  # owner + agent
 
     assert _holding(home, world.ann.marker) == []
     assert world.engine.accounts() == ["bob"]
     assert _digests(home / "accounts" / "bob") == bob_before
-    assert sorted(str(k.account) for k in FileKeyStore(home).list()) == ["None", "bob"]
+    assert sorted(str(k.account) for k in FileKeyStore(home).list()) == ["None", "bob", "bob"]
     assert FileKeyStore(home).verify(world.ann.key) is None
     tomb = world.engine.deletions()
     assert [(t["account"], t["by"]) for t in tomb] == [("ann", "cli")] and tomb[0]["deleted_at"]
@@ -96,13 +96,15 @@ def test_rest_delete_by_owner_or_admin_only(world: World) -> None:
     ann = "/v1/accounts/ann"
     assert client.delete(ann, headers=world.bob.auth, params={"confirm": "ann"}).status_code == 403
     assert client.delete(ann, params={"confirm": "ann"}).status_code == 401
+    assert client.delete(ann, headers=world.ann.agent_auth, params={"confirm": "ann"}).status_code == 403  # owner's
     bad = client.delete(ann, headers=world.ann.auth, params={"confirm": "bob"})
     assert bad.status_code == 422 and bad.json()["error"] == "InvalidInput", bad.text
     assert client.delete(ann, headers=world.ann.auth).status_code == 422  # no confirmation at all
     gone = client.delete(ann, headers=world.ann.auth, params={"confirm": "ann"})
     assert gone.status_code == 200, gone.text
-    assert gone.json()["by"] == f"key {world.ann.key_id}" and gone.json()["keys_revoked"] == 1
-    assert client.get(ann, headers=world.ann.auth).status_code == 401  # its key went with it
+    assert gone.json()["by"] == f"key {world.ann.key_id}" and gone.json()["keys_revoked"] == 2
+    assert client.get(ann, headers=world.ann.auth).status_code == 401  # its keys went with it
+    assert client.get(ann, headers=world.ann.agent_auth).status_code == 401
     assert client.get(ann, headers=world.admin).status_code == 404
     assert _holding(world.home, world.ann.marker) == []
     r = client.delete("/v1/accounts/bob", headers=world.admin, params={"confirm": "bob"})

@@ -1,4 +1,4 @@
-"""API keys: shown once, only a hash stored, crash-safe file, revocation, the CLI."""
+"""API keys: shown once, only a hash stored, crash-safe file, revocation, roles, the CLI."""
 
 from __future__ import annotations
 
@@ -99,10 +99,17 @@ def test_cli_key_create_list_revoke(tmp_path: Path) -> None:
     admin = run("key", "create", "--admin").strip()
     assert FileKeyStore(home).verify(admin).admin  # type: ignore[union-attr]
     run("key", "create", "ann", "--admin", code=2)
+    agent = run("key", "create", "ann", "--role", "agent").strip()
+    assert FileKeyStore(home).verify(agent).role == "agent"  # type: ignore[union-attr]
+    assert FileKeyStore(home).verify(secret).role == "owner"  # type: ignore[union-attr]  # the default
+    run("key", "create", "--admin", "--role", "agent", code=2)  # an admin key has no role
+    run("key", "create", "ann", "--role", "root", code=2)
     listed = json.loads(run("key", "list", "--json"))
     assert {k["account"] for k in listed} == {"ann", None}
+    assert sorted(k["role"] for k in listed) == ["admin", "agent", "owner"]
     assert secret not in json.dumps(listed)
-    key_id = next(k["key_id"] for k in listed if k["account"] == "ann")
+    assert "agent" in run("key", "list")
+    key_id = next(k["key_id"] for k in listed if k["account"] == "ann" and k["role"] == "owner")
     run("key", "revoke", key_id)
     assert FileKeyStore(home).verify(secret) is None
 

@@ -67,10 +67,11 @@ def test_each_owner_migrates_its_own_tables(url: str) -> None:
     acct = sp.create_account("ann")
     assert migrated() == ["0001_store", "0004_store_semantic_hash", "0005_account_deletions"]
     assert key_store(sp).list() == []
-    assert migrated() == ["0001_store", "0002_api_keys", "0004_store_semantic_hash", "0005_account_deletions"]
+    assert migrated() == ["0001_store", "0002_api_keys", "0004_store_semantic_hash", "0005_account_deletions",
+                          "0006_api_key_roles"]
     assert acct.search("anything") is not None
     assert migrated() == ["0001_store", "0002_api_keys", "0003_index", "0004_store_semantic_hash",
-                          "0005_account_deletions"]
+                          "0005_account_deletions", "0006_api_key_roles"]
     db = sp.backend.database()
     assert db is not None and db.migrate([]) == []
 

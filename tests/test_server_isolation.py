@@ -1,5 +1,7 @@
-"""Isolation: for every endpoint the app has, no key is 401, and account A's key asking for
-account B's data (or B's sandbox under A's name) gets 403/404 with nothing of B's in the body.
+"""Isolation: for every endpoint the app has, no key is 401, and account A's keys (owner and agent)
+asking for account B's data (or B's sandbox under A's name) get 403/404 with nothing of B's in the
+body; on a home folder and on PostgreSQL. What each role may do in its own account:
+tests/test_key_roles.py.
 
 The endpoint list comes from the app's routes, so a new endpoint is tested without anyone
 remembering to add it; an endpoint the test cannot classify fails the test.
@@ -8,6 +10,7 @@ remembering to add it; an endpoint the test cannot classify fails the test.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -49,9 +52,16 @@ BODIES: dict[tuple[str, str], Any] = {
 QUERY: dict[str, dict[str, Any]] = {"/diff": {"a": 0, "b": 1}, "/records/{record_id}": {"reason": "r"}}
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> World:
-    return build_world(tmp_path_factory.mktemp("iso") / "home")
+@pytest.fixture(scope="module", params=["files", "postgres"])
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    tmp = tmp_path_factory.mktemp("iso")
+    if request.param == "files":
+        yield build_world(tmp / "home")
+        return
+    from postgres_helpers import postgres_url
+
+    for url in postgres_url(tmp):
+        yield build_world(url)
 
 
 @pytest.fixture(scope="module")
@@ -123,7 +133,7 @@ def test_every_browser_page_needs_the_accounts_key(client: TestClient, world: Wo
             continue
         path = _fill(template, "bob", world.bob)
         form = {k: v.replace("{record_id}", world.bob.record_id) for k, v in FORMS.get(template, {}).items()}
-        others = (world.ann.key,) if "{account}" in template else ()  # ann's key opens /ui as ann: fine
+        others = (world.ann.key, world.ann.agent_key) if "{account}" in template else ()  # ann's open /ui as ann
         for cookie in (None, "sp_00000000_" + "x" * 43, *others):
             client.cookies.clear()
             if cookie is not None:
@@ -170,16 +180,17 @@ def test_a_key_never_reaches_another_account(client: TestClient, world: World) -
         if "{account}" not in template:
             continue
         path = _fill(template, "bob", world.bob)
-        r = _request(client, method, path, world.ann.auth, template)
-        assert r.status_code in (403, 404), f"{method} {path}: {r.status_code} {r.text}"
-        assert not _leaks(r.text, world.bob), f"{method} {path} leaks {_leaks(r.text, world.bob)}: {r.text}"
-        checked += 1
-    assert checked >= 20
+        for auth in (world.ann.auth, world.ann.agent_auth):  # ann's owner key, ann's agent key
+            r = _request(client, method, path, auth, template)
+            assert r.status_code in (403, 404), f"{method} {path}: {r.status_code} {r.text}"
+            assert not _leaks(r.text, world.bob), f"{method} {path} leaks {_leaks(r.text, world.bob)}: {r.text}"
+            checked += 1
+    assert checked >= 40
     assert bob.head() == head
     assert bob.sandbox(world.bob.sandbox_id).buffer().model_dump_json() == buffer
     app = client.app
     assert isinstance(app, FastAPI)
-    assert [k.account for k in app.state.keys.list()].count("bob") == 1
+    assert [k.account for k in app.state.keys.list()].count("bob") == 2
 
 
 def test_another_accounts_sandbox_under_my_name_is_404(client: TestClient, world: World) -> None:
@@ -188,11 +199,12 @@ def test_another_accounts_sandbox_under_my_name_is_404(client: TestClient, world
         if "{sandbox_id}" not in template:
             continue
         path = _fill(template, "ann", world.bob)  # ann's account, bob's sandbox id
-        r = _request(client, method, path, world.ann.auth, template)
-        assert r.status_code == 404, f"{method} {path}: {r.status_code} {r.text}"
-        assert world.bob.marker not in r.text and "bob" not in r.text
-        checked += 1
-    assert checked >= 10
+        for auth in (world.ann.auth, world.ann.agent_auth):
+            r = _request(client, method, path, auth, template)
+            assert r.status_code == 404, f"{method} {path}: {r.status_code} {r.text}"
+            assert world.bob.marker not in r.text and "bob" not in r.text
+            checked += 1
+    assert checked >= 20
     assert world.bob.sandbox_id in {s.sandbox_id for s in world.engine.account("bob").sandboxes()}
 
 

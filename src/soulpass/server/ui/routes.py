@@ -86,9 +86,9 @@ def invalid_request_page(request: Request, errors: list[dict[str, Any]]) -> HTML
 
 def role_missing_page(request: Request, exc: RoleMissing) -> HTMLResponse:
     """A key whose role does not allow the page's action (an agent key rolling back): 403, saying which role."""
-    account = str(request.path_params.get("account", ""))
+    # Back to the key's own pages: the account in the path may not be the key's (it is named nowhere).
     return _page(request, "error.html", {
-        "key": None, "account": "", "back": f"/ui/a/{account}" if account else "/ui",
+        "key": None, "account": "", "back": "/ui",
         "title": f"Needs the {exc.needed} role", "message": f"This changes memory: it needs a key with the "
         f"{exc.needed} role, and this key has the {exc.held} role. Log in with an {exc.needed} key to do it."},
         status=403)
