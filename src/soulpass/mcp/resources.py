@@ -81,7 +81,8 @@ GUIDE = """You have long-term memory (Soulpass) through your tools; your agent n
 5. When the conversation ends, call `archive_session`: the session becomes a new memory version
    (the server also archives it by itself, so nothing is lost).
 6. Only when the user asks: `forget_memory` (erases for good) or `rollback_memory`. Fix a wrong
-   memory with `edit_memory`; the old copy stays in history."""
+   memory with `edit_memory`; the old copy stays in history. These take an owner key: with an agent
+   key they answer "Forbidden"; tell the user to do it with theirs."""
 
 
 def add_prompts(server: MCPServer[Any]) -> None:
