@@ -1,6 +1,7 @@
 """Layer order of DESIGN §9: records/ids/errors -> store -> index/embed -> sessions/consolidation
 -> engine -> cli/server/mcp/worker. Imports point one way (relative, lazy and type-only imports
-count), no two modules import each other even through others, nothing outside ``store/`` imports
+count), no two modules import each other even through others (a type-only import between two
+modules of one package excepted: see ``import_graph``), nothing outside ``store/`` imports
 a backend (files, PostgreSQL) or joins paths into an account, nothing outside ``index/`` reaches
 into an index folder, consolidation plans without the index, and only entry points read the
 environment."""
@@ -24,14 +25,14 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("store", ("store",)),
     ("index", ("index", "embed")),
     # retrieval: reading questions and standing instructions, and plans over the index's public search.
-    ("sessions", ("sessions", "consolidation", "editing", "retrieval")),
-    # The library API: soulpass.open -> Account -> Sandbox, Journal (and forget, which Account calls;
-    # deleting, which Soulpass calls).
-    ("engine", ("engine", "journal", "pool", "forgetting", "deleting")),
-    # Built on the library API only: integrity and backup tools, importers, the seed facades
+    ("sessions", ("sessions", "consolidation", "retrieval")),
+    # The library API, one package: soulpass.open -> Account -> Sandbox, Journal, forget, editing,
+    # deleting and listing (its modules may name each other's classes in type hints: see
+    # ``import_graph``); and the pool of open handles a server keeps.
+    ("engine", ("engine", "pool")),
+    # Built on the library API only: integrity and backup tools, importers, the seeds' facades
     # (MSP, MemoryManager), the agent tiers and the benchmarks.
-    ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "msp", "skynet", "agent", "bench",
-                 "listing")),
+    ("library", ("integrity", "backup", "passport", "migrate", "mira", "importers", "facades", "agent", "bench")),
     ("package", ("",)),  # soulpass/__init__: the public names
     # ... and the framework adapters (LangGraph, OpenAI Agents SDK, Pydantic AI), over the library API.
     ("entry points", ("cli", "server", "mcp", "worker", "integrations")),
@@ -72,6 +73,7 @@ IDS = [m for m, _ in MODULES]
 class Import:
     line: int
     target: str  # a soulpass module (the deepest one the statement names)
+    type_only: bool = False  # under ``if TYPE_CHECKING:``: a name for type hints, never imported at run time
 
 
 def _resolve(name: str, known: frozenset[str]) -> str:
@@ -85,10 +87,13 @@ def _resolve(name: str, known: frozenset[str]) -> str:
 def imports_of(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[Import]:
     """Every ``soulpass`` import of a module: absolute and relative, top-level, lazy and type-only."""
     is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    typing_only = {id(n) for block in ast.walk(tree) if isinstance(block, ast.If) and _is_type_checking(block.test)
+                   for stmt in block.body for n in ast.walk(stmt)}
     found: list[Import] = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            found += [Import(node.lineno, _resolve(a.name, known)) for a in node.names
+            found += [Import(node.lineno, _resolve(a.name, known), id(node) in typing_only) for a in node.names
                       if a.name.split(".")[0] == "soulpass"]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -98,12 +103,29 @@ def imports_of(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[I
                 base = node.module or ""
             if base.split(".")[0] != "soulpass":
                 continue
-            found += [Import(node.lineno, _resolve(f"{base}.{a.name}", known)) for a in node.names]
+            found += [Import(node.lineno, _resolve(f"{base}.{a.name}", known), id(node) in typing_only)
+                      for a in node.names]
     return found
 
 
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _package(module: str) -> str:
+    """The top-level package or module of ``soulpass`` a module belongs to (``soulpass.engine``)."""
+    return ".".join(module.split(".")[:2])
+
+
 def import_graph(sources: Iterable[tuple[str, Path]], known: frozenset[str] = KNOWN) -> dict[str, set[str]]:
-    return {m: {i.target for i in imports_of(m, p, known) if i.target != m} for m, p in sources}
+    """Who imports whom. A type-only import between two modules of one package is left out: the
+    modules of a package (``soulpass.engine``: Account calls forget, forget takes an Account) may
+    name each other's classes in type hints, which never import anything at run time; across
+    packages, and for any import that runs, a cycle is a cycle."""
+    return {m: {i.target for i in imports_of(m, p, known)
+                if i.target != m and not (i.type_only and _package(i.target) == _package(m))}
+            for m, p in sources}
 
 
 def find_cycles(graph: Mapping[str, set[str]]) -> list[list[str]]:
@@ -352,6 +374,23 @@ def test_the_cycle_check_names_the_cycle(tmp_path: Path) -> None:
                           ("soulpass.fake_d", d)], known)
     assert find_cycles(graph) == [["soulpass.fake_a", "soulpass.fake_b", "soulpass.fake_c", "soulpass.fake_a"]]
     assert find_cycles({"x": {"y"}, "y": set()}) == []
+
+
+def test_a_type_hint_inside_one_package_is_no_cycle(tmp_path: Path) -> None:
+    """Account calls forget (an import that runs), forget names Account in its hints: no cycle; the
+    same hint across packages, or an import that runs, still is one."""
+    calls = _write(tmp_path, "account.py", "def forget():\n    from soulpass.pkg.forget import forget\n")
+    hints = _write(tmp_path, "forget.py", "import typing\nif typing.TYPE_CHECKING:\n"
+                                          "    from soulpass.pkg.account import Account\n")
+    runs = _write(tmp_path, "runs.py", "from soulpass.pkg.account import Account\n")
+    known = frozenset({"soulpass.pkg.account", "soulpass.pkg.forget", "soulpass.other.forget"})
+    assert [i.type_only for i in imports_of("soulpass.pkg.forget", hints, known)] == [True]
+    same = import_graph([("soulpass.pkg.account", calls), ("soulpass.pkg.forget", hints)], known)
+    assert find_cycles(same) == []
+    across = import_graph([("soulpass.pkg.account", calls), ("soulpass.other.forget", hints)], known)
+    assert across["soulpass.other.forget"] == {"soulpass.pkg.account"}
+    running = import_graph([("soulpass.pkg.account", calls), ("soulpass.pkg.forget", runs)], known)
+    assert find_cycles(running) == [["soulpass.pkg.account", "soulpass.pkg.forget", "soulpass.pkg.account"]]
 
 
 def test_the_files_backend_rule_catches_an_import(tmp_path: Path) -> None:

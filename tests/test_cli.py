@@ -268,7 +268,8 @@ def test_startup_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
 # (Markdown copies), the archive planner and graph, editing and forgetting, the journal, the models
 # and backends not in use.
 WRITE_ONLY_MODULES = ("yaml", "soulpass.prose", "soulpass.consolidation.plan", "soulpass.consolidation.gks",
-                      "soulpass.consolidation.rules", "soulpass.editing", "soulpass.forgetting", "soulpass.journal",
+                      "soulpass.consolidation.rules", "soulpass.engine.editing", "soulpass.engine.forget",
+                      "soulpass.engine.journal",
                       "soulpass.embed.minilm", "soulpass.embed.remote", "soulpass.index.vectors.chroma")
 
 

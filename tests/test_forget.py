@@ -176,11 +176,11 @@ def test_a_forget_cut_short_is_flagged_by_audit_and_finished_by_running_it_again
     """Issue 38 item 8: the copies were erased, then the process died before the forget's version
     was committed: the record is still in force as its placeholder; audit names it and says how to
     finish, and running the forget again does."""
-    from soulpass import forgetting
+    from soulpass.engine import forget
     from soulpass.integrity import audit
 
     a, fact, _turn = _account(sp)
-    keys, what = forgetting.erasure(a, [fact], None)
+    keys, what = forget.erasure(a, [fact], None)
     a.store.forget(keys, what)  # the first step of a forget; the commit that retires it never came
     head = a.head()
     flagged = [f for f in audit(sp, "ann").findings if f.check == "forget_unfinished"]

@@ -117,3 +117,15 @@ def test_migrate_carries_the_api_keys_and_says_so(tmp_path: Path, url: str) -> N
     again = CliRunner().invoke(cli, ["migrate", str(tmp_path / "a"), str(tmp_path / "b"), "-a", "bob", "--json"])
     keys_b = json.loads(again.output)["keys"]
     assert keys_b == {"carried": [bob.key.key_id], "already_there": [admin.key.key_id]}
+
+
+def test_an_account_at_version_zero_migrates_both_ways(tmp_path: Path, url: str) -> None:
+    src = soulpass.open(tmp_path / "a", embedder="none")
+    src.create_account("empty")
+    db, back = soulpass.open(url, embedder="none"), soulpass.open(tmp_path / "b", embedder="none")
+
+    assert migrate(src, db)[0].version == 0
+    assert migrate(db, back)[0].version == 0
+
+    assert "empty" in back.accounts() and back.account("empty").head() == 0
+    assert back.account("empty").create_sandbox("s").add_turn("user", "first words")  # usable

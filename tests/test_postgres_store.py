@@ -123,3 +123,8 @@ def test_what_jsonb_cannot_hold_is_refused_and_writes_nothing(url: str) -> None:
     with pytest.raises(InvalidInput):
         store.commit(Change(entry, records=(bad,)), parent=0)
     assert store.head() == 0 and store.log() == [] and store.snapshot().record(bad.id) is None
+
+
+def test_a_url_libpq_cannot_take_is_refused_by_name() -> None:
+    with pytest.raises(InvalidInput, match=r'me:\*\*\*@.*invalid URI query parameter: "colour"'):
+        soulpass.open("postgresql://me:secret@127.0.0.1:5432/test?colour=blue", embedder="none")

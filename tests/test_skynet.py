@@ -173,7 +173,7 @@ def test_unmatched_response_is_stored_unlinked_and_logged(
     memory: MemoryManager, caplog: pytest.LogCaptureFixture,
 ) -> None:
     memory.store_interaction({"sender": "dan", "content": "Is it going to rain?", "timestamp": 1_700_000_000})
-    with caplog.at_level(logging.WARNING, logger="soulpass.skynet"):
+    with caplog.at_level(logging.WARNING, logger="soulpass.facades.skynet"):
         stored = memory.store_response("Yes.", {"sender": "dan", "content": "Is it going to rain?",
                                                 "timestamp": 1_700_000_001})  # another time: another message
     assert stored.reply_to is None and memory.account.head() == stored.version == 2

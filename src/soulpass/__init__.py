@@ -32,7 +32,8 @@ if TYPE_CHECKING:
         SoulpassError,
         StorageFull,
     )
-    from soulpass.msp import MSP, ConsolidatedData
+    from soulpass.facades.msp import MSP, ConsolidatedData
+    from soulpass.facades.skynet import MemoryManager
     from soulpass.records import (
         CoreMemory,
         Episode,
@@ -47,7 +48,6 @@ if TYPE_CHECKING:
         UserProfile,
     )
     from soulpass.sessions.buffer import Limits
-    from soulpass.skynet import MemoryManager
 
 _WHERE = {
     "Rules": "soulpass.consolidation.rules",
@@ -55,11 +55,11 @@ _WHERE = {
                      "Unchanged", "open"), "soulpass.engine"),
     **dict.fromkeys(("BackendUnavailable", "ConfigError", "Conflict", "Corrupted", "InvalidInput", "NotFound",
                      "SoulpassError", "StorageFull"), "soulpass.errors"),
-    **dict.fromkeys(("MSP", "ConsolidatedData"), "soulpass.msp"),
+    **dict.fromkeys(("MSP", "ConsolidatedData"), "soulpass.facades.msp"),
     **dict.fromkeys(("CoreMemory", "Episode", "GKSGraph", "MasterState", "SemanticFact", "SensoryRecord",
                      "SessionBuffer", "StateBlob", "TurnLLM", "TurnUser", "UserProfile"), "soulpass.records"),
     "Limits": "soulpass.sessions.buffer",
-    "MemoryManager": "soulpass.skynet",
+    "MemoryManager": "soulpass.facades.skynet",
 }
 
 

@@ -32,7 +32,7 @@ __all__ = [
 ]
 
 # The tag an importer gives each record: ``import:`` and the content identity of the item it came
-# from (soulpass.importers.conversations); a forget keeps the identities (soulpass.forgetting).
+# from (soulpass.importers.conversations); a forget keeps the identities (soulpass.engine.forget).
 IMPORT_TAG_PREFIX = "import:"
 
 MAX_NAME_LENGTH = 128

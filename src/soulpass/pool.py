@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from soulpass.engine import Account, Soulpass
 
 if TYPE_CHECKING:
-    from soulpass.deleting import AccountDeleted, AccountKeys
+    from soulpass.engine.deleting import AccountDeleted, AccountKeys
 
 __all__ = ["AccountPool"]
 

@@ -19,11 +19,11 @@ from soulpass.agent.types import ClipboardView
 from soulpass.consolidation.clipboard import read_clipboard_items
 from soulpass.consolidation.log_summary import added_counts, refused_counts
 from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
+from soulpass.engine.listing import record_page
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.importers import import_text
 from soulpass.index.relevance import relevance
-from soulpass.listing import record_page
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
 from soulpass.passport import export_account
 from soulpass.pool import AccountPool

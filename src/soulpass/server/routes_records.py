@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from soulpass.listing import MAX_LIMIT, record_page
+from soulpass.engine.listing import MAX_LIMIT, record_page
 from soulpass.server.deps import AccountName, Caller, Pool
 from soulpass.server.responses import ERRORS
 

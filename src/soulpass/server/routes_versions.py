@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Query, Response
 
-from soulpass.listing import MAX_LIMIT, log_page
+from soulpass.engine.listing import MAX_LIMIT, log_page
 from soulpass.server.deps import AccountName, Pool
 from soulpass.server.models import RollbackIn, SearchIn, SearchOut, VersionOut
 from soulpass.server.responses import ERRORS

@@ -17,9 +17,9 @@ from markdown_it import MarkdownIt
 from soulpass.consolidation.internals import personal_diff
 from soulpass.consolidation.log_summary import added_counts
 from soulpass.engine import Account
+from soulpass.engine.listing import log_page
 from soulpass.errors import NotFound, SoulpassError
 from soulpass.ids import is_permanent_id
-from soulpass.listing import log_page
 from soulpass.store.keys import CLIPBOARD_DIR
 
 __all__ = ["PAGE", "SHOWN", "committed_clipboards", "diff_view", "fact_graph", "forgotten", "markdown", "record_view",

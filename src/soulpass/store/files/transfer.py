@@ -44,6 +44,7 @@ def restore_account(home: Path, name: str, files: Iterable[tuple[str, bytes]], *
             path = staging / _source_key(key)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_bytes(data)
+        (staging / "core").mkdir(exist_ok=True)  # an account at version 0 has no file, yet it exists
         _fsync_tree(staging)
         existed = _check_replace(target, replace)  # again: another restore may have made it meanwhile
         if existed:

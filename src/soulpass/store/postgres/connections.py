@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
-from soulpass.errors import BackendUnavailable
+from soulpass.errors import BackendUnavailable, InvalidInput
 from soulpass.store.contract import Migration
 from soulpass.store.postgres.schema import STORE_MIGRATIONS, migrate
 from soulpass.store.postgres.url import local_root, masked, server_url
@@ -38,6 +39,10 @@ class Database:
 
     def __init__(self, url: str) -> None:
         self.url, self.conninfo = url, server_url(url)
+        try:
+            conninfo_to_dict(self.conninfo)
+        except psycopg.ProgrammingError as exc:  # an unknown parameter, a bad port: before any connection
+            raise InvalidInput(f"{masked(url)} is not a PostgreSQL URL libpq takes: {exc}", url=masked(url)) from exc
         self._migrated: set[str] = set()  # names this process applied or found applied: not asked again
         self._migrating = threading.Lock()
         try:

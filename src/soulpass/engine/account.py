@@ -1,190 +1,45 @@
-"""The library API: ``soulpass.open(home)`` -> accounts -> sandboxes -> versions.
-
-Every other interface (the MSP facade, the CLI, later REST and MCP) is a thin adapter over this.
-"""
+"""One account: its versions (log, diff, rollback, edit, history, show), its records and documents,
+its sandboxes, its derived index and search, and the archive of a sandbox into a version."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import os
-import reprlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from datetime import datetime
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
-from soulpass.embed.base import Embedder
-from soulpass.embed.rerank import Reranker
+from soulpass.consolidation.outcomes import ArchiveResult, Committed
+from soulpass.engine.sandbox import Sandbox
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
-from soulpass.ids import check_name, is_permanent_id, new_temp_id, utc_now
+from soulpass.ids import check_name, is_permanent_id, utc_now
 from soulpass.index.account import AccountIndex
-from soulpass.index.catalog import CatalogRow, Filters, FullText
+from soulpass.index.catalog import Filters
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
-from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.arguments import check_text, library_boundary, strings
-from soulpass.sessions.buffer import Limits
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
 from soulpass.store import keys as store_keys
 from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
-from soulpass.store.location import locate
-from soulpass.store.open import open_backend
 from soulpass.store.versions import diff_entries
 
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
     from pydantic import BaseModel
 
-    from soulpass.consolidation.rules import Rules
-    from soulpass.deleting import AccountDeleted, AccountKeys
-    from soulpass.forgetting import ForgetResult
-    from soulpass.journal import Journal
-    from soulpass.records import (
-        BufferEvent,
-        CoreMemory,
-        Document,
-        Episode,
-        GKSGraph,
-        Record,
-        SessionBuffer,
-        StateBlob,
-        TurnLLM,
-        TurnUser,
-        UserProfile,
-    )
+    from soulpass.engine.forget import ForgetResult
+    from soulpass.engine.home import Soulpass
+    from soulpass.engine.journal import Journal
+    from soulpass.records import CoreMemory, Document, GKSGraph, Record, StateBlob, UserProfile
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
-           "open"]
-
+__all__ = ["Account"]
 
 D = TypeVar("D", bound="Document")
-
-EmbedderChoice = Embedder | Literal["auto", "none"]
-RerankerChoice = Reranker | Literal["auto", "none"]
-Indexing = Literal["inline", "background", "deferred"]
-
-
-def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-         indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
-    """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
-
-    ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
-    only otherwise), "none" never embeds, or pass any :class:`soulpass.embed.Embedder`.
-    ``reranker``: "none" (default), "auto" (the cross-encoder of the ``rerank`` extra re-orders the
-    best 30 hits; ~0.3 s a search on 2 cores; an error when the extra is missing), or a
-    :class:`soulpass.embed.rerank.Reranker`.
-    ``indexing``: "inline" embeds new records when the index catches up (before a search); "background"
-    leaves them to a thread (``soulpass.index.indexer``): archives and searches never wait for embedding,
-    and searches say when records are not embedded yet; "deferred" only queues them (another process,
-    e.g. ``soulpass index drain``, embeds them). Pass a
-    :class:`soulpass.embed.remote.RemoteEmbedder` as ``embedder`` to embed on Redis workers.
-    ``fulltext``: "fts5" or "tantivy" (extra ``search``) ranks full text, recorded in each account's
-    index for every later handle; None: what the index records, else FTS5.
-    """
-    return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend,
-                    reranker=reranker, indexing=indexing, fulltext=fulltext)
-
-
-@library_boundary
-class Soulpass:
-    def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-                 indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
-        if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
-            raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
-        if indexing not in ("inline", "background", "deferred"):
-            raise InvalidInput(f"indexing must be inline, background or deferred, not {indexing!r}", field="indexing")
-        self.indexing, self.fulltext = indexing, fulltext
-        # A folder is the files backend's home; a postgresql:// URL names the database, and ``home``
-        # is then the local folder of what this process derives from it (indexes, server key file).
-        where = locate(home)
-        self.home = where.local
-        self.location = where.name  # for messages: no password
-        self.backend = open_backend(home if where.kind == "postgresql" else self.home)
-        self._rules = rules  # the defaults are built when first needed (an archive, not a search)
-        self.limits = limits or Limits()
-        self.vector_backend = vector_backend
-        self._embedder_choice = embedder
-        self._embedder: Embedder | None = None
-        self.embedder_missing: str | None = None  # why "auto" found no model: searches say full text only
-        self._reranker_choice = reranker
-        self._reranker: Reranker | None = None
-
-    @property
-    def rules(self) -> Rules:
-        from soulpass.consolidation.rules import Rules
-        self._rules = self._rules or Rules()
-        return self._rules
-
-    def reranker(self) -> Reranker | None:
-        """The cross-encoder that re-orders search hits, if one was asked for (loaded once)."""
-        if self._reranker is None and self._reranker_choice != "none":
-            if self._reranker_choice == "auto":
-                from soulpass.embed.rerank import MsMarcoReranker
-
-                self._reranker = MsMarcoReranker()
-            else:
-                self._reranker = self._reranker_choice
-        return self._reranker
-
-    def embedder(self) -> Embedder | None:
-        """The embedder for search (loaded once, on first use)."""
-        if self._embedder is None and self._embedder_choice != "none":
-            if self._embedder_choice == "auto":
-                try:
-                    from soulpass.embed.minilm import MiniLM
-
-                    self._embedder = MiniLM()
-                except BackendUnavailable as exc:
-                    self._embedder_choice = "none"  # full text only, and every search says so
-                    self.embedder_missing = f"{exc}; a search finds the words it is given, not what they mean"
-            else:
-                self._embedder = self._embedder_choice
-        return self._embedder
-
-    def accounts(self) -> list[str]:
-        return self.backend.accounts()
-
-    def account(self, name: str, *, create: bool = False) -> Account:
-        return Account(self, self.backend.open(name, create=create))
-
-    def create_account(self, name: str) -> Account:
-        return self.account(name, create=True)
-
-    def delete_account(self, name: str, *, confirm: str, by: str | None = None,
-                       keys: AccountKeys | None = None) -> AccountDeleted:
-        """Erase account ``name`` for good: its versions, history, sandboxes, index, vectors, local
-        caches and the backups kept in the home; ``keys`` (the home's key store,
-        ``soulpass.server.keyring.key_store(sp)``) loses its keys too. ``confirm`` must be the name
-        again. A tombstone (who, when; no content) goes to the home's deletion log
-        (:meth:`deletions`). Close this process's other handles on the account first."""
-        from soulpass.deleting import delete_account
-        acct = self.account(name)  # NotFound before anything is touched
-        version = acct.head()
-        acct.close()
-        return delete_account(self, name, confirm=confirm, by=by, keys=keys, version=version)
-
-    def deletions(self) -> list[dict[str, Any]]:
-        """The tombstones of the accounts deleted from this home, oldest first."""
-        return self.backend.deletions()
-
-    def find_sandbox(self, sandbox_id: str) -> Sandbox:
-        """The sandbox with this id in whichever account holds it."""
-        check_name(sandbox_id, "sandbox id")
-        for name in self.accounts():
-            with contextlib.suppress(NotFound):
-                return self.account(name).sandbox(sandbox_id)
-        raise NotFound(f"sandbox {sandbox_id} does not exist in {self.home}", sandbox_id=sandbox_id)
 
 
 def _earlier_copy_readable(store: AccountBackend, entry: Mapping[str, Any]) -> bool:
@@ -322,8 +177,8 @@ class Account:
 
     def edit(self, record_id: str, *, reason: str = "", by: str | None = None, **fields: Any) -> int:
         """Commit a version in which record ``record_id`` (or journal entry ``JE_…``) carries ``fields``
-        (editing.py says how)."""
-        from soulpass import editing
+        (engine/editing.py says how)."""
+        from soulpass.engine import editing
         if isinstance(record_id, str) and record_id.startswith(editing.JOURNAL_PREFIX):
             found = editing.journal_key(self.store.log(), record_id)
             if found is None:
@@ -337,7 +192,7 @@ class Account:
         first, so it stays in the history (``show --at``). One dict per file: ``key``, ``id``,
         ``fields`` and ``version`` (None on a dry run, or when the original is not kept: then
         nothing is written and ``note`` says why)."""
-        from soulpass import editing
+        from soulpass.engine import editing
         out: list[dict[str, Any]] = []
         for copy in self.store.hand_edits():
             rid = str(copy.edited.get("id", ""))
@@ -358,13 +213,13 @@ class Account:
 
     def history(self, record_id: str) -> list[dict[str, Any]]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
-        from soulpass import editing
+        from soulpass.engine import editing
         return editing.record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
 
     def forget(self, ids: Iterable[str] = (), **how: Any) -> ForgetResult:
-        """Erase records from HEAD, history and index (forgetting.py: subject, query, reason, by, dry_run)."""
-        from soulpass import forgetting
-        return forgetting.forget(self, ids, **how)
+        """Erase records from HEAD, history and index (engine/forget.py: subject, query, reason, by, dry_run)."""
+        from soulpass.engine import forget
+        return forget.forget(self, ids, **how)
 
     def records(self, kind: str, at: int | None = None) -> Iterator[Record]:
         if not isinstance(kind, str) or kind not in store_keys.RECORD_DIRS:
@@ -492,7 +347,7 @@ class Account:
 
     def journal(self) -> Journal:
         """The verbatim journal: add entries, look up by tag/time/semantic hash, patterns."""
-        from soulpass.journal import Journal
+        from soulpass.engine.journal import Journal
         return Journal(self)
 
     def close(self) -> None:
@@ -533,174 +388,3 @@ class Account:
 
     def discard(self, sandbox_id: str) -> None:
         sandboxes.discard_sandbox(self.store, sandbox_id)
-
-
-@library_boundary
-class Sandbox:
-    """A conversation's writable view: every write goes to the session buffer only. What it is given
-    is validated into record models when written (pydantic loads then: a search never needs it)."""
-
-    def __init__(self, account: Account, info: SandboxInfo) -> None:
-        self.account, self.info = account, info
-        self.id = info.sandbox_id
-        self._buffer = info.buffer(account.sp.limits)
-
-    def _append(self, *items: tuple[str, BaseModel]) -> None:
-        """Append events all-or-nothing (a seed episode and its inline turns go in one write)."""
-        from soulpass.records import Record
-        from soulpass.sessions.inputs import dump
-        batch = []
-        for type_, model in items:
-            # Fields Soulpass derived itself are not the caller's text: don't size-check them.
-            derived = {"id", "semantic_hash", "episode_id", "created_at", "kind", "type", "content_sha256"}
-            if isinstance(model, Record) and model.text == model.core_text():
-                derived.add("text")
-            skip = frozenset(derived)
-            # Check the raw values first: JSON serialisation would quietly coerce some of them.
-            self.account.sp.limits.check(type_, model.model_dump(), skip)
-            batch.append((type_, dump(model), getattr(model, "agent", None), skip))
-        self._buffer.append_many(batch)
-
-    def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:
-        """Append a user or LLM turn; returns its temporary id."""
-        from soulpass.sessions.inputs import turn_model
-        model = turn_model(turn)
-        self._append(("turn", model))
-        return model.id
-
-    def add_turn(self, speaker: str, text: str, **fields: Any) -> str:
-        """``speaker`` "user" makes a ``TurnUser``, anything else a ``TurnLLM`` by that agent."""
-        check_name(speaker, "speaker")
-        if speaker == "user":
-            return self.write_turn({"kind": "turn_user", "text_excerpt": text, **fields})
-        return self.write_turn({"kind": "turn_llm", "text_excerpt": text, "agent": speaker, **fields})
-
-    def write_episode(self, episode: Episode | dict[str, Any]) -> str:
-        """Append an episode (an ``Episode``, a V3 dict or a seed dict with inline turns)."""
-        from soulpass.sessions.inputs import episode_model
-        ep, turns = episode_model(episode)
-        self._append(*(("turn", t) for t in turns), ("episode", ep))
-        return ep.id
-
-    def write_many(self, episodes: Iterable[Episode | dict[str, Any]] = (),
-                   states: dict[str, dict[str, Any]] | None = None) -> list[str]:
-        """Episodes (with their inline turns) and state deltas in one all-or-nothing write."""
-        from soulpass.records import StateDelta
-        from soulpass.sessions.inputs import episode_model, validate
-        items: list[tuple[str, BaseModel]] = []
-        ids = []
-        for episode in episodes:
-            ep, turns = episode_model(episode)
-            items += [("turn", t) for t in turns] + [("episode", ep)]
-            ids.append(ep.id)
-        for name, data in (states or {}).items():
-            items.append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
-        self._append(*items)
-        return ids
-
-    def add_fact(self, subject: str | None = None, predicate: str | None = None, object: str | None = None,
-                 *, confidence: float, content: str | None = None, source_refs: Iterable[str] = ()) -> str:
-        from soulpass.records import SemanticCandidate
-        from soulpass.sessions.inputs import string_list, validate
-        cand = validate(SemanticCandidate, {
-            "id": new_temp_id("fact"), "subject": subject, "predicate": predicate, "object": object,
-            "confidence": confidence, "content": content, "source_refs": string_list(source_refs, "source_refs")})
-        self._append(("semantic_candidate", cand))
-        return str(cand.id)
-
-    def fact_warning(self, confidence: float) -> str | None:
-        """Why a fact this confident will be rejected at archive (None: it will not be for that)."""
-        why = self.account.sp.rules.semantic.confidence_refusal(confidence)
-        return None if why is None else f"this fact will be rejected at archive: {why}"
-
-    def update_state(self, name: str, data: dict[str, Any]) -> None:
-        from soulpass.records import StateDelta
-        from soulpass.sessions.inputs import validate
-        self._append(("state_delta", validate(StateDelta, {"name": name, "data": data})))
-
-    def update_profile(self, data: dict[str, Any]) -> None:
-        from soulpass.records import ProfileUpdate
-        from soulpass.sessions.inputs import validate
-        self._append(("profile_update", validate(ProfileUpdate, {"data": data})))
-
-    def propose_core(self, section: str, value: Any, *, confidence: float, reason: str, key: str | None = None) -> None:
-        from soulpass.records import CoreProposal
-        from soulpass.sessions.inputs import validate
-        self._append(("core_proposal", validate(CoreProposal, {
-            "section": section, "key": key, "value": value, "confidence": confidence, "reason": reason})))
-
-    def add_sensory(self, content: str, *, source: str | None = None, modality: str = "text",
-                    media_type: str = "text/plain") -> str:
-        from soulpass.records import SensoryRecord
-        from soulpass.sessions.inputs import validate
-        rec = validate(SensoryRecord, {"id": new_temp_id("sensory"), "content": content, "source": source,
-                                        "modality": modality, "media_type": media_type})
-        self._append(("sensory", rec))
-        return str(rec.id)
-
-    def add_journal(self, text: str, *, type: str = "journal", title: str = "", tags: Iterable[str] = (),
-                    core_insight: str = "", brief_summary: str = "", timestamp: datetime | None = None,
-                    agent: str | None = None) -> str:
-        """Append a prose record (journal, experiment, reflection or conversation entry), stored
-        verbatim as Markdown on archive; returns its temporary id."""
-        from soulpass.prose import JournalEntry
-        from soulpass.sessions.inputs import string_list, validate
-        data: dict[str, Any] = {"id": new_temp_id("journal"), "text": text, "type": type, "title": title,
-                                "tags": string_list(tags, "tags"), "core_insight": core_insight,
-                                "brief_summary": brief_summary, "agent": agent}
-        if timestamp is not None:
-            data["created_at"] = timestamp
-        entry = validate(JournalEntry, data)
-        self._append(("journal", entry))
-        return str(entry.id)
-
-    def buffer(self) -> SessionBuffer:
-        return sandboxes.session_buffer_view(self.info, self._buffer.events())
-
-    def search(self, query: str, k: int = 10, *, kinds: Iterable[str] = (), agent: str | None = None,
-               tags: Iterable[str] = (), since: datetime | None = None, until: datetime | None = None,
-               session_id: str | None = None, persona_id: str | None = None,
-               event_id: str | None = None, source: str | None = None, min_score: float | None = None,
-               ) -> SearchResults:
-        """Hybrid search over what this sandbox sees: the master as of its parent version plus its
-        own buffer (turns, episodes, sensory records, proposed facts; their ids are temporary). A
-        committed fact this session's facts supersede ranks below the fact superseding it."""
-        filters = Filters(kinds=tuple(kinds), agent=agent, tags=tuple(tags), since=since, until=until,
-                          session_id=session_id, persona_id=persona_id, event_id=event_id, source=source)
-        from soulpass.index.catalog.make_rows import buffer_event_row
-        events = self._buffer.events()
-        path = store_keys.buffer_key(self.id)
-        rows = [row for event in events if (row := buffer_event_row(event, path, self.id))]
-        return self.search_buffered(query, k, filters, events, rows, min_score=min_score)
-
-    def search_buffered(self, query: str, k: int, filters: Filters, events: Sequence[BufferEvent],
-                        rows: Sequence[CatalogRow], *, min_score: float | None = None) -> SearchResults:
-        """``search`` over the buffer as the caller read it: ``events`` (this sandbox's, in order)
-        and ``rows``, their catalog rows. The one sandbox search, ``search``'s and the agent
-        tiers' (which keep both between turns: agent/recall.py); ``filters.as_of_version`` is set
-        here, to the sandbox's parent version."""
-        acct = self.account
-        at = self.info.parent_version
-        filters = replace(filters, as_of_version=None if at == acct.store.head() else at)
-        with acct.exclusive():
-            index = acct.index()
-            found = search_results(index, index.search(query, k, filters, extra=rows))
-        from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
-        if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
-            superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
-            found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
-        return above(found, query, min_score)
-
-    def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        return self.account.archive(self.id, dry_run=dry_run, hook=hook)
-
-    def discard(self) -> None:
-        self.account.discard(self.id)
-
-    @property
-    def archived(self) -> bool:
-        """Archived (the commit marked it) or gone (archived, then removed; or discarded)."""
-        try:
-            return self.info.current().archived_as is not None
-        except NotFound:
-            return True

@@ -11,21 +11,23 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from soulpass.embed.base import Embedder
+from soulpass.consolidation.outcomes import Committed, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id
-from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.contract import IndexCatalog
 from soulpass.prose import ENTRY_TYPES, TYPE_OF_FOLDER, JournalEntry
 from soulpass.store.contract import AccountBackend
 from soulpass.store.keys import JOURNAL_DIR
 
-__all__ = ["Journal", "JournalAccount", "JournalItem", "PatternGroup", "Patterns"]
+if TYPE_CHECKING:
+    from soulpass.engine.account import Account
+
+__all__ = ["Journal", "JournalItem", "PatternGroup", "Patterns"]
 
 JOURNAL = ("journal",)
 NEAR_THRESHOLD = 0.85  # cosine of MiniLM embeddings of two core insights that say the same thing
@@ -79,43 +81,10 @@ class Patterns:
                 "similar": [g.to_json() for g in self.similar], "notes": list(self.notes)}
 
 
-class _Sandbox(Protocol):
-    def add_journal(self, text: str, *, type: str = ..., title: str = ..., tags: Iterable[str] = ...,
-                    core_insight: str = ..., brief_summary: str = ..., timestamp: datetime | None = ...,
-                    agent: str | None = ...) -> str: ...
-
-    def archive(self) -> object: ...
-
-    def discard(self) -> None: ...
-
-
-class _Embedders(Protocol):
-    def embedder(self) -> Embedder | None: ...
-
-
-class JournalAccount(Protocol):
-    """What the journal needs of an account (:class:`soulpass.engine.Account` is one); a Protocol so
-    the journal does not import the engine that hands it out."""
-
-    @property
-    def store(self) -> AccountBackend: ...
-
-    @property
-    def sp(self) -> _Embedders: ...
-
-    def head(self) -> int: ...
-
-    def check_version(self, at: int | None) -> int: ...
-
-    def index(self) -> AccountIndex: ...
-
-    def create_sandbox(self, name: str) -> _Sandbox: ...
-
-
 class Journal:
     """``account.journal()``: the prose records of one account."""
 
-    def __init__(self, account: JournalAccount) -> None:
+    def __init__(self, account: Account) -> None:
         self.account = account
 
     # --- writing -------------------------------------------------------------------------
@@ -132,10 +101,11 @@ class Journal:
         except BaseException:
             sb.discard()
             raise
-        result = sb.archive()
-        plan = getattr(result, "plan", None)
-        if plan is None:  # pragma: no cover - a fresh sandbox cannot have been archived already
-            raise InvalidInput("the journal sandbox was archived elsewhere")
+        match sb.archive():
+            case Committed(plan=plan) | Unchanged(plan=plan):
+                pass
+            case _:  # pragma: no cover - a fresh sandbox cannot have been archived already
+                raise InvalidInput("the journal sandbox was archived elsewhere")
         added = next((a for a in plan.journal if a["temp_id"] == temp), None)
         dup = next((d for d in plan.duplicates if d.get("entry") == temp), None)
         rep = next((r for r in plan.journal_repeats if added and r["entry"] == added["id"]), None)

@@ -13,12 +13,14 @@ import re
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from soulpass.errors import InvalidInput
 from soulpass.ids import check_name, utc_now
-from soulpass.store.contract import Backend
 from soulpass.store.open import drop_backups
+
+if TYPE_CHECKING:
+    from soulpass.engine.home import Soulpass
 
 __all__ = ["AccountDeleted", "AccountKeys", "delete_account"]
 
@@ -46,17 +48,7 @@ class AccountDeleted:
         return asdict(self)
 
 
-class _Engine(Protocol):
-    """What a deletion needs of ``engine.Soulpass`` (which calls it)."""
-
-    @property
-    def backend(self) -> Backend: ...
-
-    @property
-    def home(self) -> Path: ...
-
-
-def delete_account(sp: _Engine, name: str, *, confirm: str, by: str | None, keys: AccountKeys | None,
+def delete_account(sp: Soulpass, name: str, *, confirm: str, by: str | None, keys: AccountKeys | None,
                    version: int) -> AccountDeleted:
     """Erase account ``name`` (at HEAD ``version``) for good; ``confirm`` must be its name again."""
     check_name(name, "account name")

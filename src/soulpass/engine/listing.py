@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from soulpass.errors import InvalidInput
 
 if TYPE_CHECKING:
-    from soulpass.engine import Account
+    from soulpass.engine.account import Account
 
 __all__ = ["LISTED_KINDS", "MAX_LIMIT", "log_page", "record_page"]
 

@@ -13,58 +13,29 @@ A forget cut short between 1 and 2 is finished by running it again (step 1 is id
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from soulpass.consolidation.gks import fact_documents
-from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import functional_base
-from soulpass.editing import journal_key
+from soulpass.engine.editing import journal_key
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import IMPORT_TAG_PREFIX, utc_now
-from soulpass.index.search import Hit
-from soulpass.records import Episode, Record, SemanticFact
+from soulpass.records import Episode, SemanticFact
 from soulpass.sessions.arguments import strings
-from soulpass.store.contract import AccountBackend, Change, Snapshot, VersionEntry
+from soulpass.store.contract import Change, Snapshot, VersionEntry
 from soulpass.store.keys import KIND_BY_PREFIX, kind_of_id, record_path
 from soulpass.store.open import backups_of
 from soulpass.store.redact import Erasure, forgotten_journal_key
 
+if TYPE_CHECKING:
+    from soulpass.engine.account import Account
+
 __all__ = ["ForgetResult", "forget", "plan_forget"]
 
 JOURNAL_PREFIX = "JE_"  # a prose entry's id: its key is found in the log, its name holds text
-
-
-class _Engine(Protocol):
-    @property
-    def home(self) -> Path: ...
-
-    @property
-    def rules(self) -> Rules: ...
-
-
-class Account(Protocol):
-    """What forget needs of ``engine.Account`` (which calls it; typed here without importing it)."""
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def store(self) -> AccountBackend: ...
-
-    @property
-    def sp(self) -> _Engine: ...
-
-    def records(self, kind: str, at: int | None = None) -> Iterator[Record]: ...
-
-    def search(self, query: str, k: int = 10) -> Sequence[Hit]: ...
-
-    def commit(self, plan: Callable[[Snapshot], Change]) -> int: ...
-
-    def drop_index(self) -> None: ...
 
 
 @dataclass(frozen=True)
