@@ -153,18 +153,18 @@ def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redon
     path = acct.store.path
     txn = path / "txn" / "00000002"
     assert sorted(p.name for p in txn.iterdir()) == ["COMMITTED"]
-    journal = commit_mod._read_journal(txn)
-    assert journal.manifest["version"] == 2
-    assert {rel for rel, _ in journal.history} == {rel for rel, _ in journal.writes if rel.startswith("core/")} - {
-        rel for rel, _ in journal.writes if not (path / rel).exists()}
+    pack = commit_mod._read_pack(txn)
+    assert pack.manifest["version"] == 2
+    assert {rel for rel, _ in pack.history} == {rel for rel, _ in pack.writes if rel.startswith("core/")} - {
+        rel for rel, _ in pack.writes if not (path / rel).exists()}
     # The same txn as an earlier release wrote it.
-    for rel, data in journal.writes:
+    for rel, data in pack.writes:
         (txn / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
         (txn / "files" / rel).write_bytes(data)
-    legacy = {k: v for k, v in journal.manifest.items() if k != "history"}
-    (txn / "manifest.json").write_bytes(fsio.dump_json({**legacy, "writes": [rel for rel, _ in journal.writes]}))
+    legacy = {k: v for k, v in pack.manifest.items() if k != "history"}
+    (txn / "manifest.json").write_bytes(fsio.dump_json({**legacy, "writes": [rel for rel, _ in pack.writes]}))
     (txn / "COMMITTED").write_bytes(b"2\n")
-    state_rel = next(rel for rel, _ in journal.history)
+    state_rel = next(rel for rel, _ in pack.history)
     old_state = (path / state_rel).read_bytes()
 
     reopened = soulpass.open(tmp_path, embedder="none").account("alice")
