@@ -40,7 +40,8 @@ def test_one_unit_vector_per_token(encoder: colbert.ColbertEncoder) -> None:
     assert np.allclose(np.linalg.norm(q, axis=1), 1.0, atol=1e-5)
     assert len(encoder.encode_query("word " * 100)) == colbert.QUERY_TOKENS
     short, long = encoder.encode_texts(["Evan: I went hiking", "Evan: " + "and then I went hiking " * 200])
-    assert short.shape == (8, colbert.DIM)  # evan : i went hiking, and 3 and long.shape == (colbert.TEXT_TOKENS, colbert.DIM)
+    assert short.shape == (3 + 5, colbert.DIM)  # [CLS], marker, [SEP] and "evan : i went hiking"
+    assert long.shape == (colbert.TEXT_TOKENS, colbert.DIM)
 
 
 def test_a_texts_vectors_do_not_depend_on_the_others(encoder: colbert.ColbertEncoder) -> None:

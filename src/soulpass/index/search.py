@@ -108,6 +108,7 @@ class HybridSearch:
         filters = with_kinds(filters or Filters())
         depth = max(CANDIDATES, 2 * k)
         query_vector = self._query_vector(query)  # embedded while the full-text search runs
+        late = self.late.start(query) if self.late is not None and query.strip() else None  # so is this one
         fts = dict(self.catalog.fts_search(query, depth, filters))
         qvec = query_vector()
         dense = self._dense.nearest(qvec, depth, filters) if qvec is not None and self._dense is not None else []
@@ -124,8 +125,8 @@ class HybridSearch:
         links = self._neighbours(query, qvec, scores, filters, own)
         sessions = self.catalog.sessions(scores.ids, as_of_version=filters.as_of_version)
         sessions.update((r.id, r.session_id) for r in own)
-        if self.late is not None and query.strip():
-            self._late_scores(query, scores, filters, own)
+        if late is not None:
+            self._late_scores(late, scores, filters, own)
         return Candidates(scores, sessions, links, qvec is not None, own)
 
     def _neighbours(self, query: str, qvec: Any, scores: CandidateScores, filters: Filters,
@@ -160,14 +161,13 @@ class HybridSearch:
         if qvec is not None and no_dense and self._dense is not None:
             scores.dense.update(self._dense.cosines(qvec, no_dense))
 
-    def _late_scores(self, query: str, scores: CandidateScores, filters: Filters, own: list[CatalogRow]) -> None:
+    def _late_scores(self, late: Callable[[Sequence[str]], list[float]], scores: CandidateScores, filters: Filters,
+                     own: list[CatalogRow]) -> None:
         """Every candidate's late-interaction score, over the text its vector was made from."""
-        assert self.late is not None
         own_ids = {r.id for r in own}
         rows = self.catalog.get([i for i in scores.ids if i not in own_ids], as_of_version=filters.as_of_version)
         rows.extend(own)
-        scores.late = dict(zip([r.id for r in rows], self.late.scores(query, [embed_text(r) for r in rows]),
-                               strict=True))
+        scores.late = dict(zip([r.id for r in rows], late([embed_text(r) for r in rows]), strict=True))
 
     def _query_vector(self, query: str) -> Callable[[], Any]:
         """Starts embedding the query; what it returns waits for the vector: None for full text only
