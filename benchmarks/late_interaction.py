@@ -39,7 +39,7 @@ import numpy as np
 import retrieval_fit as fit
 
 from soulpass.bench import locomo
-from soulpass.embed.colbert import ColbertScorer
+from soulpass.embed.colbert import DIM, TEXT_TOKENS, ColbertEncoder, ColbertScorer
 from soulpass.engine import Account
 from soulpass.index.recipe import embed_text
 
@@ -135,12 +135,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, action="append", default=[],
                         help="only the first N conversations: once for every set, or once per set in order")
     parser.add_argument("--timed", type=int, default=TIMED, help="questions per set timed (default: %(default)s)")
+    parser.add_argument("--dim", type=int, default=DIM, help="hidden-state columns kept (default: %(default)s)")
+    parser.add_argument("--text-tokens", type=int, default=TEXT_TOKENS,
+                        help="where a text is cut (default: %(default)s)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
     if len(args.limit) not in (0, 1, len(args.sets)):
         parser.error("give --limit once, or once per --set")
     limits = args.limit * len(args.sets) if len(args.limit) == 1 else args.limit or [None] * len(args.sets)
-    scorer = ColbertScorer()
+    scorer = ColbertScorer(ColbertEncoder(dim=args.dim, text_tokens=args.text_tokens))
     sets, report_sets = [], {}
     for (name, home, data), limit in zip(args.sets, limits, strict=True):
         conversations = locomo.load(Path(data))[:limit]

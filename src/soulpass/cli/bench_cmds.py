@@ -76,6 +76,8 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
     ing, lat = result["ingest"], result["latency_ms"]
     console.print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s), "
                   f"indexing {ing['index_seconds']} s; search latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
+    if result["late"]:
+        console.print(f"late interaction: {result['late']} (every hit's 'late' part)")
     ctx = result["context_tokens"]
     console.print(f"context block of the top {ctx['k']} hits: mean {ctx['mean']}, p50 {ctx['p50']}, p95 {ctx['p95']} "
                   f"tokens ({ctx['tokenizer']})")

@@ -42,6 +42,7 @@ FOLDER = ("models", "data", "colbert")
 MODEL_SHA256 = "4980983628c18e4f0a4c756114abd2d7c097c6ccad9cffc70e77302d21e05df0"
 TOKENIZER_SHA256 = "cb374d6bc042c22455946f4e09a89d29882a199fdaf8fb25be00dc8b8857a448"
 DIM = 128  # columns of the hidden state kept per token (the package's own choice)
+HIDDEN = 384  # the model's width
 QUERY_TOKENS = 32  # ColBERT's query length; markers included
 TEXT_TOKENS = 256  # a longer text is cut here: cost grows with length, memory turns are short
 QUERY_MARKER = "[unused0]"
@@ -73,15 +74,17 @@ os.register_at_fork(after_in_child=_forget_executor_after_fork)
 class ColbertEncoder:
     """answerai-colbert-small-v1 with int8 weights; constructing it loads the model (~0.3 s)."""
 
-    model_id = f"answerai-colbert-small-v1/onnx-int8/first{DIM}"
-
-    def __init__(self, *, threads: int = 2, text_tokens: int = TEXT_TOKENS) -> None:
-        """``threads``: how many texts are encoded at once (each run on one thread of its own)."""
+    def __init__(self, *, threads: int = 2, text_tokens: int = TEXT_TOKENS, dim: int = DIM) -> None:
+        """``threads``: how many texts are encoded at once (each run on one thread of its own);
+        ``text_tokens``: where a text is cut; ``dim``: the hidden state's columns kept (at most 384)."""
         if threads < 1:
             raise InvalidInput(f"threads must be at least 1, not {threads}")
         if not 8 <= text_tokens <= 512:
             raise InvalidInput(f"text_tokens must be between 8 and 512 (the model's length), not {text_tokens}")
-        self.threads, self.text_tokens = threads, text_tokens
+        if not 1 <= dim <= HIDDEN:
+            raise InvalidInput(f"dim must be between 1 and {HIDDEN}, not {dim}")
+        self.threads, self.text_tokens, self.dim = threads, text_tokens, dim
+        self.model_id = f"answerai-colbert-small-v1/onnx-int8/first{dim}/cut{text_tokens}"
         try:
             import onnxruntime as ort  # type: ignore[import-untyped,import-not-found,unused-ignore]
             from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
@@ -109,13 +112,13 @@ class ColbertEncoder:
         return int(found)
 
     def encode_query(self, text: str) -> TokenVectors:
-        """The ``(tokens, DIM)`` vectors of a query (at most ``QUERY_TOKENS`` tokens)."""
+        """The ``(tokens, dim)`` vectors of a query (at most ``QUERY_TOKENS`` tokens)."""
         if not isinstance(text, str):
             raise InvalidInput(f"a query must be a string, not {type(text).__name__}")
         return self._encode(text, self._query_marker, QUERY_TOKENS)
 
     def encode_texts(self, texts: Sequence[str]) -> list[TokenVectors]:
-        """Each text's ``(tokens, DIM)`` vectors, in order; a text's do not depend on the others."""
+        """Each text's ``(tokens, dim)`` vectors, in order; a text's do not depend on the others."""
         if isinstance(texts, str) or not all(isinstance(t, str) for t in texts):
             raise InvalidInput("encode_texts takes a sequence of strings")
         texts = list(texts)
@@ -129,7 +132,7 @@ class ColbertEncoder:
             words = self._tokenizer.encode(text, add_special_tokens=False).ids
         ids = np.array([[self._cls, marker, *words[:length - 3], self._sep]], dtype=np.int64)
         feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
-        hidden = self._session.run(["last_hidden_state"], feeds)[0][0, :, :DIM]
+        hidden = self._session.run(["last_hidden_state"], feeds)[0][0, :, :self.dim]
         norms = np.linalg.norm(hidden, axis=1, keepdims=True)
         vectors: TokenVectors = (hidden / np.maximum(norms, 1e-12)).astype(np.float32)
         return vectors
