@@ -26,8 +26,10 @@ W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
 W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
 # The optional late-interaction score (soulpass.embed.colbert: MaxSim over token vectors), standardised
-# like the others and added to the fused part; 0 where a search has no late scorer.
-W_LATE = 1.0
+# like the others and added to the fused part; 0 where a search has no late scorer. Fitted alone, the
+# other weights as above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py; its
+# two-fold cross-validation by conversation is in docs/performance.md).
+W_LATE = 1.69
 
 _NO_LINKS: tuple[str | None, str | None] = (None, None)
 
