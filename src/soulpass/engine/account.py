@@ -304,8 +304,8 @@ class Account:
                 self.close()
             if self._index is None:
                 self._index = AccountIndex(self.store, self.sp.embedder(), backend=self.sp.vector_backend,
-                                           reranker=self.sp.reranker(), embed_inline=self.sp.indexing == "inline",
-                                           fulltext=self.sp.fulltext)
+                                           reranker=self.sp.reranker(), late=self.sp.late(),
+                                           embed_inline=self.sp.indexing == "inline", fulltext=self.sp.fulltext)
                 if self.sp.indexing == "background" and self._index.embedder is not None:
                     self._indexer = BackgroundIndexer(self._index).start()
             self._index.catch_up()  # the catalog (full text) always; vectors inline or by the indexer

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from soulpass.embed.base import Embedder
+from soulpass.embed.colbert import LateScorer
 from soulpass.embed.rerank import Reranker
 from soulpass.engine.account import Account
 from soulpass.engine.sandbox import Sandbox
@@ -26,16 +27,17 @@ if TYPE_CHECKING:
     from soulpass.consolidation.rules import Rules
     from soulpass.engine.deleting import AccountDeleted, AccountKeys
 
-__all__ = ["EmbedderChoice", "Indexing", "RerankerChoice", "Soulpass", "open"]
+__all__ = ["EmbedderChoice", "Indexing", "LateChoice", "RerankerChoice", "Soulpass", "open"]
 
 EmbedderChoice = Embedder | Literal["auto", "none"]
 RerankerChoice = Reranker | Literal["auto", "none"]
+LateChoice = LateScorer | Literal["auto", "none"]
 Indexing = Literal["inline", "background", "deferred"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
          embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-         indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
+         indexing: Indexing = "inline", fulltext: FullText | None = None, late: LateChoice = "none") -> Soulpass:
     """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
@@ -43,6 +45,9 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
     ``reranker``: "none" (default), "auto" (the cross-encoder of the ``rerank`` extra re-orders the
     best 30 hits; ~0.3 s a search on 2 cores; an error when the extra is missing), or a
     :class:`soulpass.embed.rerank.Reranker`.
+    ``late``: "none" (default), "auto" (answerai-colbert-small-v1 of the ``rerank`` extra scores every
+    candidate by late interaction, a ``late`` part of each hit; docs/performance.md has its costs), or a
+    :class:`soulpass.embed.colbert.LateScorer`.
     ``indexing``: "inline" embeds new records when the index catches up (before a search); "background"
     leaves them to a thread (``soulpass.index.indexer``): archives and searches never wait for embedding,
     and searches say when records are not embedded yet; "deferred" only queues them (another process,
@@ -52,14 +57,14 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
     index for every later handle; None: what the index records, else FTS5.
     """
     return Soulpass(home, rules=rules, limits=limits, embedder=embedder, vector_backend=vector_backend,
-                    reranker=reranker, indexing=indexing, fulltext=fulltext)
+                    reranker=reranker, indexing=indexing, fulltext=fulltext, late=late)
 
 
 @library_boundary
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
                  embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-                 indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
+                 indexing: Indexing = "inline", fulltext: FullText | None = None, late: LateChoice = "none") -> None:
         if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
             raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
         if indexing not in ("inline", "background", "deferred"):
@@ -79,6 +84,10 @@ class Soulpass:
         self.embedder_missing: str | None = None  # why "auto" found no model: searches say full text only
         self._reranker_choice = reranker
         self._reranker: Reranker | None = None
+        if late not in ("auto", "none") and not isinstance(late, LateScorer):
+            raise InvalidInput(f"late must be 'auto', 'none' or a LateScorer, not {reprlib.repr(late)}", field="late")
+        self._late_choice = late
+        self._late: LateScorer | None = None
 
     @property
     def rules(self) -> Rules:
@@ -96,6 +105,17 @@ class Soulpass:
             else:
                 self._reranker = self._reranker_choice
         return self._reranker
+
+    def late(self) -> LateScorer | None:
+        """The late-interaction scorer of search candidates, if one was asked for (loaded once)."""
+        if self._late is None and self._late_choice != "none":
+            if self._late_choice == "auto":
+                from soulpass.embed.colbert import ColbertScorer
+
+                self._late = ColbertScorer()
+            else:
+                self._late = self._late_choice
+        return self._late
 
     def embedder(self) -> Embedder | None:
         """The embedder for search (loaded once, on first use)."""

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from soulpass.embed.base import Embedder
+from soulpass.embed.colbert import LateScorer
 from soulpass.embed.rerank import Reranker
 from soulpass.index import passages
 from soulpass.index.backlog import EmbedBacklog, embedded_state
@@ -46,7 +47,7 @@ class AccountIndex:
     """The derived index of one account: catalog, vectors and their backlog, opened for its store."""
 
     def __init__(self, store: AccountBackend, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
-                 reranker: Reranker | None = None, embed_inline: bool = True,
+                 reranker: Reranker | None = None, late: LateScorer | None = None, embed_inline: bool = True,
                  fulltext: FullText | None = None) -> None:
         """``embed_inline``: ``catch_up`` embeds the new records before returning; when False they
         wait in ``backlog`` for a :class:`~soulpass.index.indexer.BackgroundIndexer`. ``fulltext``:
@@ -65,7 +66,7 @@ class AccountIndex:
             case LocalIndex(folder=folder):
                 self.dense, self.follower = self._open_local(folder, backend, fulltext, embed_inline)
         self._search = HybridSearch(
-            self.catalog, store.name, dense=self.dense, reranker=reranker,
+            self.catalog, store.name, dense=self.dense, reranker=reranker, late=late,
             query_vectors=QueryVectors(embedder, QUERY_VECTORS_KEPT) if embedder is not None else None,
             buffer=BufferVectors(embedder) if embedder is not None else None)
 

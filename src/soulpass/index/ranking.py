@@ -10,7 +10,8 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-__all__ = ["CONTEXT_IN_SESSION", "W_CONTEXT", "W_DENSE", "W_FTS", "W_SESSION", "CandidateScores", "standardised"]
+__all__ = ["CONTEXT_IN_SESSION", "W_CONTEXT", "W_DENSE", "W_FTS", "W_LATE", "W_SESSION", "CandidateScores",
+           "standardised"]
 
 # Each retriever's scores are standardised over the candidates (z-scores) and added with weights; a
 # turn is read in its conversation: its better neighbour's score and the best score in its session
@@ -24,6 +25,11 @@ W_DENSE = 1.69
 W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
 W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
+# The optional late-interaction score (soulpass.embed.colbert: MaxSim over token vectors), standardised
+# like the others and added to the fused part; 0 where a search has no late scorer. Fitted alone, the
+# other weights as above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py; its
+# two-fold cross-validation by conversation is in docs/performance.md).
+W_LATE = 1.69
 
 _NO_LINKS: tuple[str | None, str | None] = (None, None)
 
@@ -33,6 +39,7 @@ class CandidateScores:
 
     def __init__(self, fts: dict[str, float], dense: dict[str, float]) -> None:
         self.fts, self.dense = fts, dense
+        self.late: dict[str, float] = {}  # MaxSim of every candidate, where the search has a late scorer
         self.fts_checked: set[str] = set(fts)
         self.known: set[str] = set()  # only ever added to
         self._sorted: list[str] = []
@@ -57,6 +64,13 @@ class CandidateScores:
             zd.update(zip(have, standardised([self.dense[i] for i in have]), strict=True))
         return zf, zd
 
+    def _late_standardised(self, among: Collection[str]) -> dict[str, float]:
+        """The late scores as z-scores over the candidates ``among`` (0 where there are none)."""
+        have = [i for i in among if i in self.late]
+        z = dict.fromkeys(among, 0.0)
+        z.update(zip(have, standardised([self.late[i] for i in have]), strict=True))
+        return z
+
     def fused(self, dense: bool) -> dict[str, float]:
         """Both z-scores added, equally weighted: what neighbours and sessions are judged by."""
         zf, zd = self.standardised(dense)
@@ -75,6 +89,7 @@ class CandidateScores:
         if not fused:
             return []
         low = min(fused.values())  # what a turn outside the candidates is taken to score
+        zl = self._late_standardised(fused)
         context: dict[str, float] = {}
         for i in fused:
             near = low
@@ -93,7 +108,7 @@ class CandidateScores:
         for i in fused:
             session = sessions[i]
             top = best_in_session.get(session, floor) if session is not None else in_context[i]
-            fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i], W_CONTEXT * context[i]
+            fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i] + W_LATE * zl[i], W_CONTEXT * context[i]
             session_part = W_SESSION * (top - floor)
             score = fused_part + context_part + session_part  # the parts' sum, in their order
             scored.append((-score, i, fused_part, context_part, session_part))
@@ -108,6 +123,8 @@ class CandidateScores:
                 parts["fts"], parts["fts_rank"] = fts[i], fts_rank[i]
             if i in dense_scores:
                 parts["dense"], parts["dense_rank"] = dense_scores[i], dense_rank[i]
+            if i in self.late:
+                parts["late"] = self.late[i]
             parts["score"] = -negated
             out.append((i, parts))
         return out

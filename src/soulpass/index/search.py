@@ -5,7 +5,8 @@ The algorithm, step by step (``HybridSearch.search``):
 1. candidates: the best ``CANDIDATES`` by BM25 and by cosine, and the turns next to the best
    ``NEIGHBOURS_OF_BEST`` of them in their conversations; every candidate gets both its exact BM25
    score (0 when no term matches) and its exact cosine;
-2. scores: each standardised over the candidates and fused (``soulpass.index.ranking``);
+2. scores: each standardised over the candidates and fused (``soulpass.index.ranking``), with an
+   optional late-interaction score of every candidate (``soulpass.embed.colbert``);
 3. rank: read in context (the better neighbour, the best in the session); ties broken by id, so
    results are reproducible and survive a rebuild; an optional cross-encoder re-orders the best;
 4. hits: the returned candidates' rows, with their score parts.
@@ -23,6 +24,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from soulpass.embed.colbert import LateScorer
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import InvalidInput
 from soulpass.index.buffer_rows import BufferVectors, buffer_fts, buffer_links, passes
@@ -73,8 +75,8 @@ class HybridSearch:
 
     def __init__(self, catalog: SearchCatalog[Any], name: str, *, dense: DenseScores | None = None,
                  query_vectors: QueryVectors | None = None, buffer: BufferVectors | None = None,
-                 reranker: Reranker | None = None) -> None:
-        self.catalog, self.name, self.reranker = catalog, name, reranker
+                 reranker: Reranker | None = None, late: LateScorer | None = None) -> None:
+        self.catalog, self.name, self.reranker, self.late = catalog, name, reranker, late
         self._dense, self._query_vectors, self._buffer = dense, query_vectors, buffer
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
 
@@ -106,6 +108,7 @@ class HybridSearch:
         filters = with_kinds(filters or Filters())
         depth = max(CANDIDATES, 2 * k)
         query_vector = self._query_vector(query)  # embedded while the full-text search runs
+        late = self.late.start(query) if self.late is not None and query.strip() else None  # so is this one
         fts = dict(self.catalog.fts_search(query, depth, filters))
         qvec = query_vector()
         dense = self._dense.nearest(qvec, depth, filters) if qvec is not None and self._dense is not None else []
@@ -122,6 +125,8 @@ class HybridSearch:
         links = self._neighbours(query, qvec, scores, filters, own)
         sessions = self.catalog.sessions(scores.ids, as_of_version=filters.as_of_version)
         sessions.update((r.id, r.session_id) for r in own)
+        if late is not None:
+            self._late_scores(late, scores, filters, own)
         return Candidates(scores, sessions, links, qvec is not None, own)
 
     def _neighbours(self, query: str, qvec: Any, scores: CandidateScores, filters: Filters,
@@ -155,6 +160,14 @@ class HybridSearch:
         no_dense = [i for i in scores.known if i not in scores.dense]
         if qvec is not None and no_dense and self._dense is not None:
             scores.dense.update(self._dense.cosines(qvec, no_dense))
+
+    def _late_scores(self, late: Callable[[Sequence[str]], list[float]], scores: CandidateScores, filters: Filters,
+                     own: list[CatalogRow]) -> None:
+        """Every candidate's late-interaction score, over the text its vector was made from."""
+        own_ids = {r.id for r in own}
+        rows = self.catalog.get([i for i in scores.ids if i not in own_ids], as_of_version=filters.as_of_version)
+        rows.extend(own)
+        scores.late = dict(zip([r.id for r in rows], late([embed_text(r) for r in rows]), strict=True))
 
     def _query_vector(self, query: str) -> Callable[[], Any]:
         """Starts embedding the query; what it returns waits for the vector: None for full text only
