@@ -29,13 +29,18 @@ than ``MIN_GAIN``.
 The four fusion weights are fitted (the three trait weights of a turn were removed in issue 37:
 fitted on one data set they lost on the other; docs/performance.md).
 
-What is reported, per data set:
-- ``current``: the weights in ``ranking.py`` now (in-sample wherever they were fitted on that set);
-- ``cv``: two-fold cross-validation by conversation (fold A: even positions in the data file, B:
-  odd; fit on one, test on the other, question-weighted average of the two tests);
-- ``lodo``: leave one data set out: fitted on all the *other* sets, tested on this one. These are
-  the figures to quote: no question of the set reported had a say in the weights;
-- ``fit_all``: fitted on every set together (what the constants in ``search.py`` are rounded from).
+What is reported (the headline first):
+- ``cv_pooled``: **the headline**: two-fold cross-validation by conversation over every set together.
+  Fold A holds the conversations at even positions of each data file, fold B the odd ones; the
+  weights are fitted on fold A of all sets at once (the objective averaged over the sets), tested
+  on fold B of each set, then the other way round; each set's figure is the question-weighted
+  average of its two tests. No question reported had a say in the weights that ranked it;
+- ``fit_all``: fitted on every set together (what the constants in ``ranking.py`` are rounded
+  from), in-sample: reported beside the headline;
+- per data set, ``current``: the weights in ``ranking.py`` now; ``cv``: two folds by conversation
+  within that set alone; ``lodo``: leave one data set out (fitted on all the *other* sets): a
+  diagnostic only, since a feature that exists in one genre (names of people) cannot be weighed
+  by a set that has none.
 """
 
 from __future__ import annotations
@@ -65,9 +70,9 @@ from soulpass.index.ranking import CandidateScores
 from soulpass.index.recipe import TURN_KINDS
 from soulpass.index.search import Candidates
 
-__all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_weights", "decompose", "evaluate",
-           "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
-           "weights"]
+__all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "cross_validate_pooled", "current_weights",
+           "decompose", "evaluate", "fit", "main", "matrix_ranked", "objective", "per_category", "prepare",
+           "ranked_ids", "self_check", "weights"]
 
 WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION")
 FUSION = WEIGHTS  # what the default is fitted on
@@ -326,6 +331,42 @@ def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False
     return {"folds": folds, "test": _metrics(_pooled(tests)) if tests else None}
 
 
+def cross_validate_pooled(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False,
+                          ) -> dict[str, Any]:
+    """Two folds by conversation over every set together (the headline): fit on fold A of all sets,
+    test on fold B of each, and the other way round."""
+    folds: dict[str, Any] = {}
+    tests: dict[str, list[dict[str, float]]] = {ds.name: [] for ds in sets}
+    tested_items: dict[str, list[tuple[Prepared, Weights]]] = {ds.name: [] for ds in sets}
+    for train_parity, label in ((0, "A->B"), (1, "B->A")):
+        train = [ds.fold(train_parity) for ds in sets if ds.fold(train_parity)]
+        if not train:
+            continue
+        if log:
+            print(f"  pooled cv: fitting on fold {label[0]} of every set ({sum(map(len, train))} questions)",
+                  file=sys.stderr, flush=True)
+        fitted = _rounded(fit(train, START, names=names, log=log)["weights"])
+        folds[label] = {"weights": fitted, "test": {}}
+        for ds in sets:
+            test = ds.fold(1 - train_parity)
+            if test:
+                m = evaluate(test, fitted)
+                tests[ds.name].append(m)
+                tested_items[ds.name].extend((i, fitted) for i in test)
+                folds[label]["test"][ds.name] = _metrics(m)
+    out: dict[str, Any] = {"folds": folds, "sets": {}}
+    for ds in sets:
+        if not tests[ds.name]:
+            continue
+        by_cat: dict[int, list[tuple[Prepared, Weights]]] = {}
+        for item, w in tested_items[ds.name]:
+            by_cat.setdefault(item.category, []).append((item, w))
+        per_cat = {f"{c} {locomo.CATEGORIES.get(c, '?')}": _metrics(_pooled([evaluate([i], w) for i, w in pairs]))
+                   for c, pairs in sorted(by_cat.items())}
+        out["sets"][ds.name] = {"test": _metrics(_pooled(tests[ds.name])), "per_category": per_cat}
+    return out
+
+
 def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
     """Per data set: the current weights, cross-validation, leave-one-data-set-out; then a fit on all.
     Only the weights in ``names`` are fitted; the others stay at ``START``."""
@@ -347,27 +388,32 @@ def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = Fals
     fitted = _rounded(fit([ds.items for ds in sets], START, names=names, log=log)["weights"])
     out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets},
                       "per_category": {ds.name: per_category(ds.items, fitted) for ds in sets}}
+    out["cv_pooled"] = cross_validate_pooled(sets, names, log)
     return out
 
 
 def _print(result: dict[str, Any]) -> None:
     print(f"Ranking weights fitted: {', '.join(n[2:] for n in result['fitted'])}; objective R@10 + NDCG@10/2; "
-          "cv = two folds by conversation; lodo = fitted on the other data set(s) only")
+          "cv = two folds by conversation (the headline: every set together); lodo = fitted on the other "
+          "data set(s) only (a diagnostic)")
     print(f"{'':38} {'questions':>9} {'R@10':>7} {'NDCG@10':>8}")
 
     def line(label: str, m: dict[str, float] | None) -> None:
         if m is not None:
             print(f"{label:38} {m['questions']:>9} {m['recall@10']:>7.4f} {m['ndcg@10']:>8.4f}")
 
+    for name in result["sets"]:
+        line(f"{name}: 2-fold cv, all sets (headline)", result["cv_pooled"]["sets"].get(name, {}).get("test"))
+        line(f"{name}: fitted on all sets (in-sample)", result["fit_all"]["sets"][name])
     for name, s in result["sets"].items():
         line(f"{name}: start (no fit)", s["start"])
         line(f"{name}: current weights", s["current"])
         line(f"{name}: cross-validated", s["cv"]["test"])
         line(f"{name}: leave-one-data-set-out", s.get("lodo", {}).get("test"))
-        line(f"{name}: fitted on all sets (in-sample)", result["fit_all"]["sets"][name])
     print()
     print(f"{'weights':22}" + "".join(f"{n[2:]:>9}" for n in WEIGHTS))
     rows = [("start", result["start"]["weights"]), ("current", result["current"]["weights"]),
+            *((f"cv fit on {f[0]}", v["weights"]) for f, v in result["cv_pooled"]["folds"].items()),
             *((f"fit without {n}", s["lodo"]["weights"]) for n, s in result["sets"].items() if "lodo" in s),
             ("fit on all", result["fit_all"]["weights"])]
     for label, w in rows:
