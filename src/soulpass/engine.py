@@ -28,6 +28,7 @@ from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
 from soulpass.index.vectors import Backend
+from soulpass.retrieval.plans import planned_search
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.buffer import Limits
@@ -485,7 +486,7 @@ class Account:
                           source=source, as_of_version=at)
         with self._lock:
             index = self.index()
-            found = search_results(index, index.search(query, k, filters))
+            found = search_results(index, planned_search(index, query, k, filters))
         if found.dense_error is None and self.sp.embedder_missing is not None:
             found.dense_error = self.sp.embedder_missing  # a core-only install: full text, and it says so
         return above(found, query, min_score)
@@ -684,7 +685,7 @@ class Sandbox:
         filters = replace(filters, as_of_version=None if at == acct.store.head() else at)
         with acct.exclusive():
             index = acct.index()
-            found = search_results(index, index.search(query, k, filters, extra=rows))
+            found = search_results(index, planned_search(index, query, k, filters, extra=rows))
         from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
         if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
             superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
