@@ -35,8 +35,10 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "plans": {},
     "no person": {"W_PERSON": 0.0},
     "no hop": {"W_HOP": 0.0},
-    "no standing": {"W_STANDING": 0.0},
-    "no spread": {"SPREAD": {}},
+    "no standing": {"W_STANDING": 0.0, "STANDING_MAX": 0},
+    "standing lift 1": {"STANDING_PIN": False, "W_STANDING": 1.0},
+    "standing lift 3": {"STANDING_PIN": False, "W_STANDING": 3.0},
+    "standing pin 1": {"STANDING_MAX": 1},
 }
 
 
@@ -71,17 +73,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     import soulpass
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--set", dest="sets", nargs=3, action="append", required=True, metavar=("NAME", "HOME", "DATA"))
-    parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
+    parser.add_argument("--limit", type=int, default=None,
+                        help="only the first N conversations of each set (and only those the home holds)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = parser.parse_args(argv)
     filters = Filters(kinds=locomo.TURN_KINDS)
     report: dict[str, Any] = {"benchmark": "plan-ablation", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "limit": args.limit, "constants": {n: repr(getattr(plans, n)) for n in
                                                                  ("W_PERSON", "W_HOP", "W_STANDING", "SPREAD",
-                                                                  "DEPTH")}, "sets": {}}
+                                                                  "GATHER", "DEPTH", "STANDING_MAX")},
+                              "sets": {}}
     for name, home, data in args.sets:
-        conversations = locomo.load(Path(data))[:args.limit]
         sp = soulpass.open(Path(home))
+        present = set(sp.accounts())  # the conversations the home holds (a benchmark run's --limit)
+        conversations = [c for c in locomo.load(Path(data))[:args.limit] if locomo.account_name(c) in present]
         rows: dict[str, list[dict[str, Any]]] = {"plain": [], **{v: [] for v in VARIANTS}}
         for conv in conversations:
             account = sp.account(locomo.account_name(conv))

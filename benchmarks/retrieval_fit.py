@@ -17,7 +17,8 @@ weight multiplies one part: the z-scores, the context and session terms), so the
 are read once per question from the production ``rank`` (with one weight at 1 and the others at 0)
 and a weight vector's ranking is a matrix product. Two self-checks fail loudly when this drifts from
 the search: the matrix ranking with the current constants equals ``rank``'s for every question, and
-equals ``Account.search``'s for the first questions of every conversation.
+equals the plain ``AccountIndex.search``'s (what ``Account.search``'s retrieval plans re-score) for
+the first questions of every conversation.
 
 Metric as ``soulpass bench locomo``: fractional Recall@10 and binary NDCG@10 of the evidence turns,
 averaged over questions. Objective: R@10 + NDCG@10 / 2, averaged over the data sets fitted on (each
@@ -84,7 +85,7 @@ STEPS = (-0.3, -0.15, -0.07, 0.07, 0.15, 0.3)
 # session's best. Fits start here, so no test question has a say in where a fit begins.
 START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5}
 MIN_GAIN = 1e-5
-CHECK_PER_CONVERSATION = 3  # questions per conversation compared with ``Account.search``
+CHECK_PER_CONVERSATION = 3  # questions per conversation compared with the plain search
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "retrieval_fit.json"
 
@@ -215,8 +216,9 @@ def prepare(accounts: Sequence[Account], conversations: Sequence[locomo.Conversa
 
 def self_check(accounts: Sequence[Account], items: Sequence[Prepared], per_conversation: int = CHECK_PER_CONVERSATION,
                ) -> int:
-    """Assert that, with the current constants, the script's top ``K`` equals ``Account.search``'s
-    for the first ``per_conversation`` questions of each conversation; the number checked."""
+    """Assert that, with the current constants, the script's top ``K`` equals the plain search's
+    (``AccountIndex.search``, under the retrieval plans of ``Account.search``) for the first
+    ``per_conversation`` questions of each conversation; the number checked."""
     seen: dict[int, int] = {}
     checked = 0
     for item in items:
@@ -224,7 +226,8 @@ def self_check(accounts: Sequence[Account], items: Sequence[Prepared], per_conve
             continue
         seen[item.conversation] = seen.get(item.conversation, 0) + 1
         mine = ranked_ids(item)
-        theirs = [h.id for h in accounts[item.conversation].search(item.question, K, kinds=list(KINDS))]
+        # The plain search (the retrieval plans of soulpass.retrieval.plans re-score its hits on top).
+        theirs = [h.id for h in accounts[item.conversation].index().search(item.question, K, Filters(kinds=KINDS))]
         if mine != theirs:
             raise AssertionError(f"the script's ranking drifted from AccountIndex.search for {item.question!r}:\n"
                                  f"  script: {mine}\n  search: {theirs}\n"
@@ -418,7 +421,7 @@ def _print(result: dict[str, Any]) -> None:
             ("fit on all", result["fit_all"]["weights"])]
     for label, w in rows:
         print(f"{label:22}" + "".join(f"{w[n]:>9.3f}" for n in WEIGHTS))
-    print(f"self-check: {result['self_check_questions']} questions ranked as Account.search ranks them; "
+    print(f"self-check: {result['self_check_questions']} questions ranked as the plain search ranks them; "
           f"{result['seconds']['candidates']} s candidates, {result['seconds']['fits']} s fits")
 
 

@@ -13,8 +13,7 @@ import pytest
 import soulpass
 from soulpass import Committed
 from soulpass.index.catalog import Filters
-from soulpass.retrieval import analyse
-from soulpass.retrieval import plans
+from soulpass.retrieval import analyse, plans
 from soulpass.retrieval.plans import Plan, plan_for, planned_search, run_plan
 from soulpass.retrieval.standing import STANDING_TAGS, standing_tags
 
@@ -49,10 +48,10 @@ def friends(tmp_path: Path) -> Iterator[soulpass.Account]:
 
 def test_a_plain_fact_is_the_plain_search_and_other_shapes_get_their_parts() -> None:
     assert plan_for(analyse("Where does the hose leak?")).plain
-    listing = plan_for(analyse("What kinds of flowers grow in the garden?"))
-    assert listing.hop and listing.spread == plans.SPREAD[analyse("What kinds of flowers?").shape] > 0
-    order = plan_for(analyse("In which order did we discuss the garden and the bike?"))
-    assert order.spread > listing.spread and not order.hop
+    assert plan_for(analyse("What kinds of flowers grow in the garden?")) == Plan(hop=True)
+    assert plan_for(analyse("Did Ann and Bob both like the garden?", ["Ann", "Bob"])) == Plan(who=("Ann", "Bob"),
+                                                                                            hop=True)
+    assert plan_for(analyse("In which order did we discuss the garden and the bike?")).plain
     assert plan_for(analyse("What does Ann grow?", ["Ann", "Bob"])).who == ("Ann",)
     request = plan_for(analyse("What time is our next meeting scheduled for?"))
     assert "meet" in " ".join(request.standing)
@@ -61,27 +60,14 @@ def test_a_plain_fact_is_the_plain_search_and_other_shapes_get_their_parts() -> 
 def test_the_named_persons_turns_are_lifted_and_say_so(friends: soulpass.Account) -> None:
     hits = friends.search("What did Ann do in the garden?", 5, kinds=["turn_user"])
     by_ann = [h for h in hits if h.row is not None and h.row.agent == "Ann"]
-    assert by_ann and all(h.parts["person"] == plans.W_PERSON for h in by_ann)
+    # Each of Ann's turns is lifted by its score among her own turns; her best one by the whole weight.
+    assert by_ann and all(0.0 <= h.parts["person"] <= plans.W_PERSON for h in by_ann)
+    assert max(h.parts["person"] for h in by_ann) == plans.W_PERSON
     assert all("person" not in h.parts for h in hits if h not in by_ann)
     # Every part adds up to the score the hit is ranked by.
     for h in hits:
         assert h.score == pytest.approx(h.parts["score"])
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
-
-
-def test_a_list_spreads_over_sessions_where_the_plain_search_fills_the_top_from_one(
-        friends: soulpass.Account) -> None:
-    index = friends.index()
-    question = "What kinds of things are in the garden?"
-    plain = index.search(question, 3, TURNS)
-    assert len({h.row.session_id for h in plain if h.row}) == 1  # the garden-heavy first session fills it
-    spread = run_plan(Plan(spread=10.0), index, question, 3, TURNS)
-    assert len({h.row.session_id for h in spread if h.row}) == 2
-    taken: dict[str | None, int] = {}
-    for h in spread:  # each hit lost SPREAD for every better hit of its session
-        session = h.row.session_id if h.row else None
-        assert h.parts["spread"] == pytest.approx(-10.0 * taken.get(session, 0))
-        taken[session] = taken.get(session, 0) + 1
 
 
 def test_a_second_hop_finds_what_the_first_hits_name(friends: soulpass.Account) -> None:
@@ -100,11 +86,12 @@ def test_a_standing_instruction_is_tagged_when_written_and_surfaces_for_the_requ
         chat(acct, "later", [("user", "The budget review meeting moved to Thursday"),
                              ("user", "Our next meeting is about the schedule for the launch"),
                              ("user", "Meeting notes: time is short, schedule the launch")], T0 + timedelta(days=9))
-        tagged = {r.text_excerpt: r.tags for r in acct.records("turn_user")}
+        tagged = {r.text: r.tags for r in acct.records("turn_user")}
         assert "standing:instruction" in tagged["Always use 24-hour time format when I ask about meeting schedules."]
         assert not set(STANDING_TAGS) & set(tagged["I always go jogging before work."])  # a habit, not a rule
         hits = acct.search("What time is our next meeting scheduled for?", 3, kinds=["turn_user"])
-        assert hits[0].text.startswith("Always use 24-hour") and hits[0].parts["standing"] > 0
+        # It shares all three of the request's topics (time, meet, schedul): the whole lift.
+        assert hits[0].text.startswith("Always use 24-hour") and hits[0].parts["standing"] == plans.W_STANDING
         assert hits[0].score > hits[1].score
         assert acct.search("What time was the meeting moved to last week?", 3, kinds=["turn_user"])[0].parts.get(
             "standing") is None  # a question about the past is no request

@@ -4,15 +4,19 @@ index's public search, never branches inside it.
 A plan asks the search for more than it returns (``Plan.depth``) and re-scores those hits; each
 adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows it:
 
-- ``person``: the named person's own turns (the speaker is the record's agent) are lifted;
+- ``person``: the named person's own turns (the speaker is the record's agent) are searched on
+  their own, and each is lifted by how well it scores among them (person-scoped candidates: a
+  turn of theirs the plain search missed comes in);
 - ``hop``: for lists and comparisons, the names and content words of the first hits become a
   second query (a second hop: the answer is spread over turns the question only half names); a hit
   the second query also finds is lifted by how well it scores there;
 - ``standing``: for a request, the standing instructions or preferences that share a topic with it
-  (tagged where they were written, ``soulpass.retrieval.standing``) are brought in and placed
-  above the plain hits, the more of its topics they name the higher;
-- ``spread``: for lists, comparisons, orders and summaries, each hit loses a little for every
-  better hit already taken from its session, so that no one session fills the top.
+  (tagged where they were written, ``soulpass.retrieval.standing``) are brought in and lifted, the
+  more of its topics they name the more.
+
+Spreading a list's hits over sessions, and taking part of the search's session term off for
+questions that gather, were tried and removed: measured on both public sets they lost
+(docs/retrieval.md).
 
 A plain question about one fact, naming nobody and asking nothing, is the search as it is.
 """
@@ -35,15 +39,15 @@ __all__ = ["Plan", "Searcher", "plan_for", "planned_search", "run_plan"]
 
 # The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
 # they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set.
-W_PERSON = 0.5  # a turn by the person the question names
-W_HOP = 1.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
-W_STANDING = 1.0  # x the share of a request's topics a standing instruction names, above the best hit
-SPREAD = {Shape.LIST: 0.5, Shape.COMPARISON: 0.5, Shape.ORDER: 1.0, Shape.SUMMARY: 1.0}  # per better hit, same session
+W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
+PEOPLE = 2  # named people whose own turns are searched
+W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
+W_STANDING = 3.0  # x the share of a request's topics a standing instruction names
 DEPTH = 50  # hits a plan re-scores
 HOP_FROM = 3  # the first hits a second query is read from
 HOP_WORDS = 8  # new words at most in a second query
 STANDING_DEPTH = 5  # tagged standing statements looked at per request
-STANDING_MAX = 2  # standing statements placed above a request's hits
+STANDING_MAX = 2  # standing statements lifted per request
 
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
@@ -62,17 +66,16 @@ class Plan:
     who: tuple[str, ...] = ()  # people whose own turns are lifted
     hop: bool = False  # a second query from the first hits
     standing: tuple[str, ...] = ()  # a request's topics, matched against standing instructions
-    spread: float = 0.0  # what a hit loses per better hit already taken from its session
 
     @property
     def plain(self) -> bool:
-        return not (self.who or self.hop or self.standing or self.spread)
+        return not (self.who or self.hop or self.standing)
 
 
 def plan_for(analysis: QueryAnalysis) -> Plan:
     """The plan for a question as ``analyse`` read it."""
     return Plan(who=analysis.who, hop=analysis.shape in (Shape.LIST, Shape.COMPARISON),
-                standing=analysis.topics if analysis.request else (), spread=SPREAD.get(analysis.shape, 0.0))
+                standing=analysis.topics if analysis.request else ())
 
 
 def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
@@ -101,26 +104,26 @@ def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filter
     score = {h.id: h.score for h in hits}
     parts: dict[str, dict[str, float]] = {h.id: {} for h in hits}
     by_id = {h.id: h for h in hits}
-    if plan.who:
-        for h in hits:
-            if h.row is not None and h.row.agent in plan.who:
-                parts[h.id]["person"] = W_PERSON
+    floor = min(score.values(), default=0.0)  # what a hit new to the plain search is taken to score
+    lifts: list[tuple[str, float, list[tuple[Hit, float]]]] = []
+    for person in plan.who[:PEOPLE]:  # the person's own turns, ranked among themselves
+        lifts.append(("person", W_PERSON, _scaled(searcher.search(query, DEPTH, replace(filters or Filters(),
+                                                                                          agent=person), extra))))
     if plan.hop and hits:
-        for h, lift in _second_hop(searcher, query, hits, filters, extra):
+        lifts.append(("hop", W_HOP, _second_hop(searcher, query, hits, filters, extra)))
+    for name, weight, found in lifts:
+        for h, lift in found:
             if h.id not in by_id:
-                by_id[h.id], score[h.id], parts[h.id] = h, min(score.values()), {}
-            parts[h.id]["hop"] = W_HOP * lift
+                by_id[h.id], score[h.id], parts[h.id] = h, floor, {}
+            parts[h.id][name] = max(parts[h.id].get(name, 0.0), weight * lift)
     if plan.standing:
-        top = max(score.values(), default=0.0)
         for h, share in _standing(searcher, plan.standing, query, hits, filters, extra):
             if h.id not in by_id:
                 by_id[h.id], score[h.id], parts[h.id] = h, h.score, {}
-            parts[h.id]["standing"] = top - score[h.id] + W_STANDING * share  # above every plain hit
+            parts[h.id]["standing"] = W_STANDING * share
     total = {i: score[i] + sum(parts[i].values()) for i in by_id}
-    chosen = _spread(total, by_id, plan.spread, k)
-    return [replace(h, score=s, parts={**h.parts, **parts[h.id], **({"spread": s - total[h.id]} if plan.spread
-                                                                        else {}), "score": s})
-            for h, s in ((by_id[i], s) for i, s in chosen)]
+    best = sorted(total, key=lambda i: (-total[i], i))[:k]
+    return [replace(by_id[i], score=total[i], parts={**by_id[i].parts, **parts[i], "score": total[i]}) for i in best]
 
 
 def _second_hop(searcher: Searcher, query: str, hits: list[Hit], filters: Filters | None,
@@ -135,11 +138,15 @@ def _second_hop(searcher: Searcher, query: str, hits: list[Hit], filters: Filter
                 new.append(word)
     if not new:
         return []
-    second = searcher.search(f"{query} {' '.join(new[:HOP_WORDS])}", DEPTH, filters, extra)
-    if not second:
+    return _scaled(searcher.search(f"{query} {' '.join(new[:HOP_WORDS])}", DEPTH, filters, extra))
+
+
+def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
+    """Each hit with its score scaled to 0..1 over ``hits`` (1: the best)."""
+    if not hits:
         return []
-    low, high = min(h.score for h in second), max(h.score for h in second)
-    return [(h, (h.score - low) / (high - low) if high > low else 1.0) for h in second]
+    low, high = min(h.score for h in hits), max(h.score for h in hits)
+    return [(h, (h.score - low) / (high - low) if high > low else 1.0) for h in hits]
 
 
 def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: list[Hit],
@@ -155,26 +162,3 @@ def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: lis
             found.append((h, len(shared) / len(topics)))
     found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
     return found[:STANDING_MAX]
-
-
-def _spread(total: dict[str, float], hits: dict[str, Hit], spread: float, k: int) -> list[tuple[str, float]]:
-    """The ``k`` best by ``total``, each losing ``spread`` for every better one taken from its session."""
-    order = sorted(total, key=lambda i: (-total[i], i))
-    if not spread:
-        return [(i, total[i]) for i in order[:k]]
-    position = {i: n for n, i in enumerate(order)}
-    taken: dict[str | None, int] = {}
-    left = order
-    chosen: list[tuple[str, float]] = []
-    while left and len(chosen) < k:
-        best = max(left, key=lambda i: (total[i] - spread * taken.get(_session(hits[i]), 0), -position[i]))
-        chosen.append((best, total[best] - spread * taken.get(_session(hits[best]), 0)))
-        session = _session(hits[best])
-        if session is not None:
-            taken[session] = taken.get(session, 0) + 1
-        left = [i for i in left if i != best]
-    return chosen
-
-
-def _session(hit: Hit) -> str | None:
-    return hit.row.session_id if hit.row is not None else None
