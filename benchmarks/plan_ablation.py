@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -36,9 +37,6 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no person": {"W_PERSON": 0.0},
     "no hop": {"W_HOP": 0.0},
     "no standing": {"W_STANDING": 0.0, "STANDING_MAX": 0},
-    "standing lift 1": {"STANDING_PIN": False, "W_STANDING": 1.0},
-    "standing lift 3": {"STANDING_PIN": False, "W_STANDING": 3.0},
-    "standing pin 1": {"STANDING_MAX": 1},
 }
 
 
@@ -76,12 +74,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None,
                         help="only the first N conversations of each set (and only those the home holds)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON)
+    parser.add_argument("--latency", type=int, default=0, metavar="ROUNDS",
+                        help="also time the plain and the planned search over the first conversation's questions")
     args = parser.parse_args(argv)
     filters = Filters(kinds=locomo.TURN_KINDS)
     report: dict[str, Any] = {"benchmark": "plan-ablation", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "limit": args.limit, "constants": {n: repr(getattr(plans, n)) for n in
-                                                                 ("W_PERSON", "W_HOP", "W_STANDING", "SPREAD",
-                                                                  "GATHER", "DEPTH", "STANDING_MAX")},
+                                                                 ("W_PERSON", "W_HOP", "W_STANDING", "DEPTH",
+                                                                  "STANDING_MAX")},
                               "sets": {}}
     for name, home, data in args.sets:
         sp = soulpass.open(Path(home))
@@ -104,11 +104,42 @@ def main(argv: Sequence[str] | None = None) -> int:
             finally:
                 account.close()
         report["sets"][name] = _compare(rows)
+        if args.latency and conversations:
+            account = sp.account(locomo.account_name(conversations[0]))
+            try:
+                report["sets"][name]["latency"] = latency(account.index(), [q.text for q in conversations[0].questions],
+                                                          args.latency)
+            finally:
+                account.close()
+            print(f"{name}: latency {report['sets'][name]['latency']}")
         _print(name, report["sets"][name])
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
     print(f"result written to {args.json}")
     return 0
+
+
+def latency(index: plans.Searcher, questions: Sequence[str], rounds: int, k: int = 10) -> dict[str, float]:
+    """p50 and p95 in ms of the plain search and of the planned one, top ``k``, in alternating
+    passes over ``questions`` (each pass asks every question once: a pass longer than the query
+    vector cache embeds every query again, as a first search does)."""
+    filters = Filters(kinds=locomo.TURN_KINDS)
+    times: dict[str, list[float]] = {"plain": [], "plans": []}
+    for _ in range(rounds):
+        for name in times:
+            for q in questions:
+                t0 = time.perf_counter()
+                if name == "plain":
+                    index.search(q, k, filters)
+                else:
+                    plans.planned_search(index, q, k, filters)
+                times[name].append((time.perf_counter() - t0) * 1000)
+    out = {}
+    for name, values in times.items():
+        ordered = sorted(values)
+        out[f"{name}_p50_ms"] = round(ordered[len(ordered) // 2], 2)
+        out[f"{name}_p95_ms"] = round(ordered[int(len(ordered) * 0.95)], 2)
+    return out
 
 
 def _compare(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
@@ -130,6 +161,7 @@ def _per_question(row: dict[str, Any]) -> float:
 
 
 def _print(name: str, result: dict[str, Any]) -> None:
+    result = {variant: r for variant, r in result.items() if variant != "latency"}
     print(f"{name}: {'variant':14} {'R@10':>7} {'NDCG@10':>8} {'better':>7} {'worse':>6}")
     for variant, r in result.items():
         o = r["overall"]

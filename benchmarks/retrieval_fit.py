@@ -431,14 +431,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar=("NAME", "HOME", "DATA"),
                         help="a data set: its name, the home `soulpass bench locomo` ingested it into, its file")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
+    parser.add_argument("--set-limit", dest="set_limits", nargs=2, action="append", default=[], metavar=("NAME", "N"),
+                        help="only the first N conversations of the set NAME (over --limit)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
+    limits = {name: int(n) for name, n in args.set_limits}
     sets: list[DataSet] = []
     checked = 0
     t0 = time.perf_counter()
     embedder = None
     for name, home, data in args.sets:
-        conversations = locomo.load(Path(data))[:args.limit]
+        conversations = locomo.load(Path(data))[:limits.get(name, args.limit)]
         sp, accounts = open_accounts(Path(home).expanduser(), conversations)
         try:
             items = prepare(accounts, conversations, progress=True)
@@ -460,7 +463,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
         "params": {"k": K, "kinds": list(KINDS), "rounds": ROUNDS, "steps": list(STEPS), "min_gain": MIN_GAIN,
                    "step_scale": "max(|w|, 0.3)", "objective": "mean over sets of recall@10 + ndcg@10 / 2",
-                   "folds": "A: conversations at even positions of the data file, B: odd", "limit": args.limit},
+                   "folds": "A: conversations at even positions of the data file, B: odd", "limit": args.limit,
+                   "set_limits": limits},
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         **result,
         "self_check_questions": checked,

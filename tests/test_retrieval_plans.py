@@ -111,3 +111,44 @@ def test_planned_search_reads_names_from_the_speakers_it_finds(friends: soulpass
     assert any("person" in h.parts for h in named)
     unnamed = planned_search(index, "What did Carol say about the garden?", 4, TURNS)  # no such speaker
     assert not any("person" in h.parts for h in unnamed)
+
+
+def test_the_ablation_scores_every_variant_on_the_same_searches(tmp_path: Path) -> None:
+    """``benchmarks/plan_ablation.py`` on a tiny conversation: its plain search is the benchmark's
+    plain search, and a variant with every part off is the plain search question by question."""
+    import importlib.util
+    import json
+    import sys
+
+    from soulpass.bench import locomo
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_ablation.py"
+    spec = importlib.util.spec_from_file_location("soulpass_bench_plan_ablation", script)
+    assert spec is not None and spec.loader is not None
+    ablation = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ablation
+    try:
+        spec.loader.exec_module(ablation)
+    finally:
+        sys.modules.pop(spec.name, None)
+    turns = [("Ann", "I adopted a puppy called Biscuit"), ("Bob", "I started learning the cello"),
+             ("Ann", "Biscuit chewed my new shoes"), ("Bob", "My cello teacher is patient")]
+    conv = {"session_1_date_time": "10:00 am on 1 May, 2023",
+            "session_1": [{"speaker": w, "dia_id": f"D1:{n}", "text": t} for n, (w, t) in enumerate(turns, 1)]}
+    qa = [{"question": "What did Ann say about Biscuit?", "answer": "x", "evidence": ["D1:1", "D1:3"], "category": 1},
+          {"question": "Which instrument is Bob learning?", "answer": "x", "evidence": ["D1:2"], "category": 4}]
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([{"sample_id": "tiny", "conversation": conv, "qa": qa}]), encoding="utf-8")
+    home = tmp_path / "home"
+    turn_kinds = Filters(kinds=locomo.TURN_KINDS)
+    bench = locomo.run(soulpass.open(home, embedder="none"), locomo.load(data),
+                       searcher=lambda a, q, k: [h.id for h in a.index().search(q, k, turn_kinds)])
+    out = tmp_path / "ablation.json"
+    ablation.VARIANTS["all off"] = {"W_PERSON": 0.0, "W_HOP": 0.0, "W_STANDING": 0.0, "STANDING_MAX": 0}
+    try:
+        assert ablation.main(["--set", "tiny", str(home), str(data), "--json", str(out)]) == 0
+    finally:
+        del ablation.VARIANTS["all off"]
+    report = json.loads(out.read_text(encoding="utf-8"))["sets"]["tiny"]
+    assert report["plain"]["overall"] == bench["overall"]
+    assert report["all off"]["overall"]["recall@10"] == report["plain"]["overall"]["recall@10"]
+    assert set(report) == {"plain", "plans", "no person", "no hop", "no standing", "all off"}
