@@ -17,7 +17,8 @@ weight multiplies one part: the z-scores, the context and session terms), so the
 are read once per question from the production ``rank`` (with one weight at 1 and the others at 0)
 and a weight vector's ranking is a matrix product. Two self-checks fail loudly when this drifts from
 the search: the matrix ranking with the current constants equals ``rank``'s for every question, and
-equals ``Account.search``'s for the first questions of every conversation.
+equals the plain ``AccountIndex.search``'s (what ``Account.search``'s retrieval plans re-score) for
+the first questions of every conversation.
 
 Metric as ``soulpass bench locomo``: fractional Recall@10 and binary NDCG@10 of the evidence turns,
 averaged over questions. Objective: R@10 + NDCG@10 / 2, averaged over the data sets fitted on (each
@@ -32,13 +33,18 @@ than ``MIN_GAIN``.
 The four fusion weights are fitted (the three trait weights of a turn were removed in issue 37:
 fitted on one data set they lost on the other; docs/performance.md).
 
-What is reported, per data set:
-- ``current``: the weights in ``ranking.py`` now (in-sample wherever they were fitted on that set);
-- ``cv``: two-fold cross-validation by conversation (fold A: even positions in the data file, B:
-  odd; fit on one, test on the other, question-weighted average of the two tests);
-- ``lodo``: leave one data set out: fitted on all the *other* sets, tested on this one. These are
-  the figures to quote: no question of the set reported had a say in the weights;
-- ``fit_all``: fitted on every set together (what the constants in ``search.py`` are rounded from).
+What is reported (the headline first):
+- ``cv_pooled``: **the headline**: two-fold cross-validation by conversation over every set together.
+  Fold A holds the conversations at even positions of each data file, fold B the odd ones; the
+  weights are fitted on fold A of all sets at once (the objective averaged over the sets), tested
+  on fold B of each set, then the other way round; each set's figure is the question-weighted
+  average of its two tests. No question reported had a say in the weights that ranked it;
+- ``fit_all``: fitted on every set together (what the constants in ``ranking.py`` are rounded
+  from), in-sample: reported beside the headline;
+- per data set, ``current``: the weights in ``ranking.py`` now; ``cv``: two folds by conversation
+  within that set alone; ``lodo``: leave one data set out (fitted on all the *other* sets): a
+  diagnostic only, since a feature that exists in one genre (names of people) cannot be weighed
+  by a set that has none.
 """
 
 from __future__ import annotations
@@ -68,9 +74,9 @@ from soulpass.index.ranking import CandidateScores
 from soulpass.index.recipe import TURN_KINDS
 from soulpass.index.search import Candidates
 
-__all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "current_weights", "decompose", "evaluate",
-           "fit", "main", "matrix_ranked", "objective", "per_category", "prepare", "ranked_ids", "self_check",
-           "weights"]
+__all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "cross_validate_pooled", "current_weights",
+           "decompose", "evaluate", "fit", "main", "matrix_ranked", "objective", "per_category", "prepare",
+           "ranked_ids", "self_check", "weights"]
 
 WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_LATE")
 FUSION = WEIGHTS  # what the default is fitted on
@@ -82,7 +88,7 @@ STEPS = (-0.3, -0.15, -0.07, 0.07, 0.15, 0.3)
 # session's best. Fits start here, so no test question has a say in where a fit begins.
 START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5, "W_LATE": 1.0}
 MIN_GAIN = 1e-5
-CHECK_PER_CONVERSATION = 3  # questions per conversation compared with ``Account.search``
+CHECK_PER_CONVERSATION = 3  # questions per conversation compared with the plain search
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "retrieval_fit.json"
 
@@ -215,8 +221,9 @@ def prepare(accounts: Sequence[Account], conversations: Sequence[locomo.Conversa
 
 def self_check(accounts: Sequence[Account], items: Sequence[Prepared], per_conversation: int = CHECK_PER_CONVERSATION,
                ) -> int:
-    """Assert that, with the current constants, the script's top ``K`` equals ``Account.search``'s
-    for the first ``per_conversation`` questions of each conversation; the number checked."""
+    """Assert that, with the current constants, the script's top ``K`` equals the plain search's
+    (``AccountIndex.search``, under the retrieval plans of ``Account.search``) for the first
+    ``per_conversation`` questions of each conversation; the number checked."""
     seen: dict[int, int] = {}
     checked = 0
     for item in items:
@@ -224,7 +231,8 @@ def self_check(accounts: Sequence[Account], items: Sequence[Prepared], per_conve
             continue
         seen[item.conversation] = seen.get(item.conversation, 0) + 1
         mine = ranked_ids(item)
-        theirs = [h.id for h in accounts[item.conversation].search(item.question, K, kinds=list(KINDS))]
+        # The plain search (the retrieval plans of soulpass.retrieval.plans re-score its hits on top).
+        theirs = [h.id for h in accounts[item.conversation].index().search(item.question, K, Filters(kinds=KINDS))]
         if mine != theirs:
             raise AssertionError(f"the script's ranking drifted from AccountIndex.search for {item.question!r}:\n"
                                  f"  script: {mine}\n  search: {theirs}\n"
@@ -331,6 +339,42 @@ def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False
     return {"folds": folds, "test": _metrics(_pooled(tests)) if tests else None}
 
 
+def cross_validate_pooled(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False,
+                          ) -> dict[str, Any]:
+    """Two folds by conversation over every set together (the headline): fit on fold A of all sets,
+    test on fold B of each, and the other way round."""
+    folds: dict[str, Any] = {}
+    tests: dict[str, list[dict[str, float]]] = {ds.name: [] for ds in sets}
+    tested_items: dict[str, list[tuple[Prepared, Weights]]] = {ds.name: [] for ds in sets}
+    for train_parity, label in ((0, "A->B"), (1, "B->A")):
+        train = [ds.fold(train_parity) for ds in sets if ds.fold(train_parity)]
+        if not train:
+            continue
+        if log:
+            print(f"  pooled cv: fitting on fold {label[0]} of every set ({sum(map(len, train))} questions)",
+                  file=sys.stderr, flush=True)
+        fitted = _rounded(fit(train, START, names=names, log=log)["weights"])
+        folds[label] = {"weights": fitted, "test": {}}
+        for ds in sets:
+            test = ds.fold(1 - train_parity)
+            if test:
+                m = evaluate(test, fitted)
+                tests[ds.name].append(m)
+                tested_items[ds.name].extend((i, fitted) for i in test)
+                folds[label]["test"][ds.name] = _metrics(m)
+    out: dict[str, Any] = {"folds": folds, "sets": {}}
+    for ds in sets:
+        if not tests[ds.name]:
+            continue
+        by_cat: dict[int, list[tuple[Prepared, Weights]]] = {}
+        for item, w in tested_items[ds.name]:
+            by_cat.setdefault(item.category, []).append((item, w))
+        per_cat = {f"{c} {locomo.CATEGORIES.get(c, '?')}": _metrics(_pooled([evaluate([i], w) for i, w in pairs]))
+                   for c, pairs in sorted(by_cat.items())}
+        out["sets"][ds.name] = {"test": _metrics(_pooled(tests[ds.name])), "per_category": per_cat}
+    return out
+
+
 def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
     """Per data set: the current weights, cross-validation, leave-one-data-set-out; then a fit on all.
     Only the weights in ``names`` are fitted; the others stay at ``START``."""
@@ -352,32 +396,37 @@ def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = Fals
     fitted = _rounded(fit([ds.items for ds in sets], START, names=names, log=log)["weights"])
     out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets},
                       "per_category": {ds.name: per_category(ds.items, fitted) for ds in sets}}
+    out["cv_pooled"] = cross_validate_pooled(sets, names, log)
     return out
 
 
 def _print(result: dict[str, Any]) -> None:
     print(f"Ranking weights fitted: {', '.join(n[2:] for n in result['fitted'])}; objective R@10 + NDCG@10/2; "
-          "cv = two folds by conversation; lodo = fitted on the other data set(s) only")
+          "cv = two folds by conversation (the headline: every set together); lodo = fitted on the other "
+          "data set(s) only (a diagnostic)")
     print(f"{'':38} {'questions':>9} {'R@10':>7} {'NDCG@10':>8}")
 
     def line(label: str, m: dict[str, float] | None) -> None:
         if m is not None:
             print(f"{label:38} {m['questions']:>9} {m['recall@10']:>7.4f} {m['ndcg@10']:>8.4f}")
 
+    for name in result["sets"]:
+        line(f"{name}: 2-fold cv, all sets (headline)", result["cv_pooled"]["sets"].get(name, {}).get("test"))
+        line(f"{name}: fitted on all sets (in-sample)", result["fit_all"]["sets"][name])
     for name, s in result["sets"].items():
         line(f"{name}: start (no fit)", s["start"])
         line(f"{name}: current weights", s["current"])
         line(f"{name}: cross-validated", s["cv"]["test"])
         line(f"{name}: leave-one-data-set-out", s.get("lodo", {}).get("test"))
-        line(f"{name}: fitted on all sets (in-sample)", result["fit_all"]["sets"][name])
     print()
     print(f"{'weights':22}" + "".join(f"{n[2:]:>9}" for n in WEIGHTS))
     rows = [("start", result["start"]["weights"]), ("current", result["current"]["weights"]),
+            *((f"cv fit on {f[0]}", v["weights"]) for f, v in result["cv_pooled"]["folds"].items()),
             *((f"fit without {n}", s["lodo"]["weights"]) for n, s in result["sets"].items() if "lodo" in s),
             ("fit on all", result["fit_all"]["weights"])]
     for label, w in rows:
         print(f"{label:22}" + "".join(f"{w[n]:>9.3f}" for n in WEIGHTS))
-    print(f"self-check: {result['self_check_questions']} questions ranked as Account.search ranks them; "
+    print(f"self-check: {result['self_check_questions']} questions ranked as the plain search ranks them; "
           f"{result['seconds']['candidates']} s candidates, {result['seconds']['fits']} s fits")
 
 
@@ -387,15 +436,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar=("NAME", "HOME", "DATA"),
                         help="a data set: its name, the home `soulpass bench locomo` ingested it into, its file")
     parser.add_argument("--limit", type=int, default=None, help="only the first N conversations of each set")
+    parser.add_argument("--set-limit", dest="set_limits", nargs=2, action="append", default=[], metavar=("NAME", "N"),
+                        help="only the first N conversations of the set NAME (over --limit)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     parser.add_argument("--late", action="store_true", help="searches score candidates by late interaction too")
     args = parser.parse_args(argv)
+    limits = {name: int(n) for name, n in args.set_limits}
     sets: list[DataSet] = []
     checked = 0
     t0 = time.perf_counter()
     embedder = None
     for name, home, data in args.sets:
-        conversations = locomo.load(Path(data))[:args.limit]
+        conversations = locomo.load(Path(data))[:limits.get(name, args.limit)]
         sp, accounts = open_accounts(Path(home).expanduser(), conversations, "auto" if args.late else "none")
         try:
             items = prepare(accounts, conversations, progress=True)
@@ -417,7 +469,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
         "params": {"k": K, "kinds": list(KINDS), "rounds": ROUNDS, "steps": list(STEPS), "min_gain": MIN_GAIN,
                    "step_scale": "max(|w|, 0.3)", "objective": "mean over sets of recall@10 + ndcg@10 / 2",
-                   "folds": "A: conversations at even positions of the data file, B: odd", "limit": args.limit},
+                   "folds": "A: conversations at even positions of the data file, B: odd", "limit": args.limit,
+                   "set_limits": limits},
         "machine": {"python": platform.python_version(), "platform": platform.platform()},
         **result,
         "self_check_questions": checked,

@@ -173,3 +173,22 @@ def test_memories_below_the_relevance_floor_stay_out_of_the_block(tmp_path: Path
     assert "Lisbon to Porto" in lisbon.text  # found by meaning alone (no shared word), above the floor
     everything = memory(acct, memory_floor=0.0).context("eva", "are the backups done?", 100_000)
     assert "Congratulations" in everything.text  # the floor, not the search, kept it out
+
+
+def test_a_standing_instruction_heads_the_memories_of_a_request_it_governs(tmp_path: Path) -> None:
+    """Issue 42 item 4: "always use 24-hour time" given weeks earlier governs "what time is our next
+    meeting?": it comes first among the memories and says what it is; a question about the past
+    ("when did the meeting move?") is no request, and gets no standing instruction."""
+    acct = account(tmp_path)
+    sb = acct.create_sandbox("earlier")
+    sb.add_turn("user", "Always use 24-hour time format when I ask about meeting schedules.")
+    sb.add_turn("eva", "Noted, 24-hour time from now on.")
+    sb.add_turn("user", "The meeting with the design team moved to the big room")
+    sb.archive()
+    mem = memory(acct)
+    block = mem.context("eva", "What time is our next meeting scheduled for?", 100_000)
+    memories = next(s for s in block.sections if s.name == "memories").text.splitlines()
+    assert "(standing instruction, turn_user" in memories[1] and "24-hour time format" in memories[1], memories
+    past = next(s for s in mem.context("eva", "Where did the meeting move to?", 100_000).sections
+                if s.name == "memories").text
+    assert "standing instruction" not in past, past

@@ -16,6 +16,7 @@ import pytest
 import soulpass
 import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
+from soulpass.index.catalog import Filters
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 
@@ -87,7 +88,8 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
         fit.open_accounts(tmp_path / "nowhere", conversations)
     with pytest.raises(SystemExit, match="lacks the account"):
         fit.open_accounts(_empty_home(tmp_path), conversations)
-    bench = locomo.run(soulpass.open(home), conversations)
+    # The fit ranks as the plain search does (the retrieval plans of Account.search re-score on top).
+    bench = locomo.run(soulpass.open(home), conversations, searcher=_plain)
 
     _, accounts = fit.open_accounts(home, conversations)
     try:
@@ -128,9 +130,24 @@ def test_fit_ranks_as_search_scores_as_the_benchmark_and_never_loses(
     again = fit.evaluate(items, tiny["lodo"]["weights"])
     assert round(again["recall@10"], 4) == tiny["lodo"]["test"]["recall@10"]
     assert set(report["fit_all"]["weights"]) == set(fit.WEIGHTS)
+    # The headline: two folds by conversation over both sets together. Fold B of "tiny" (its odd
+    # conversation) is tested with the weights fitted on fold A of both sets, and the figure says so.
+    pooled = report["cv_pooled"]
+    assert set(pooled["folds"]) == {"A->B", "B->A"}
+    assert set(pooled["folds"]["A->B"]["test"]) == {"tiny"}  # "other" has no odd conversation
+    fold_b = [i for i in items if i.conversation % 2 == 1]
+    again = fit.evaluate(fold_b, pooled["folds"]["A->B"]["weights"])
+    assert round(again["recall@10"], 4) == pooled["folds"]["A->B"]["test"]["tiny"]["recall@10"]
+    assert pooled["sets"]["tiny"]["test"]["questions"] == 7 and pooled["sets"]["other"]["test"]["questions"] == 3
+    assert sum(c["questions"] for c in pooled["sets"]["tiny"]["per_category"].values()) == 7
+    assert "2-fold cv, all sets (headline)" in printed
     by_category = tiny["lodo"]["per_category"]
     assert set(by_category) == {"1 multi-hop", "4 single-hop"}
     assert sum(c["questions"] for c in by_category.values()) == 7
+
+
+def _plain(account: soulpass.Account, query: str, k: int) -> list[str]:
+    return [h.id for h in account.index().search(query, k, Filters(kinds=locomo.TURN_KINDS))]
 
 
 def _empty_home(tmp_path: Path) -> Path:

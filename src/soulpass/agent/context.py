@@ -94,6 +94,7 @@ class Memory:
     kind: str
     when: datetime | None
     text: str
+    standing: bool = False  # a standing instruction or preference that governs the message
 
 
 def _clip(text: str, limit: int) -> str:
@@ -108,12 +109,14 @@ def _hot_line(e: LogEntry) -> str:
 
 def _memory_line(m: Memory) -> str:
     when = f"{m.when:%Y-%m-%d}" if m.when else "undated"
-    return f"- [{when}] ({m.kind} {m.id}) {_clip(m.text, 700)}"
+    standing = "standing instruction, " if m.standing else ""
+    return f"- [{when}] ({standing}{m.kind} {m.id}) {_clip(m.text, 700)}"
 
 
 def render_memories(memories: list[Memory]) -> str:
     """The retrieved-memories section of the context block: one line a memory (its text cut to
-    700 characters), best first."""
+    700 characters), best first; a standing instruction or preference that governs the message
+    says so."""
     lines = "\n".join(_memory_line(m) for m in memories)
     return f"[MEMORIES]\n{lines}\n[/MEMORIES]"
 

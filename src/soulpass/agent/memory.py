@@ -434,11 +434,13 @@ class AgentMemory:
         if message.strip():
             shown = {e.id for e in hot}
             for hit in self._search(message, self.config.memories_k + len(shown), events):
-                if hit.id in shown or not _clears_floor(hit, self.config.memory_floor):
+                standing = "standing" in hit.parts  # it governs the message: shown whatever its similarity
+                if hit.id in shown or not (standing or _clears_floor(hit, self.config.memory_floor)):
                     continue
                 when = hit.row.event_time if hit.row is not None else None
                 memories.append(Memory(id=hit.id, kind=hit.kind, when=when, text=self._memory_text(hit.id, hit.kind,
-                                                                                                 hit.text, events)))
+                                                                                                 hit.text, events),
+                                       standing=standing))
                 if len(memories) >= wanted:
                     break
         return assemble(agent, self._sandbox.id, budget_tokens, orientation=orientation,

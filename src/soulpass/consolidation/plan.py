@@ -40,6 +40,7 @@ from soulpass.records import (
     TurnUser,
     UserProfile,
 )
+from soulpass.retrieval.standing import standing_tags
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store.contract import Change, DocumentPut, SandboxClose, Snapshot, VersionEntry
 from soulpass.store.keys import CORE_MEMORY, GKS_DATA, USER_PROFILE, record_path, state_path
@@ -243,6 +244,8 @@ def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
     for new_id, rec in list(final.items()):
         if isinstance(rec, TurnUser | TurnLLM):
             update = {"episode_ref": episode_of.get(new_id) or (rec.episode_ref and p.remap(rec.episode_ref, rec.id))}
+            if isinstance(rec, TurnUser):  # a standing instruction is kept as one (retrieval/standing.py)
+                update["tags"] = (*rec.tags, *(t for t in standing_tags(rec.text_excerpt) if t not in rec.tags))
             if isinstance(rec, TurnLLM) and rec.reply_to:
                 update["reply_to"] = p.remap(rec.reply_to, rec.id)
             final[new_id] = rec.model_copy(update=update)

@@ -1,0 +1,164 @@
+"""Retrieval plans by what a question asks (``soulpass.retrieval.analysis``): small functions over the
+index's public search, never branches inside it.
+
+A plan asks the search for more than it returns (``Plan.depth``) and re-scores those hits; each
+adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows it:
+
+- ``person``: the named person's own turns (the speaker is the record's agent) are searched on
+  their own, and each is lifted by how well it scores among them (person-scoped candidates: a
+  turn of theirs the plain search missed comes in);
+- ``hop``: for lists and comparisons, the names and content words of the first hits become a
+  second query (a second hop: the answer is spread over turns the question only half names); a hit
+  the second query also finds is lifted by how well it scores there;
+- ``standing``: for a request, the standing instructions or preferences that share a topic with it
+  (tagged where they were written, ``soulpass.retrieval.standing``) are brought in and lifted, the
+  more of its topics they name the more.
+
+Spreading a list's hits over sessions, and taking part of the search's session term off for
+questions that gather, were tried and removed: measured on both public sets they lost
+(docs/retrieval.md).
+
+A plain question about one fact, naming nobody and asking nothing, is the search as it is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Protocol
+
+from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.search import Hit
+from soulpass.retrieval.analysis import QueryAnalysis, Shape, analyse, named_participants
+from soulpass.retrieval.instructions import shared_topics, standing_instructions
+from soulpass.retrieval.standing import STANDING_TAGS
+from soulpass.retrieval.words import topic_words
+
+__all__ = ["Plan", "Searcher", "plan_for", "planned_search", "run_plan"]
+
+# The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
+# they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set.
+W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
+PEOPLE = 2  # named people whose own turns are searched
+W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
+W_STANDING = 3.0  # x the share of a request's topics a standing instruction names
+DEPTH = 50  # hits a plan re-scores
+HOP_FROM = 3  # the first hits a second query is read from
+HOP_WORDS = 8  # new words at most in a second query
+STANDING_DEPTH = 5  # tagged standing statements looked at per request
+STANDING_MAX = 2  # standing statements lifted per request
+
+_NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+
+
+class Searcher(Protocol):
+    """The index's public search (``AccountIndex.search``)."""
+
+    def search(self, query: str, k: int = 10, filters: Filters | None = None,
+               extra: Sequence[CatalogRow] = ()) -> list[Hit]: ...
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a search does beyond the plain search for one question."""
+
+    who: tuple[str, ...] = ()  # people whose own turns are lifted
+    hop: bool = False  # a second query from the first hits
+    standing: tuple[str, ...] = ()  # a request's topics, matched against standing instructions
+
+    @property
+    def plain(self) -> bool:
+        return not (self.who or self.hop or self.standing)
+
+
+def plan_for(analysis: QueryAnalysis) -> Plan:
+    """The plan for a question as ``analyse`` read it."""
+    return Plan(who=analysis.who, hop=analysis.shape in (Shape.LIST, Shape.COMPARISON),
+                standing=analysis.topics if analysis.request else ())
+
+
+def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
+                   extra: Sequence[CatalogRow] = ()) -> list[Hit]:
+    """The ``k`` best hits for ``query``, searched by the plan its reading asks for. The people it
+    may name are the speakers of its first hits (the index keeps no list of them): a question with a
+    capitalised word past its first is searched deeper once, to see whether it names one."""
+    plan = plan_for(analyse(query))
+    if plan.plain and not _NAME.search(query, 1):
+        return searcher.search(query, k, filters, extra)
+    hits = searcher.search(query, max(DEPTH, k), filters, extra)
+    speakers = sorted({h.row.agent for h in hits if h.row is not None and h.row.agent and h.row.agent[:1].isupper()})
+    if named_participants(query, speakers):
+        plan = plan_for(analyse(query, speakers))
+    return run_plan(plan, searcher, query, k, filters, extra, hits)
+
+
+def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filters | None = None,
+             extra: Sequence[CatalogRow] = (), hits: list[Hit] | None = None) -> list[Hit]:
+    """The ``k`` best hits for ``query`` under ``plan``; ``hits``: the plain search's best ``DEPTH``
+    (or more) where the caller has them already."""
+    if plan.plain:
+        return hits[:k] if hits is not None else searcher.search(query, k, filters, extra)
+    if hits is None:
+        hits = searcher.search(query, max(DEPTH, k), filters, extra)
+    score = {h.id: h.score for h in hits}
+    parts: dict[str, dict[str, float]] = {h.id: {} for h in hits}
+    by_id = {h.id: h for h in hits}
+    floor = min(score.values(), default=0.0)  # what a hit new to the plain search is taken to score
+    lifts: list[tuple[str, float, list[tuple[Hit, float]]]] = []
+    for person in plan.who[:PEOPLE]:  # the person's own turns, ranked among themselves
+        lifts.append(("person", W_PERSON, _scaled(searcher.search(query, DEPTH, replace(filters or Filters(),
+                                                                                          agent=person), extra))))
+    if plan.hop and hits:
+        lifts.append(("hop", W_HOP, _second_hop(searcher, query, hits, filters, extra)))
+    for name, weight, found in lifts:
+        for h, lift in found:
+            if h.id not in by_id:
+                by_id[h.id], score[h.id], parts[h.id] = h, floor, {}
+            parts[h.id][name] = max(parts[h.id].get(name, 0.0), weight * lift)
+    if plan.standing:
+        for h, share in _standing(searcher, plan.standing, query, hits, filters, extra):
+            if h.id not in by_id:
+                by_id[h.id], score[h.id], parts[h.id] = h, h.score, {}
+            parts[h.id]["standing"] = W_STANDING * share
+    total = {i: score[i] + sum(parts[i].values()) for i in by_id}
+    best = sorted(total, key=lambda i: (-total[i], i))[:k]
+    return [replace(by_id[i], score=total[i], parts={**by_id[i].parts, **parts[i], "score": total[i]}) for i in best]
+
+
+def _second_hop(searcher: Searcher, query: str, hits: list[Hit], filters: Filters | None,
+                extra: Sequence[CatalogRow]) -> list[tuple[Hit, float]]:
+    """The hits of a second query (the question and the names and content words of its first hits
+    that it lacks), each with its score there scaled to 0..1."""
+    asked = set(topic_words(query))
+    new: list[str] = []
+    for h in hits[:HOP_FROM]:
+        for word in [*_NAME.findall(h.text), *topic_words(h.text)]:
+            if word.lower() not in asked and word.lower() not in (w.lower() for w in new):
+                new.append(word)
+    if not new:
+        return []
+    return _scaled(searcher.search(f"{query} {' '.join(new[:HOP_WORDS])}", DEPTH, filters, extra))
+
+
+def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
+    """Each hit with its score scaled to 0..1 over ``hits`` (1: the best)."""
+    if not hits:
+        return []
+    low, high = min(h.score for h in hits), max(h.score for h in hits)
+    return [(h, (h.score - low) / (high - low) if high > low else 1.0) for h in hits]
+
+
+def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: list[Hit],
+              filters: Filters | None, extra: Sequence[CatalogRow]) -> list[tuple[Hit, float]]:
+    """The ``STANDING_MAX`` standing instructions and preferences that govern a request best (those
+    tagged where they were written, and those among the hits), each with the share of the request's
+    topics it names; one that shares none governs nothing."""
+    tagged = searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+    found = []
+    for h in {h.id: h for h in [*tagged, *hits]}.values():
+        shared = {t for s in standing_instructions(h.text) for t in shared_topics(s, topics)}
+        if shared:
+            found.append((h, len(shared) / len(topics)))
+    found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
+    return found[:STANDING_MAX]

@@ -1,0 +1,154 @@
+"""Retrieval plans by question shape over a real account (SQLite catalog, full text): which plan a
+reading asks for, and what each part does to the hits and says in ``hit.parts``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+import soulpass
+from soulpass import Committed
+from soulpass.index.catalog import Filters
+from soulpass.retrieval import analyse, plans
+from soulpass.retrieval.plans import Plan, plan_for, planned_search, run_plan
+from soulpass.retrieval.standing import STANDING_TAGS, standing_tags
+
+T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
+TURNS = Filters(kinds=("turn_user",))
+
+
+@pytest.fixture(autouse=True)
+def _no_fsync(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(os, "fsync", lambda fd: None)
+
+
+def chat(acct: soulpass.Account, name: str, turns: list[tuple[str, str]], start: datetime) -> None:
+    sb = acct.create_sandbox(name)
+    for i, (speaker, text) in enumerate(turns):
+        sb.write_turn({"kind": "turn_user", "text_excerpt": text, "agent": speaker,
+                       "created_at": start + timedelta(minutes=i)})
+    assert isinstance(sb.archive(), Committed)
+
+
+@pytest.fixture
+def friends(tmp_path: Path) -> Iterator[soulpass.Account]:
+    acct = soulpass.open(tmp_path, embedder="none").account("friends", create=True)
+    chat(acct, "one", [("Ann", "I planted tomatoes in the garden"), ("Bob", "my garden has garden roses"),
+                       ("Bob", "the garden hose in my garden leaks"), ("Bob", "garden gnomes guard my garden"),
+                       ("Ann", "I painted the fence blue")], T0)
+    chat(acct, "two", [("Ann", "I went climbing at the garden wall"), ("Bob", "I bought a new bike")],
+         T0 + timedelta(days=3))
+    yield acct
+    acct.close()
+
+
+def test_a_plain_fact_is_the_plain_search_and_other_shapes_get_their_parts() -> None:
+    assert plan_for(analyse("Where does the hose leak?")).plain
+    assert plan_for(analyse("What kinds of flowers grow in the garden?")) == Plan(hop=True)
+    assert plan_for(analyse("Did Ann and Bob both like the garden?", ["Ann", "Bob"])) == Plan(who=("Ann", "Bob"),
+                                                                                            hop=True)
+    assert plan_for(analyse("In which order did we discuss the garden and the bike?")).plain
+    assert plan_for(analyse("What does Ann grow?", ["Ann", "Bob"])).who == ("Ann",)
+    request = plan_for(analyse("What time is our next meeting scheduled for?"))
+    assert "meet" in " ".join(request.standing)
+
+
+def test_the_named_persons_turns_are_lifted_and_say_so(friends: soulpass.Account) -> None:
+    hits = friends.search("What did Ann do in the garden?", 5, kinds=["turn_user"])
+    by_ann = [h for h in hits if h.row is not None and h.row.agent == "Ann"]
+    # Each of Ann's turns is lifted by its score among her own turns; her best one by the whole weight.
+    assert by_ann and all(0.0 <= h.parts["person"] <= plans.W_PERSON for h in by_ann)
+    assert max(h.parts["person"] for h in by_ann) == plans.W_PERSON
+    assert all("person" not in h.parts for h in hits if h not in by_ann)
+    # Every part adds up to the score the hit is ranked by.
+    for h in hits:
+        assert h.score == pytest.approx(h.parts["score"])
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+
+
+def test_a_second_hop_finds_what_the_first_hits_name(friends: soulpass.Account) -> None:
+    index = friends.index()
+    # "tomatoes" is not asked; the first hit names it, and the second query finds it again.
+    hits = run_plan(Plan(hop=True), index, "What did Ann plant?", 5, TURNS)
+    assert hits[0].text == "I planted tomatoes in the garden" and hits[0].parts["hop"] > 0
+
+
+def test_a_standing_instruction_is_tagged_when_written_and_surfaces_for_the_request_it_governs(
+        tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path, embedder="none").account("me", create=True)
+    try:
+        chat(acct, "rules", [("user", "Always use 24-hour time format when I ask about meeting schedules."),
+                             ("user", "I always go jogging before work.")], T0)
+        chat(acct, "later", [("user", "The budget review meeting moved to Thursday"),
+                             ("user", "Our next meeting is about the schedule for the launch"),
+                             ("user", "Meeting notes: time is short, schedule the launch")], T0 + timedelta(days=9))
+        tagged = {r.text: r.tags for r in acct.records("turn_user")}
+        assert "standing:instruction" in tagged["Always use 24-hour time format when I ask about meeting schedules."]
+        assert not set(STANDING_TAGS) & set(tagged["I always go jogging before work."])  # a habit, not a rule
+        hits = acct.search("What time is our next meeting scheduled for?", 3, kinds=["turn_user"])
+        # It shares all three of the request's topics (time, meet, schedul): the whole lift.
+        assert hits[0].text.startswith("Always use 24-hour") and hits[0].parts["standing"] == plans.W_STANDING
+        assert hits[0].score > hits[1].score
+        assert acct.search("What time was the meeting moved to last week?", 3, kinds=["turn_user"])[0].parts.get(
+            "standing") is None  # a question about the past is no request
+    finally:
+        acct.close()
+
+
+def test_standing_tags_name_each_kind_once() -> None:
+    assert standing_tags("I prefer short answers. Never use emojis. Never add hashtags.") == (
+        "standing:instruction", "standing:preference")
+    assert standing_tags("We met at noon.") == ()
+
+
+def test_planned_search_reads_names_from_the_speakers_it_finds(friends: soulpass.Account) -> None:
+    index = friends.index()
+    named = planned_search(index, "What did Bob say about the garden?", 4, TURNS)
+    assert any("person" in h.parts for h in named)
+    unnamed = planned_search(index, "What did Carol say about the garden?", 4, TURNS)  # no such speaker
+    assert not any("person" in h.parts for h in unnamed)
+
+
+def test_the_ablation_scores_every_variant_on_the_same_searches(tmp_path: Path) -> None:
+    """``benchmarks/plan_ablation.py`` on a tiny conversation: its plain search is the benchmark's
+    plain search, and a variant with every part off is the plain search question by question."""
+    import importlib.util
+    import json
+    import sys
+
+    from soulpass.bench import locomo
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "plan_ablation.py"
+    spec = importlib.util.spec_from_file_location("soulpass_bench_plan_ablation", script)
+    assert spec is not None and spec.loader is not None
+    ablation = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = ablation
+    try:
+        spec.loader.exec_module(ablation)
+    finally:
+        sys.modules.pop(spec.name, None)
+    turns = [("Ann", "I adopted a puppy called Biscuit"), ("Bob", "I started learning the cello"),
+             ("Ann", "Biscuit chewed my new shoes"), ("Bob", "My cello teacher is patient")]
+    conv = {"session_1_date_time": "10:00 am on 1 May, 2023",
+            "session_1": [{"speaker": w, "dia_id": f"D1:{n}", "text": t} for n, (w, t) in enumerate(turns, 1)]}
+    qa = [{"question": "What did Ann say about Biscuit?", "answer": "x", "evidence": ["D1:1", "D1:3"], "category": 1},
+          {"question": "Which instrument is Bob learning?", "answer": "x", "evidence": ["D1:2"], "category": 4}]
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([{"sample_id": "tiny", "conversation": conv, "qa": qa}]), encoding="utf-8")
+    home = tmp_path / "home"
+    turn_kinds = Filters(kinds=locomo.TURN_KINDS)
+    bench = locomo.run(soulpass.open(home, embedder="none"), locomo.load(data),
+                       searcher=lambda a, q, k: [h.id for h in a.index().search(q, k, turn_kinds)])
+    out = tmp_path / "ablation.json"
+    ablation.VARIANTS["all off"] = {"W_PERSON": 0.0, "W_HOP": 0.0, "W_STANDING": 0.0, "STANDING_MAX": 0}
+    try:
+        assert ablation.main(["--set", "tiny", str(home), str(data), "--json", str(out)]) == 0
+    finally:
+        del ablation.VARIANTS["all off"]
+    report = json.loads(out.read_text(encoding="utf-8"))["sets"]["tiny"]
+    assert report["plain"]["overall"] == bench["overall"]
+    assert report["all off"]["overall"]["recall@10"] == report["plain"]["overall"]["recall@10"]
+    assert set(report) == {"plain", "plans", "no person", "no hop", "no standing", "all off"}
