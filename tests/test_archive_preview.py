@@ -5,6 +5,7 @@ changed, rejected, skipped or excluded is so in the committed version. Real file
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -147,3 +148,37 @@ def test_an_excluded_turn_leaves_the_fact_citing_it_a_conflict_not_a_dangling_re
     assert isinstance(result, soulpass.Committed)
     assert acct.record(str(preview.items[1].record_id)).source_refs == ()  # type: ignore[attr-defined]
     assert list(acct.records("turn_user")) == []
+
+
+def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    home = tmp_path / "home"
+    acct = _master(home, Rules())
+    (home / "rules.yaml").write_text("review:\n  profile: true\n", encoding="utf-8")
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "I moved to Lyon")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.95)
+    sb.update_profile({"city": "Lyon"})
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0) -> str:
+        res = runner.invoke(cli, ["--home", str(home), *args, "-a", "ann"], env={"SOULPASS_ACCOUNT": ""})
+        assert res.exit_code == code, res.output
+        return res.output
+
+    items = json.loads(run("archive", sb.id, "--dry-run", "--json"))["items"]
+    assert [(i["kind"], i["action"]) for i in items] == [("turn_user", "add"), ("fact", "supersede"),
+                                                         ("profile", "change")]
+    text = run("archive", sb.id, "--dry-run")
+    assert all(i["id"] in text for i in items) and "supersedes SF_" in text and "'Paris' -> 'Lyon'" in text
+    held = run("archive", sb.id, code=8)
+    assert "awaits review" in held and "review.profile" in held and acct.head() == 1
+    fact = items[1]["id"]
+    done = json.loads(run("archive", sb.id, "--approve", "--exclude", fact, "--by", "me", "--reason", "no",
+                          "--json"))
+    assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
+    assert acct.log()[-1]["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
+    assert [f.object for f in acct.records("fact") if f.superseded_by is None] == ["Paris", "tea"]  # type: ignore[attr-defined]
