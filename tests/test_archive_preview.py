@@ -182,3 +182,37 @@ def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -
     assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
     assert acct.log()[-1]["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
     assert [f.object for f in acct.records("fact") if f.superseded_by is None] == ["Paris", "tea"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "files":
+        yield tmp_path / "home"
+        return
+    from postgres_helpers import postgres_url
+
+    yield from postgres_url(tmp_path)
+
+
+def test_held_then_approved_with_an_exclusion_on_each_backend(home: Any) -> None:
+    """The held archive leaves HEAD and the sandbox as they were; the approval commits all but the
+    excluded fact, and the version entry (as each backend keeps it) names the exclusion."""
+    acct = soulpass.open(home, embedder="none", rules=Rules(review=ReviewRule(forgetting=True))).create_account("ann")
+    base = acct.create_sandbox("base")
+    base.add_fact("Ann", "lives in", "Paris", confidence=0.95)
+    assert isinstance(base.archive(), soulpass.Committed)  # nothing superseded: nothing held
+    sb = acct.create_sandbox("s")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.95)
+    sb.add_fact("Ann", "likes", "tea", confidence=0.95)
+    waiting = acct.archive(sb.id)
+    assert isinstance(waiting, soulpass.AwaitingReview)
+    (moved,) = waiting.items
+    assert moved.action == "supersede" and "review.forgetting" in str(moved.review)
+    assert acct.head() == 1 and [p.sandbox_id for p in acct.awaiting_review()] == [sb.id]
+    done = acct.approve(sb.id, exclude=[moved.id], by="owner", reason="still in Paris")
+    assert isinstance(done, soulpass.Committed) and done.version == 2
+    current = sorted(f.object for f in acct.records("fact") if f.superseded_by is None)  # type: ignore[attr-defined]
+    assert current == ["Paris", "tea"]
+    assert acct.log()[-1]["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
+                                          "reason": "still in Paris"}
+    assert acct.awaiting_review() == []
