@@ -20,8 +20,8 @@ from soulpass.consolidation.rules import ReviewRule, Rules
 from soulpass.engine import Account, Sandbox
 from soulpass.errors import InvalidInput
 
-SUBJECTS = ("Ann", "Bob")
-PREDICATES = ("lives in", "likes", "dislikes", "works at")
+SUBJECTS = ("Ann", "Bob")  # few names, so that facts often repeat, contradict or replace the master's
+PREDICATES = ("lives in", "likes", "dislikes")
 OBJECTS = ("Paris", "Lyon", "tea")
 WORDS = ("boat", "rain", "tea", "train", "Lyon")
 
@@ -29,6 +29,7 @@ write_op = st.one_of(
     st.tuples(st.just("turn"), st.sampled_from(("user", "assistant")), st.sampled_from(WORDS)),
     st.tuples(st.just("fact"), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES), st.sampled_from(OBJECTS),
               st.sampled_from((0.5, 0.8, 0.95))),
+    st.tuples(st.just("fact"), st.just("Ann"), st.just("lives in"), st.sampled_from(OBJECTS), st.just(0.95)),
     st.tuples(st.just("profile"), st.sampled_from(("city", "job")), st.sampled_from(OBJECTS)),
     st.tuples(st.just("state"), st.sampled_from(("mood", "energy")), st.sampled_from(("calm", "tired"))),
     st.tuples(st.just("core"), st.sampled_from(("name", "home")), st.sampled_from(OBJECTS),
@@ -79,6 +80,9 @@ def _check_committed(acct: Account, preview: ArchivePreview, result: object, exc
     stored = [i for i in preview.items if i.action in ("add", "supersede")]
     assert {i.record_id for i in stored if i.kind != "journal"} == added_records
     assert {i.record_id for i in stored if i.kind == "journal"} == {j["id"] for j in entry["journal"]}
+    assert {(s["fact"], s["by"]) for s in entry["superseded"]} == {
+        (old, i.record_id) for i in stored if i.action == "supersede" for old in i.supersedes}
+    assert not [i for i in stored if i.action == "add" and i.supersedes]
     for item in preview.items:
         match item.action:
             case "add" | "supersede" if item.kind == "fact":
