@@ -31,15 +31,16 @@ _A = "/v1/accounts/{account}"
 # What the issue names as the owner's; everything else under an account is an agent's.
 OWNER = {("POST", f"{_A}/rollback"), ("PATCH", f"{_A}/records/{{record_id}}"),
          ("DELETE", f"{_A}/records/{{record_id}}"), ("POST", f"{_A}/forget"), ("GET", f"{_A}/export"),
-         ("POST", f"{_A}/import"), ("DELETE", _A), ("GET", f"{_A}/keys")}
+         ("POST", f"{_A}/import"), ("DELETE", _A), ("GET", f"{_A}/keys"),
+         ("POST", f"{_A}/sandboxes/{{sandbox_id}}/approve")}
 ADMIN = {("POST", "/v1/accounts"), ("POST", f"{_A}/keys"), ("DELETE", f"{_A}/keys/{{key_id}}")}
 PUBLIC = {("GET", "/openapi.json"), ("GET", "/docs")}
 OWNER_TOOLS = {"rollback_memory", "edit_memory", "forget_memory", "delete_account", "export_account",
                "import_memories"}
 # Walked last, in this order: what changes the world the other requests read (archive ends the
 # sandbox, rollback takes the record out of HEAD); (method, the path's ending).
-LAST = (("POST", "/archive"), ("PATCH", "/records/{record_id}"), ("DELETE", "/records/{record_id}"),
-        ("POST", "/rollback"), ("DELETE", "/keys/{key_id}"))
+LAST = (("POST", "/archive"), ("POST", "/approve"), ("PATCH", "/records/{record_id}"),
+        ("DELETE", "/records/{record_id}"), ("POST", "/rollback"), ("DELETE", "/keys/{key_id}"))
 # What an allowed request answers when it is not 2xx: deleting an account without its typed name.
 NOT_2XX = {("DELETE", _A): 422}
 # Query parameters the walk sends, by the path's ending (beside the isolation test's).
@@ -256,7 +257,8 @@ def test_the_browser_refuses_an_agent_what_changes_memory(world: World) -> None:
 MCP_ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "locker"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "locker"},
-    "create_sandbox": {}, "archive_session": {"dry_run": True}, "discard_session": {}, "memory_log": {},
+    "create_sandbox": {}, "archive_session": {"dry_run": True}, "preview_archive": {}, "discard_session": {},
+    "memory_log": {},
     "import_memories": {"source": "jsonl", "content": "", "dry_run": True},
     "edit_memory": {"record_id": "{record_id}", "fields": {"text_excerpt": "x"}},
     "memory_history": {"record_id": "{record_id}"},

@@ -19,6 +19,7 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from server_world import Tenant, World, app_routes, build_world
+from soulpass.server.roles import ROUTES
 
 PUBLIC = {("GET", "/openapi.json"), ("GET", "/docs")}  # the schema and its interactive page (no data)
 # Routes without an account in the path: what each must do for a plain account key.
@@ -37,6 +38,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/core"): {"section": "identity", "key": "name", "value": "x", "confidence": 0.9, "reason": "r"},
     ("POST", "/sensory"): {"content": "raw"},
     ("POST", "/archive"): {},
+    ("POST", "/approve"): {},
     ("POST", "/search"): {"query": "locker"},
     ("POST", "/rollback"): {"version": 0},
     ("POST", "/clipboard/{agent}"): {"action": "add", "item": "x"},
@@ -201,7 +203,9 @@ def test_another_accounts_sandbox_under_my_name_is_404(client: TestClient, world
         path = _fill(template, "ann", world.bob)  # ann's account, bob's sandbox id
         for auth in (world.ann.auth, world.ann.agent_auth):
             r = _request(client, method, path, auth, template)
-            assert r.status_code == 404, f"{method} {path}: {r.status_code} {r.text}"
+            # the role is checked before anything is looked up: an agent asking an owner's route is 403
+            refused = auth == world.ann.agent_auth and ROUTES[(method, template)] == "owner"
+            assert r.status_code == (403 if refused else 404), f"{method} {path}: {r.status_code} {r.text}"
             assert world.bob.marker not in r.text and "bob" not in r.text
             checked += 1
     assert checked >= 20

@@ -19,6 +19,8 @@ from soulpass.consolidation.documents import CoreMerge, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.ids import IdAllocator
 from soulpass.consolidation.journal import JournalPlan, plan_journal
+from soulpass.consolidation.plan_items import PlanItems
+from soulpass.consolidation.preview import ArchivePreview, Exclusion, PreviewItem
 from soulpass.consolidation.rules import Rules
 from soulpass.consolidation.semantic import SemanticMerge
 from soulpass.errors import Corrupted, InvalidInput
@@ -68,6 +70,8 @@ class ConsolidationPlan:
     change: Change = field(repr=False)
     journal: list[dict[str, str]] = field(default_factory=list)  # prose records added: id, path
     journal_repeats: list[dict[str, Any]] = field(default_factory=list)  # stored, same hash as an earlier one
+    items: tuple[PreviewItem, ...] = ()  # each buffer event and what this plan does with it (preview.py)
+    exclusion: Exclusion = field(default_factory=Exclusion)
 
     @property
     def rebased(self) -> bool:
@@ -79,6 +83,13 @@ class ConsolidationPlan:
         sandbox, or only exact repeats of what the master holds). Archiving it commits no version;
         a rejection or a conflict is still committed, so the log keeps what was refused and why."""
         return not (self.change.records or self.change.documents or self.rejected or self.conflicts)
+
+    def preview(self) -> ArchivePreview:
+        """This plan item by item: what a person reviews before the archive commits it."""
+        return ArchivePreview(sandbox_id=self.sandbox_id, base_version=self.base_version,
+                              version=self.base_version if self.empty else self.version,
+                              parent_version=self.parent_version, rebased=self.rebased, empty=self.empty,
+                              items=self.items, conflicts=tuple(self.conflicts))
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -148,6 +159,7 @@ class _Planning:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     state_changes: list[dict[str, Any]] = field(default_factory=list)
+    items: PlanItems = field(default_factory=PlanItems)  # what each buffer event comes to
 
     def remap(self, ref: str, owner: str) -> str | None:
         """A reference in the buffer as a permanent id; None (and a conflict) when it resolves to nothing."""
@@ -177,13 +189,19 @@ def plan_consolidation(
     rules: Rules,
     now: datetime,
     parent: Snapshot | None = None,
+    exclusion: Exclusion | None = None,
 ) -> ConsolidationPlan:
     """Plan version HEAD+1 from a sandbox's events; ``master`` is HEAD, nothing is written.
 
-    ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase)."""
+    ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase).
+    ``exclusion`` names events left out: planned as if never written, listed as excluded items."""
     p = _Planning(master, sandbox, now, master.version + 1, IdAllocator(master, master.version + 1))
+    left_out = exclusion or Exclusion()
     by_type: Events = defaultdict(list)
     for ev in events:
+        if ev.event_id in left_out.items:
+            p.items.excluded(ev, left_out.reason)
+            continue
         by_type[ev.type].append((ev, _parse(ev)))
     final = _append_records(p, by_type)
     merge = _merge_facts(p, by_type, rules)
@@ -192,6 +210,7 @@ def plan_consolidation(
                            rule=rules.journal, session_id=sandbox.sandbox_id)
     p.id_map.update(journal.id_map)
     p.duplicates.extend(journal.duplicates)
+    p.items.journal(by_type["journal"], journal)
     p.records = [r for _rid, r in sorted(final.items())]
     for fid, fact in sorted(merge.rewritten.items()):
         p.records.append(fact)
@@ -202,13 +221,17 @@ def plan_consolidation(
     core_changes = _put_core(p, by_type, rules, parent)
     for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], p.version, now):
         p.put(cw.key, cw.document, existed=cw.existed)
+    for ev, op in by_type["clipboard_op"]:
+        p.items.clipboard(ev, op)
     p.documents.extend(journal.documents)
     p.written.extend(journal.paths)
     p.documents.extend(p.ids.documents())
     added: dict[str, list[str]] = defaultdict(list)
     for rid, rec in sorted(final.items()):
         added[rec.kind].append(rid)
-    entry = _archive_entry(p, dict(added), superseded, core_changes, journal)
+    items = p.items.in_order(events, rules.review)
+    entry = _archive_entry(p, dict(added), superseded, core_changes, journal, left_out.entry(
+        {i.id: i.kind for i in items}))
     change = Change(entry, records=tuple(p.records), documents=tuple(p.documents),
                     closes=SandboxClose(sandbox.sandbox_id, now))
     return ConsolidationPlan(
@@ -216,7 +239,7 @@ def plan_consolidation(
         parent_version=sandbox.parent_version, id_map=p.id_map, added=dict(added),
         superseded=superseded, replaced=p.replaced, duplicates=p.duplicates, rejected=p.rejected,
         conflicts=p.conflicts, core_changes=core_changes, state_changes=p.state_changes,
-        change=change, journal=journal.added, journal_repeats=journal.repeats,
+        change=change, journal=journal.added, journal_repeats=journal.repeats, items=items, exclusion=left_out,
     )
 
 
@@ -224,11 +247,13 @@ def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
     """``append_all``: permanent ids in event-time order, per kind, and crosslinks rewritten."""
     fresh: list[Record] = []
     appended = [(ev, r) for t in ("turn", "episode", "sensory") for ev, r in by_type[t]]
-    for _ev, rec in sorted(appended, key=lambda x: x[1].created_at):
+    for ev, rec in sorted(appended, key=lambda x: x[1].created_at):
         if rec.id in p.id_map:
             p.duplicates.append({"record": rec.id, "duplicate_of": p.id_map[rec.id], "why": "written twice"})
+            p.items.record(ev, rec, p.id_map[rec.id], repeated=True)
             continue
         p.id_map[rec.id] = p.ids.allocate(rec.kind, rec.created_at)
+        p.items.record(ev, rec, p.id_map[rec.id], repeated=False)
         fresh.append(rec)
     episode_of: dict[str, str] = {}
     final: dict[str, Record] = {}
@@ -269,6 +294,7 @@ def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
     for ev, cand in cand_events:
         src = tuple(m for r in cand.source_refs if (m := p.remap(r, cand.id or ev.event_id)) is not None)
         out = merge.add(cand, src, {"created_at": ev.at, "agent": ev.agent})
+        p.items.fact(ev, cand, out)
         if out.status == "duplicate":
             if cand.id and out.fact_id:
                 p.id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
@@ -300,6 +326,9 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         raw = p.master.document(state_path(name))
         old = StateBlob.model_validate(raw) if raw else StateBlob(name=name)
         lw = latest_wins(old.data, old.key_times, items)
+        for ev, d in by_type["state_delta"]:
+            if d.name == name:
+                p.items.keys(ev, "state", f"state:{name}", d.data, old.data, lw)
         if lw.kept_master:
             p.conflicts.append({"type": "state_older_than_master", "state": name, "keys": list(lw.kept_master),
                                 "why": "master has newer values for these keys; master's kept"})
@@ -312,6 +341,8 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         raw = p.master.document(USER_PROFILE)
         old_p = UserProfile.model_validate(raw) if raw else UserProfile()
         lw = latest_wins(old_p.fields, old_p.key_times, profile_items)
+        for ev, u in by_type["profile_update"]:
+            p.items.keys(ev, "profile", "profile", u.data, old_p.fields, lw)
         if lw.changed:
             p.put(USER_PROFILE, UserProfile(fields=lw.data, key_times=lw.key_times, version=p.version,
                                             updated_at=p.now))
@@ -334,6 +365,7 @@ def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | No
     cm = CoreMerge(rule=rules.core, head=core_head, parent=before)
     for ev, proposal in by_type["core_proposal"]:
         cm.propose(proposal, ev.event_id)
+        p.items.core(ev, proposal, cm)
     p.rejected.extend(cm.rejected)
     p.conflicts.extend(cm.conflicts)
     if cm.changes:
@@ -342,7 +374,8 @@ def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | No
 
 
 def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[dict[str, str]],
-                   core_changes: list[dict[str, Any]], journal: JournalPlan) -> VersionEntry:
+                   core_changes: list[dict[str, Any]], journal: JournalPlan,
+                   excluded: dict[str, Any] | None) -> VersionEntry:
     """The version log's line for the archive (its header is also ``VERSION.json``)."""
     head, sandbox = p.master.version, p.sandbox
     counts = dict(p.master.entry().counts)
@@ -351,7 +384,7 @@ def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[d
     counts["facts_superseded"] = int(counts.get("facts_superseded", 0)) + len(superseded)
     if journal.added:
         counts["journal"] = int(counts.get("journal", 0)) + len(journal.added)
-    return VersionEntry({
+    fields: dict[str, Any] = {
         "version": p.version, "parent": head, "timestamp": p.now.isoformat(), "kind": "archive",
         "source_sandbox": sandbox.sandbox_id, "sandbox_name": sandbox.name,
         "sandbox_parent_version": sandbox.parent_version,
@@ -361,4 +394,7 @@ def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[d
         "conflicts": p.conflicts, "core_changes": core_changes, "state_changes": p.state_changes,
         "id_map": p.id_map, "counts": counts, "journal": [{"id": a["id"], "path": a["path"]} for a in journal.added],
         "journal_repeats": journal.repeats,
-    })
+    }
+    if excluded is not None:
+        fields["excluded"] = excluded  # ids, kinds, who and why: never the text
+    return VersionEntry(fields)

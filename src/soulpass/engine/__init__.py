@@ -8,10 +8,17 @@ five load when first used, so a search never imports them.
 
 from __future__ import annotations
 
-from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
+from soulpass.consolidation.outcomes import (
+           AlreadyArchived,
+           ArchiveResult,
+           AwaitingReview,
+           Committed,
+           Planned,
+           Unchanged,
+)
 from soulpass.engine.account import Account
 from soulpass.engine.home import EmbedderChoice, Indexing, LateChoice, RerankerChoice, Soulpass, open
 from soulpass.engine.sandbox import Sandbox
 
-__all__ = ["Account", "AlreadyArchived", "ArchiveResult", "Committed", "EmbedderChoice", "Indexing", "LateChoice",
-           "Planned", "RerankerChoice", "Sandbox", "Soulpass", "Unchanged", "open"]
+__all__ = ["Account", "AlreadyArchived", "ArchiveResult", "AwaitingReview", "Committed", "EmbedderChoice", "Indexing",
+           "LateChoice", "Planned", "RerankerChoice", "Sandbox", "Soulpass", "Unchanged", "open"]

@@ -3,6 +3,7 @@ its sandboxes, its derived index and search, and the archive of a sandbox into a
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -10,9 +11,9 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from soulpass.consolidation.outcomes import ArchiveResult, Committed
+from soulpass.consolidation.outcomes import ArchiveResult, Committed, Planned
 from soulpass.engine.sandbox import Sandbox
-from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, is_permanent_id, utc_now
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Filters
@@ -31,6 +32,7 @@ from soulpass.store.versions import diff_entries
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
     from pydantic import BaseModel
 
+    from soulpass.consolidation.preview import ArchivePreview
     from soulpass.engine.forget import ForgetResult
     from soulpass.engine.home import Soulpass
     from soulpass.engine.journal import Journal
@@ -377,15 +379,50 @@ class Account:
 
     # --- archive and discard ------------------------------------------------------------
 
-    def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``)."""
+    def archive(self, sandbox_id: str, *, dry_run: bool = False, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, may_approve: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``).
+
+        ``exclude``: item ids (:meth:`preview`) left out; the version entry names them with
+        ``by`` and ``reason``. ``may_approve``: whether the caller may approve what the review
+        policy (``rules.review``) holds for a person; when it may not and the archive touches
+        such an item, nothing is committed and the result is ``AwaitingReview``."""
         from soulpass.consolidation.archive import archive_sandbox
-        result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run, hook=hook)
+        result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run,
+                                 exclude=exclude, by=by, reason=reason, may_approve=may_approve, hook=hook)
         if isinstance(result, Committed) and result.warning is not None:
             self._cleanup_pending = True  # durable; recovery finishes it (``head`` tries again)
         if self._indexer is not None and isinstance(result, Committed):
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return result
+
+    def approve(self, sandbox_id: str, *, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, hook: Hook | None = None) -> ArchiveResult:
+        """Archive as a person who may approve (the account's owner): what the review policy holds
+        is committed too, except the items in ``exclude``."""
+        return self.archive(sandbox_id, exclude=exclude, by=by, reason=reason, may_approve=True, hook=hook)
+
+    def preview(self, sandbox_id: str, *, exclude: Iterable[str] = ()) -> ArchivePreview:
+        """What archiving the sandbox would commit now, item by item: the plan ``archive`` applies
+        (``consolidation.preview``). ``Conflict`` when the sandbox was archived already."""
+        result = self.archive(sandbox_id, dry_run=True, exclude=exclude)
+        if not isinstance(result, Planned):  # a dry run of a sandbox that is gone
+            raise Conflict(f"sandbox {sandbox_id} was archived already", sandbox_id=sandbox_id)
+        return result.plan.preview()
+
+    def awaiting_review(self) -> list[ArchivePreview]:
+        """The open sandboxes whose archive holds items the review policy leaves to a person, each
+        as its preview (planned now: what an approval would commit). Empty when there is no policy."""
+        from soulpass.consolidation.rules import ReviewRule
+        if self.sp.rules.review == ReviewRule():
+            return []  # no policy: nothing ever waits, and no sandbox needs planning
+        out = []
+        for info in self.sandboxes():
+            with contextlib.suppress(NotFound, Conflict):  # archived or discarded meanwhile
+                preview = self.preview(info.sandbox_id)
+                if preview.needs_review:
+                    out.append(preview)
+        return out
 
     def discard(self, sandbox_id: str) -> None:
         sandboxes.discard_sandbox(self.store, sandbox_id)

@@ -24,6 +24,7 @@ from soulpass.store.contract import Hook
 if TYPE_CHECKING:  # what only writes need loads when first used
     from pydantic import BaseModel
 
+    from soulpass.consolidation.preview import ArchivePreview
     from soulpass.engine.account import Account
     from soulpass.records import BufferEvent, Episode, SessionBuffer, TurnLLM, TurnUser
 
@@ -186,8 +187,13 @@ class Sandbox:
             found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
         return above(found, query, min_score)
 
-    def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        return self.account.archive(self.id, dry_run=dry_run, hook=hook)
+    def archive(self, *, dry_run: bool = False, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, may_approve: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        return self.account.archive(self.id, dry_run=dry_run, exclude=exclude, by=by, reason=reason,
+                                    may_approve=may_approve, hook=hook)
+
+    def preview(self, *, exclude: Iterable[str] = ()) -> ArchivePreview:
+        return self.account.preview(self.id, exclude=exclude)
 
     def discard(self) -> None:
         self.account.discard(self.id)

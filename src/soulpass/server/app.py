@@ -32,6 +32,7 @@ from soulpass.server.keyring import key_store
 from soulpass.server.keys import KeyStore
 from soulpass.server.limits import Guards, RateLimited, ServerLimits
 from soulpass.server.models import ErrorOut
+from soulpass.server.review_notice import ReviewNotice
 from soulpass.server.roles import RoleMissing, RouteRoles
 
 __all__ = ["DEFAULT_MAX_BODY", "app_endpoints", "create_app"]
@@ -40,14 +41,17 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 
 def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY,
-               limits: ServerLimits | None = None) -> FastAPI:
+               limits: ServerLimits | None = None,
+               review_notice: ReviewNotice | None = None) -> FastAPI:
     """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given;
-    ``limits``: request rates, failed key attempts and the storage quota (``server.limits``)."""
+    ``limits``: request rates, failed key attempts and the storage quota (``server.limits``);
+    ``review_notice``: told of each archive the review policy holds (``server.review_notice``)."""
     from soulpass.server import (
         routes_accounts,
         routes_agent,
         routes_journal,
         routes_records,
+        routes_reviews,
         routes_sandboxes,
         routes_versions,
     )
@@ -71,9 +75,11 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.engine = engine
     app.state.pool = pool
     app.state.keys = keys or key_store(engine)
+    app.state.review_notice = review_notice
     app.state.home = str(engine.home)
     app.state.guards = Guards(limits or ServerLimits(), lambda account: pool.get(account).store.stored_bytes())
-    for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent, routes_records):
+    for module in (routes_accounts, routes_sandboxes, routes_reviews, routes_versions, routes_journal, routes_agent,
+                   routes_records):
         app.include_router(module.router)
     from soulpass.server import routes_imp  # importers (issue 15)
 

@@ -15,6 +15,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.pool import AccountPool
+from soulpass.server import access
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
 from soulpass.server.models import NAME_PATTERN
@@ -79,8 +80,14 @@ def _account(request: Request, key: Annotated[ApiKey, Depends(_caller)],
     return account
 
 
+def _approves(key: Annotated[ApiKey, Depends(_caller)]) -> bool:
+    """Whether the caller may approve what the review policy holds (``server.access.may_approve``)."""
+    return access.may_approve(key)
+
+
 Pool = Annotated[AccountPool, Depends(_pool)]
 Keys = Annotated[KeyStore, Depends(_keys)]
 Caller = Annotated[ApiKey, Depends(_caller)]
 AccountName = Annotated[str, Depends(_account)]
+Approves = Annotated[bool, Depends(_approves)]
 SandboxId = Annotated[str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Sandbox id")]
