@@ -4,14 +4,19 @@ browser drives them in tests/test_ui_browser.py."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 import soulpass
+from soulpass.consolidation.rules import ReviewRule, Rules
+from soulpass.engine import Committed
 from soulpass.server.app import create_app
 from soulpass.server.keyring import key_store
 from soulpass.server.limits import ServerLimits
@@ -40,7 +45,7 @@ def test_sandbox_rows_list_open_sandboxes_with_their_agents_and_events(tmp_path:
     first.add_turn("eva", "Porto is lovely")
     first.add_turn("otto", "Noted")
     second = acct.create_sandbox("second")
-    rows = review_views.sandbox_rows(acct, now=datetime.now(UTC) + timedelta(hours=2))
+    rows = review_views.sandbox_rows(acct, {}, now=datetime.now(UTC) + timedelta(hours=2))
     assert [r["id"] for r in rows] == [first.id, second.id]  # oldest first, the archived one gone
     assert rows[0]["agents"] == ["eva", "otto"] and rows[0]["events"] == 3 and rows[0]["parent"] == 1
     assert rows[0]["age"] == "2 h" and rows[0]["last"] == "2 h"
@@ -70,3 +75,110 @@ def test_the_sandboxes_page_lists_open_sandboxes_and_escapes_their_names(
     assert f'<tr data-sandbox="{sb.id}">' in r.text and f'href="/ui/a/ann/sandboxes/{sb.id}"' in r.text
     assert "&lt;b&gt;chat&lt;/b&gt;" in r.text and "<b>chat</b>" not in r.text
     assert "<td>eva</td>" in r.text
+
+
+@dataclass
+class Review:
+    """An account "ann" under the policy "the profile needs review", seen through the app: Oslo
+    committed; an open sandbox holding a turn (with markup in its text), a fact that supersedes
+    Oslo, a profile change, a fact too unsure to store and a fact memory already holds."""
+
+    client: TestClient
+    sp: soulpass.Soulpass
+    sandbox: str
+    oslo: str
+    ids: dict[str, str]  # item ids (buffer event ids) by what they are: turn, bergen, profile, unsure, chess
+
+
+@pytest.fixture
+def review(tmp_path: Path) -> Iterator[Review]:
+    rules = Rules(review=ReviewRule(profile=True))
+    sp = soulpass.open(tmp_path / "home", embedder="none", rules=rules)
+    acct = sp.create_account("ann")
+    first = acct.create_sandbox("monday")
+    first.add_fact(content="Ann lives in Oslo", confidence=0.95)
+    first.add_fact(content="Ann plays chess", confidence=0.95)
+    committed = first.archive()
+    assert isinstance(committed, Committed)
+    oslo = committed.plan.added["fact"][0]
+    sb = acct.create_sandbox("tuesday")
+    sb.add_turn("user", "We moved to Bergen <script>alert(1)</script>")
+    sb.add_fact(content="Ann lives in Bergen", confidence=0.95)
+    sb.update_profile({"city": "Bergen"})
+    sb.add_fact(content="Ann maybe likes jazz", confidence=0.3)
+    sb.add_fact(content="Ann plays chess", confidence=0.95)
+    events = [e.event_id for e in sb.info.buffer().events()]
+    secret = key_store(sp).create("ann").secret
+    with TestClient(create_app(soulpass.open(tmp_path / "home", embedder="none", rules=rules),
+                               limits=UNLIMITED)) as client:
+        client.post("/ui/login", data={"key": secret}, follow_redirects=False)
+        yield Review(client, sp, sb.id, oslo, dict(zip(("turn", "bergen", "profile", "unsure", "chess"), events,
+                                                       strict=True)))
+
+
+def test_review_view_groups_each_item_of_the_preview(review: Review) -> None:
+    r = review_views.review_view(review.sp.account("ann"), review.sandbox)
+    g = r["groups"]
+    assert [i["id"] for i in g["records"]] == [review.ids["turn"]] and g["records"][0]["kind"] == "turn_user"
+    assert g["records"][0]["temp_ids"] and g["records"][0]["record_id"].startswith("TU_")
+    (bergen,) = g["facts"]
+    assert bergen["id"] == review.ids["bergen"] and bergen["supersedes"] == [{"id": review.oslo,
+                                                                              "text": "Ann lives in Oslo"}]
+    (profile,) = g["documents"]
+    assert profile["id"] == review.ids["profile"] and profile["review"]
+    assert {"key": "city", "after": "Bergen"}.items() <= profile["changes"][0].items()
+    (unsure,) = g["rejected"]
+    assert unsure["id"] == review.ids["unsure"] and unsure["rule"] and "0.3" in unsure["reason"]
+    assert [i["id"] for i in g["duplicates"]] == [review.ids["chess"]]
+    assert r["items"] == [review.ids[k] for k in ("turn", "bergen", "profile")]  # what may be unticked
+    assert [i["id"] for i in r["needs_review"]] == [review.ids["profile"]] and r["sandbox"]["awaiting"] == 1
+
+
+def test_the_review_page_shows_each_item_escaped_and_the_badge_counts_it(review: Review) -> None:
+    page = review.client.get(f"/ui/a/ann/sandboxes/{review.sandbox}")
+    assert page.status_code == 200
+    for item in review.ids.values():
+        assert f'data-item="{item}"' in page.text
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page.text and "<script>alert" not in page.text
+    assert re.search(r"<del>.*Ann lives in Oslo</del>", page.text) and "Ann lives in Bergen" in page.text
+    assert 'id="review-badge"' in page.text and 'id="needs-review"' in page.text
+    listing = review.client.get("/ui/a/ann/sandboxes").text
+    assert re.search(rf'<tr data-sandbox="{review.sandbox}" class="awaiting">', listing)
+    assert re.search(r'id="review-badge"[^>]*>1</span>', review.client.get("/ui/a/ann").text)
+
+
+def _approve(review: Review, action: str, keep: list[str], events: int = 5) -> Any:
+    items = " ".join(review.ids[k] for k in ("turn", "bergen", "profile"))
+    return review.client.post(f"/ui/a/ann/sandboxes/{review.sandbox}/approve", follow_redirects=False, data={
+        "action": action, "items": items, "events": str(events), "keep": keep, "reason": "not sure about Bergen"})
+
+
+def test_approve_all_but_the_unticked_commits_the_rest(review: Review) -> None:
+    stale = _approve(review, "ticked", [review.ids["turn"]], events=4)  # the page saw fewer writes
+    assert stale.status_code == 200 and 'id="review-notice"' in stale.text and "changed since" in stale.text
+    acct = review.sp.account("ann")
+    assert acct.head() == 1
+    done = _approve(review, "ticked", [review.ids["turn"], review.ids["profile"]])
+    assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/v/2"
+    acct = review.sp.account("ann")
+    entry = acct.log()[-1]
+    assert entry["excluded"]["items"] == [{"id": review.ids["bergen"], "kind": "fact"}]
+    assert entry["excluded"]["reason"] == "not sure about Bergen" and entry["excluded"]["by"]
+    assert acct.show(review.oslo)["superseded_by"] is None  # Bergen never reached memory
+    facts = [r.text for r in acct.records("fact")]
+    assert "Ann lives in Bergen" not in facts and "Ann lives in Oslo" in facts
+    assert acct.user_profile().fields["city"] == "Bergen"  # the profile change and the turn are in
+    assert [r.text for r in acct.records("turn_user")] == ["We moved to Bergen <script>alert(1)</script>"]
+    page = review.client.get("/ui/a/ann/v/2").text
+    assert 'id="excluded"' in page and "not sure about Bergen" in page
+    assert 'id="review-badge"' not in review.client.get("/ui/a/ann/sandboxes").text
+
+
+def test_discard_needs_its_box_ticked(review: Review) -> None:
+    refused = review.client.post(f"/ui/a/ann/sandboxes/{review.sandbox}/discard", data={})
+    assert refused.status_code == 422 and "tick the box" in refused.text
+    assert [i.sandbox_id for i in review.sp.account("ann").sandboxes()] == [review.sandbox]
+    done = review.client.post(f"/ui/a/ann/sandboxes/{review.sandbox}/discard", data={"confirm": "yes"},
+                              follow_redirects=False)
+    assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/sandboxes"
+    assert review.sp.account("ann").sandboxes() == [] and review.sp.account("ann").head() == 1
