@@ -10,11 +10,13 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from soulpass.consolidation.preview import ArchivePreview, PreviewItem
     from soulpass.consolidation.rules import Rules
     from soulpass.engine import (
         Account,
         AlreadyArchived,
         ArchiveResult,
+        AwaitingReview,
         Committed,
         Planned,
         Sandbox,
@@ -51,8 +53,9 @@ if TYPE_CHECKING:
 
 _WHERE = {
     "Rules": "soulpass.consolidation.rules",
-    **dict.fromkeys(("Account", "AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass",
-                     "Unchanged", "open"), "soulpass.engine"),
+    **dict.fromkeys(("ArchivePreview", "PreviewItem"), "soulpass.consolidation.preview"),
+    **dict.fromkeys(("Account", "AlreadyArchived", "ArchiveResult", "AwaitingReview", "Committed", "Planned",
+                     "Sandbox", "Soulpass", "Unchanged", "open"), "soulpass.engine"),
     **dict.fromkeys(("BackendUnavailable", "ConfigError", "Conflict", "Corrupted", "InvalidInput", "NotFound",
                      "SoulpassError", "StorageFull"), "soulpass.errors"),
     **dict.fromkeys(("MSP", "ConsolidatedData"), "soulpass.msp"),
@@ -81,7 +84,9 @@ __all__ = [
     "MSP",
     "Account",
     "AlreadyArchived",
+    "ArchivePreview",
     "ArchiveResult",
+    "AwaitingReview",
     "BackendUnavailable",
     "Committed",
     "ConfigError",
@@ -97,6 +102,7 @@ __all__ = [
     "MemoryManager",
     "NotFound",
     "Planned",
+    "PreviewItem",
     "Rules",
     "Sandbox",
     "SemanticFact",

@@ -17,10 +17,17 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
+from soulpass.consolidation.outcomes import (
+    AlreadyArchived,
+    ArchiveResult,
+    AwaitingReview,
+    Committed,
+    Planned,
+    Unchanged,
+)
 from soulpass.embed.base import Embedder
 from soulpass.embed.rerank import Reranker
-from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput, NotFound
+from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name, is_permanent_id, new_temp_id, utc_now
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import CatalogRow, Filters, FullText
@@ -42,6 +49,7 @@ from soulpass.store.versions import diff_entries
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
     from pydantic import BaseModel
 
+    from soulpass.consolidation.preview import ArchivePreview
     from soulpass.consolidation.rules import Rules
     from soulpass.deleting import AccountDeleted, AccountKeys
     from soulpass.forgetting import ForgetResult
@@ -62,8 +70,8 @@ if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need load
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "Committed", "Planned", "Sandbox", "Soulpass", "Unchanged",
-           "open"]
+__all__ = ["AlreadyArchived", "Account", "ArchiveResult", "AwaitingReview", "Committed", "Planned", "Sandbox",
+           "Soulpass", "Unchanged", "open"]
 
 
 D = TypeVar("D", bound="Document")
@@ -521,15 +529,50 @@ class Account:
 
     # --- archive and discard ------------------------------------------------------------
 
-    def archive(self, sandbox_id: str, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``)."""
+    def archive(self, sandbox_id: str, *, dry_run: bool = False, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, may_approve: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        """Consolidate a sandbox into version HEAD+1 (``consolidation.archive.archive_sandbox``).
+
+        ``exclude``: item ids (:meth:`preview`) left out; the version entry names them with
+        ``by`` and ``reason``. ``may_approve``: whether the caller may approve what the review
+        policy (``rules.review``) holds for a person; when it may not and the archive touches
+        such an item, nothing is committed and the result is ``AwaitingReview``."""
         from soulpass.consolidation.archive import archive_sandbox
-        result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run, hook=hook)
+        result = archive_sandbox(self.store, self.sp.rules, self.sp.limits, sandbox_id, dry_run=dry_run,
+                                 exclude=exclude, by=by, reason=reason, may_approve=may_approve, hook=hook)
         if isinstance(result, Committed) and result.warning is not None:
             self._cleanup_pending = True  # durable; recovery finishes it (``head`` tries again)
         if self._indexer is not None and isinstance(result, Committed):
             self._indexer.wake()  # committed: the indexer catches up behind this call
         return result
+
+    def approve(self, sandbox_id: str, *, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, hook: Hook | None = None) -> ArchiveResult:
+        """Archive as a person who may approve (the account's owner): what the review policy holds
+        is committed too, except the items in ``exclude``."""
+        return self.archive(sandbox_id, exclude=exclude, by=by, reason=reason, may_approve=True, hook=hook)
+
+    def preview(self, sandbox_id: str, *, exclude: Iterable[str] = ()) -> ArchivePreview:
+        """What archiving the sandbox would commit now, item by item: the plan ``archive`` applies
+        (``consolidation.preview``). ``Conflict`` when the sandbox was archived already."""
+        result = self.archive(sandbox_id, dry_run=True, exclude=exclude)
+        if not isinstance(result, Planned):  # a dry run of a sandbox that is gone
+            raise Conflict(f"sandbox {sandbox_id} was archived already", sandbox_id=sandbox_id)
+        return result.plan.preview()
+
+    def awaiting_review(self) -> list[ArchivePreview]:
+        """The open sandboxes whose archive holds items the review policy leaves to a person, each
+        as its preview (planned now: what an approval would commit). Empty when there is no policy."""
+        from soulpass.consolidation.rules import ReviewRule
+        if self.sp.rules.review == ReviewRule():
+            return []  # no policy: nothing ever waits, and no sandbox needs planning
+        out = []
+        for info in self.sandboxes():
+            with contextlib.suppress(NotFound, Conflict):  # archived or discarded meanwhile
+                preview = self.preview(info.sandbox_id)
+                if preview.needs_review:
+                    out.append(preview)
+        return out
 
     def discard(self, sandbox_id: str) -> None:
         sandboxes.discard_sandbox(self.store, sandbox_id)
@@ -691,8 +734,13 @@ class Sandbox:
             found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
         return above(found, query, min_score)
 
-    def archive(self, *, dry_run: bool = False, hook: Hook | None = None) -> ArchiveResult:
-        return self.account.archive(self.id, dry_run=dry_run, hook=hook)
+    def archive(self, *, dry_run: bool = False, exclude: Iterable[str] = (), by: str | None = None,
+                reason: str | None = None, may_approve: bool = False, hook: Hook | None = None) -> ArchiveResult:
+        return self.account.archive(self.id, dry_run=dry_run, exclude=exclude, by=by, reason=reason,
+                                    may_approve=may_approve, hook=hook)
+
+    def preview(self, *, exclude: Iterable[str] = ()) -> ArchivePreview:
+        return self.account.preview(self.id, exclude=exclude)
 
     def discard(self) -> None:
         self.account.discard(self.id)

@@ -11,7 +11,7 @@ from typing import Any
 
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
 from soulpass.consolidation.rules import Rules
-from soulpass.engine import AlreadyArchived, Committed, Planned, Sandbox, Soulpass, Unchanged
+from soulpass.engine import AlreadyArchived, AwaitingReview, Committed, Planned, Sandbox, Soulpass, Unchanged
 from soulpass.errors import Conflict, InvalidInput, NotFound
 from soulpass.ids import check_name, utc_now
 from soulpass.records import Episode, MasterState, SessionBuffer
@@ -172,7 +172,8 @@ class MSP:
     def consolidate_session(self, sandbox_id: str) -> MasterState:
         """Archive the sandbox into the next master version and return that master state."""
         sb = self.engine.find_sandbox(sandbox_id)
-        sb.archive()
+        if isinstance(result := sb.archive(), AwaitingReview):
+            raise _awaiting(result)
         return self.load_master_state(sb.account.name)
 
     def apply_consolidation_rules(self, buffer: SessionBuffer, master: MasterState) -> ConsolidatedData:
@@ -196,3 +197,13 @@ class MSP:
                 return self.load_master_state(master.user_id)
             case Planned():
                 raise AssertionError("archive without dry_run never returns Planned")
+            case AwaitingReview():
+                raise _awaiting(result)
+
+
+def _awaiting(result: AwaitingReview) -> Conflict:
+    """The seed's calls commit or fail: a sandbox the review policy holds is a conflict to settle
+    with ``Account.approve`` (or ``soulpass archive --approve``)."""
+    items = ", ".join(f"{i.id} ({i.review})" for i in result.items)
+    return Conflict(f"sandbox {result.sandbox_id} awaits review, nothing committed: {items}; "
+                    "approve it with Account.approve", sandbox_id=result.sandbox_id)

@@ -5,9 +5,18 @@ background indexer. Loaded by the first archive: opening an account and searchin
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 
-from soulpass.consolidation.outcomes import AlreadyArchived, ArchiveResult, Committed, Planned, Unchanged
+from soulpass.consolidation.outcomes import (
+    AlreadyArchived,
+    ArchiveResult,
+    AwaitingReview,
+    Committed,
+    Planned,
+    Unchanged,
+)
 from soulpass.consolidation.plan import ConsolidationPlan, plan_consolidation
+from soulpass.consolidation.preview import Exclusion, check_exclusion
 from soulpass.consolidation.rules import Rules
 from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.ids import utc_now
@@ -22,7 +31,8 @@ __all__ = ["archive_sandbox"]
 
 
 def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox_id: str, *, dry_run: bool = False,
-                    hook: Hook | None = None) -> ArchiveResult:
+                    exclude: Iterable[str] = (), by: str | None = None, reason: str | None = None,
+                    may_approve: bool = True, hook: Hook | None = None) -> ArchiveResult:
     """Consolidate a sandbox into version HEAD+1 (rebasing when HEAD moved on); a sandbox with
     nothing to store commits no version (``Unchanged``) and is removed all the same.
 
@@ -30,10 +40,18 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
     a second archive (or a discard) waits; when another sandbox's archive moves HEAD between
     the plan and the commit, the store says so and the plan is made again on the new HEAD.
 
+    ``exclude`` (item ids, ``preview.PreviewItem.id``) are left out: planned as if never written,
+    named in the version entry with ``by`` and ``reason``. When a planned item needs review
+    (``rules.review``) and ``may_approve`` is false, nothing is committed: ``AwaitingReview``.
+
     Past the commit point the result is ``Committed`` whatever fails next (its ``warning`` says
     what recovery finishes); an error raised means this call committed nothing."""
-    if type(dry_run) is not bool:
-        raise InvalidInput(f"dry_run must be true or false, not {dry_run!r}", field="dry_run")
+    for name, flag in (("dry_run", dry_run), ("may_approve", may_approve)):
+        if type(flag) is not bool:
+            raise InvalidInput(f"{name} must be true or false, not {flag!r}", field=name)
+    for name, text in (("by", by), ("reason", reason)):
+        if text is not None and not isinstance(text, str):
+            raise InvalidInput(f"{name} must be a string or None, not {type(text).__name__}", field=name)
     try:
         info = sandboxes.load_sandbox(store, sandbox_id)
     except NotFound:
@@ -50,10 +68,14 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
                 return _already_archived(store, sandbox_id)
             if info.archived_as is not None:
                 return _finished(store, sandbox_id, info.archived_as)
-            events = buffer.events() if events is None else events
-            plan = _plan_archive(store, rules, info, events)
+            if events is None:
+                events = buffer.events()
+                exclusion = Exclusion(check_exclusion(exclude, events, sandbox_id), by, reason)
+            plan = _plan_archive(store, rules, info, events, exclusion)
             if dry_run:
                 return Planned(plan)
+            if not may_approve and any(i.review is not None for i in plan.items):
+                return AwaitingReview(sandbox_id, plan.base_version, plan)
             if plan.empty:  # nothing to store (maybe only after a rebase): no version, the sandbox closes all the same
                 info.remove()
                 return Unchanged(sandbox_id, plan.base_version, plan)
@@ -76,11 +98,11 @@ def _close(info: SandboxInfo, pending: str | None) -> str | None:
     return pending
 
 
-def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo,
-                  events: list[BufferEvent]) -> ConsolidationPlan:
+def _plan_archive(store: AccountBackend, rules: Rules, info: SandboxInfo, events: list[BufferEvent],
+                  exclusion: Exclusion) -> ConsolidationPlan:
     head = store.snapshot()
     parent = head if info.parent_version == head.version else store.snapshot(info.parent_version)
-    return plan_consolidation(head, info, events, rules, utc_now(), parent=parent)
+    return plan_consolidation(head, info, events, rules, utc_now(), parent=parent, exclusion=exclusion)
 
 
 def _finished(store: AccountBackend, sandbox_id: str, version: int) -> AlreadyArchived:

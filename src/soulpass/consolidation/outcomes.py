@@ -1,7 +1,8 @@
 """What archiving a sandbox came to: a closed union the adapters (CLI, REST, MCP) ``match`` on.
 
 ``Committed``: the sandbox became a version; ``Unchanged``: it held nothing to store, no version;
-``Planned``: a dry run; ``AlreadyArchived``: an earlier archive committed it.
+``Planned``: a dry run; ``AlreadyArchived``: an earlier archive committed it; ``AwaitingReview``:
+the review policy wants a person to approve some items first, nothing was committed.
 """
 
 from __future__ import annotations
@@ -11,8 +12,9 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # a type here only: importing the planner is an archive's cost, not a search's
     from soulpass.consolidation.plan import ConsolidationPlan
+    from soulpass.consolidation.preview import PreviewItem
 
-__all__ = ["AlreadyArchived", "ArchiveResult", "Committed", "Planned", "Unchanged"]
+__all__ = ["AlreadyArchived", "ArchiveResult", "AwaitingReview", "Committed", "Planned", "Unchanged"]
 
 
 @dataclass(frozen=True)
@@ -51,4 +53,20 @@ class Unchanged:
     plan: ConsolidationPlan
 
 
-ArchiveResult = Committed | AlreadyArchived | Planned | Unchanged
+@dataclass(frozen=True)
+class AwaitingReview:
+    """The archive touches what the review policy (``rules.review``) leaves to a person, and the
+    caller may not approve: nothing was committed, the sandbox stays open with all it holds, and
+    an approval (``Account.approve``) archives it. ``plan`` is the archive as planned now
+    (``plan.preview()`` shows it); ``items`` are the items that need the person."""
+
+    sandbox_id: str
+    version: int  # HEAD, unchanged
+    plan: ConsolidationPlan
+
+    @property
+    def items(self) -> tuple[PreviewItem, ...]:
+        return tuple(i for i in self.plan.items if i.review is not None)
+
+
+ArchiveResult = Committed | AlreadyArchived | Planned | Unchanged | AwaitingReview

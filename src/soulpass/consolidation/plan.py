@@ -15,12 +15,13 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.clipboard import ClipboardOp, plan_clipboards
-from soulpass.consolidation.documents import CoreMerge, latest_wins
+from soulpass.consolidation.documents import CoreMerge, LatestWins, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.ids import IdAllocator
 from soulpass.consolidation.journal import JournalPlan, plan_journal
+from soulpass.consolidation.preview import NOT_ITEMS, Action, ArchivePreview, Exclusion, KeyChange, PreviewItem
 from soulpass.consolidation.rules import Rules
-from soulpass.consolidation.semantic import SemanticMerge
+from soulpass.consolidation.semantic import FactOutcome, SemanticMerge
 from soulpass.errors import Corrupted, InvalidInput
 from soulpass.ids import is_temp_id
 from soulpass.prose import JournalEntry
@@ -67,6 +68,8 @@ class ConsolidationPlan:
     change: Change = field(repr=False)
     journal: list[dict[str, str]] = field(default_factory=list)  # prose records added: id, path
     journal_repeats: list[dict[str, Any]] = field(default_factory=list)  # stored, same hash as an earlier one
+    items: tuple[PreviewItem, ...] = ()  # each buffer event and what this plan does with it (preview.py)
+    exclusion: Exclusion = field(default_factory=Exclusion)
 
     @property
     def rebased(self) -> bool:
@@ -78,6 +81,13 @@ class ConsolidationPlan:
         sandbox, or only exact repeats of what the master holds). Archiving it commits no version;
         a rejection or a conflict is still committed, so the log keeps what was refused and why."""
         return not (self.change.records or self.change.documents or self.rejected or self.conflicts)
+
+    def preview(self) -> ArchivePreview:
+        """This plan item by item: what a person reviews before the archive commits it."""
+        return ArchivePreview(sandbox_id=self.sandbox_id, base_version=self.base_version,
+                              version=self.base_version if self.empty else self.version,
+                              parent_version=self.parent_version, rebased=self.rebased, empty=self.empty,
+                              items=self.items, conflicts=tuple(self.conflicts))
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -147,6 +157,11 @@ class _Planning:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     state_changes: list[dict[str, Any]] = field(default_factory=list)
+    items: dict[str, PreviewItem] = field(default_factory=dict)  # by buffer event id
+
+    def note(self, event: BufferEvent, kind: str, action: Action, **fields: Any) -> None:
+        """What the plan does with ``event`` (an item of the preview)."""
+        self.items[event.event_id] = PreviewItem(id=event.event_id, kind=kind, action=action, **fields)
 
     def remap(self, ref: str, owner: str) -> str | None:
         """A reference in the buffer as a permanent id; None (and a conflict) when it resolves to nothing."""
@@ -176,13 +191,19 @@ def plan_consolidation(
     rules: Rules,
     now: datetime,
     parent: Snapshot | None = None,
+    exclusion: Exclusion | None = None,
 ) -> ConsolidationPlan:
     """Plan version HEAD+1 from a sandbox's events; ``master`` is HEAD, nothing is written.
 
-    ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase)."""
+    ``parent`` is the master as the sandbox saw it (needed when HEAD moved on: a rebase).
+    ``exclusion`` names events left out: planned as if never written, listed as excluded items."""
     p = _Planning(master, sandbox, now, master.version + 1, IdAllocator(master, master.version + 1))
+    left_out = exclusion or Exclusion()
     by_type: Events = defaultdict(list)
     for ev in events:
+        if ev.event_id in left_out.items:
+            p.note(ev, _item_kind(ev), "exclude", reason=left_out.reason)
+            continue
         by_type[ev.type].append((ev, _parse(ev)))
     final = _append_records(p, by_type)
     merge = _merge_facts(p, by_type, rules)
@@ -191,6 +212,7 @@ def plan_consolidation(
                            rule=rules.journal, session_id=sandbox.sandbox_id)
     p.id_map.update(journal.id_map)
     p.duplicates.extend(journal.duplicates)
+    _note_journal(p, by_type, journal)
     p.records = [r for _rid, r in sorted(final.items())]
     for fid, fact in sorted(merge.rewritten.items()):
         p.records.append(fact)
@@ -201,13 +223,17 @@ def plan_consolidation(
     core_changes = _put_core(p, by_type, rules, parent)
     for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], p.version, now):
         p.put(cw.key, cw.document, existed=cw.existed)
+    for ev, op in by_type["clipboard_op"]:
+        p.note(ev, "clipboard", "change", text=f"{op.agent}: {op.op} {op.item or ''}".rstrip())
     p.documents.extend(journal.documents)
     p.written.extend(journal.paths)
     p.documents.extend(p.ids.documents())
     added: dict[str, list[str]] = defaultdict(list)
     for rid, rec in sorted(final.items()):
         added[rec.kind].append(rid)
-    entry = _archive_entry(p, dict(added), superseded, core_changes, journal)
+    items = _items(p, events, rules)
+    entry = _archive_entry(p, dict(added), superseded, core_changes, journal, left_out.entry(
+        {i.id: i.kind for i in items}))
     change = Change(entry, records=tuple(p.records), documents=tuple(p.documents),
                     closes=SandboxClose(sandbox.sandbox_id, now))
     return ConsolidationPlan(
@@ -215,19 +241,59 @@ def plan_consolidation(
         parent_version=sandbox.parent_version, id_map=p.id_map, added=dict(added),
         superseded=superseded, replaced=p.replaced, duplicates=p.duplicates, rejected=p.rejected,
         conflicts=p.conflicts, core_changes=core_changes, state_changes=p.state_changes,
-        change=change, journal=journal.added, journal_repeats=journal.repeats,
+        change=change, journal=journal.added, journal_repeats=journal.repeats, items=items, exclusion=left_out,
     )
+
+
+def _item_kind(event: BufferEvent) -> str:
+    """An item's kind as the preview names it (a record's kind, else the document it changes)."""
+    if event.type in ("turn", "episode", "sensory"):
+        return str(event.data.get("kind", event.type))
+    return {"semantic_candidate": "fact", "state_delta": "state", "profile_update": "profile",
+            "core_proposal": "core", "clipboard_op": "clipboard"}.get(event.type, event.type)
+
+
+def _items(p: _Planning, events: list[BufferEvent], rules: Rules) -> tuple[PreviewItem, ...]:
+    """The plan's items in buffer order, each marked with why the review policy holds it (if it does)."""
+    out = []
+    for ev in events:
+        if ev.type in NOT_ITEMS:
+            continue
+        item = p.items.get(ev.event_id)
+        if item is None:
+            raise AssertionError(f"the planner left buffer event {ev.event_id} ({ev.type}) without an item")
+        if item.action != "exclude":
+            why = rules.review.why(item.kind, item.action, item.confidence, item.supersedes)
+            item = item.model_copy(update={"review": why}) if why else item
+        out.append(item)
+    return tuple(out)
+
+
+def _note_journal(p: _Planning, by_type: Events, journal: JournalPlan) -> None:
+    added = {a["temp_id"]: a["id"] for a in journal.added}
+    repeats = {d["entry"]: d for d in journal.duplicates}
+    for ev, entry in by_type["journal"]:
+        text, temp = entry.title or entry.text, (entry.id,)
+        if entry.id in added:
+            p.note(ev, "journal", "add", text=text, temp_ids=temp, record_id=added[entry.id])
+        else:
+            dup = repeats.get(entry.id, {})
+            p.note(ev, "journal", "skip-duplicate", text=text, temp_ids=temp, record_id=dup.get("duplicate_of"),
+                   rule="journal.on_repeat", reason=dup.get("why"))
 
 
 def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
     """``append_all``: permanent ids in event-time order, per kind, and crosslinks rewritten."""
     fresh: list[Record] = []
     appended = [(ev, r) for t in ("turn", "episode", "sensory") for ev, r in by_type[t]]
-    for _ev, rec in sorted(appended, key=lambda x: x[1].created_at):
+    for ev, rec in sorted(appended, key=lambda x: x[1].created_at):
         if rec.id in p.id_map:
             p.duplicates.append({"record": rec.id, "duplicate_of": p.id_map[rec.id], "why": "written twice"})
+            p.note(ev, rec.kind, "skip-duplicate", text=rec.text, temp_ids=(rec.id,), record_id=p.id_map[rec.id],
+                   rule="episodes.append_all", reason="written twice")
             continue
         p.id_map[rec.id] = p.ids.allocate(rec.kind, rec.created_at)
+        p.note(ev, rec.kind, "add", text=rec.text, temp_ids=(rec.id,), record_id=p.id_map[rec.id])
         fresh.append(rec)
     episode_of: dict[str, str] = {}
     final: dict[str, Record] = {}
@@ -266,6 +332,7 @@ def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
     for ev, cand in cand_events:
         src = tuple(m for r in cand.source_refs if (m := p.remap(r, cand.id or ev.event_id)) is not None)
         out = merge.add(cand, src, {"created_at": ev.at, "agent": ev.agent})
+        _note_fact(p, ev, cand, out)
         if out.status == "duplicate":
             if cand.id and out.fact_id:
                 p.id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
@@ -275,6 +342,17 @@ def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
         elif out.fact_id and cand.id:
             p.id_map[cand.id] = out.fact_id
     return merge
+
+
+def _note_fact(p: _Planning, ev: BufferEvent, cand: SemanticCandidate, out: FactOutcome) -> None:
+    text = cand.content or " ".join(x for x in (cand.subject, cand.predicate, cand.object) if x)
+    common: dict[str, Any] = {"text": text, "temp_ids": (cand.id,) if cand.id else (),
+                              "confidence": cand.confidence, "record_id": out.fact_id}
+    if out.status == "accepted":
+        p.note(ev, "fact", "supersede" if out.supersedes else "add", supersedes=out.supersedes, **common)
+    else:
+        p.note(ev, "fact", "reject" if out.status == "rejected" else "skip-duplicate",
+               rule="semantic.validate_and_merge", reason=out.detail, **common)
 
 
 def _put_gks(p: _Planning, gks: GKSWorkingSet) -> None:
@@ -297,6 +375,9 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         raw = p.master.document(state_path(name))
         old = StateBlob.model_validate(raw) if raw else StateBlob(name=name)
         lw = latest_wins(old.data, old.key_times, items)
+        for ev, d in by_type["state_delta"]:
+            if d.name == name:
+                _note_keys(p, ev, "state", f"state:{name}", d.data, old.data, lw)
         if lw.kept_master:
             p.conflicts.append({"type": "state_older_than_master", "state": name, "keys": list(lw.kept_master),
                                 "why": "master has newer values for these keys; master's kept"})
@@ -309,10 +390,26 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         raw = p.master.document(USER_PROFILE)
         old_p = UserProfile.model_validate(raw) if raw else UserProfile()
         lw = latest_wins(old_p.fields, old_p.key_times, profile_items)
+        for ev, u in by_type["profile_update"]:
+            _note_keys(p, ev, "profile", "profile", u.data, old_p.fields, lw)
         if lw.changed:
             p.put(USER_PROFILE, UserProfile(fields=lw.data, key_times=lw.key_times, version=p.version,
                                             updated_at=p.now))
             p.state_changes.append({"state": "user_profile", "keys": list(lw.changed)})
+
+
+def _note_keys(p: _Planning, ev: BufferEvent, kind: str, document: str, data: dict[str, Any],
+               before: dict[str, Any], lw: LatestWins) -> None:
+    """A state or profile write: a change when one of its keys ends at its value and that is new
+    to the master; else it changes nothing (the master has it, or a later write wins)."""
+    changes = tuple(KeyChange(document=document, key=k, before=before.get(k), after=v) for k, v in data.items())
+    text = ", ".join(f"{k} = {v!r}" for k, v in data.items())
+    if any(k in lw.changed and lw.data.get(k) == v for k, v in data.items()):
+        p.note(ev, kind, "change", text=text, changes=changes)
+    else:
+        rule = "profile.latest_wins" if kind == "profile" else "states.latest_wins"
+        p.note(ev, kind, "skip-duplicate", text=text, changes=changes, rule=rule,
+               reason="the master holds these values already, or a later write wins")
 
 
 def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | None) -> list[dict[str, Any]]:
@@ -331,6 +428,7 @@ def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | No
     cm = CoreMerge(rule=rules.core, head=core_head, parent=before)
     for ev, proposal in by_type["core_proposal"]:
         cm.propose(proposal, ev.event_id)
+        _note_core(p, ev, proposal, cm)
     p.rejected.extend(cm.rejected)
     p.conflicts.extend(cm.conflicts)
     if cm.changes:
@@ -338,8 +436,27 @@ def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | No
     return cm.changes
 
 
+def _note_core(p: _Planning, ev: BufferEvent, proposal: CoreProposal, cm: CoreMerge) -> None:
+    """A core proposal as ``CoreMerge.propose`` just decided it."""
+    key = proposal.section if proposal.key is None else f"{proposal.section}.{proposal.key}"
+    common: dict[str, Any] = {"text": f"{key} = {proposal.value!r} ({proposal.reason})",
+                              "confidence": proposal.confidence}
+    for c in cm.changes:
+        if c["event_id"] == ev.event_id:
+            p.note(ev, "core", "change", changes=(KeyChange(document="core", key=key, before=c["old"],
+                                                            after=c["new"]),), **common)
+            return
+    for refused in (*cm.rejected, *cm.conflicts):
+        if refused["event_id"] == ev.event_id:
+            p.note(ev, "core", "reject", rule="core.careful_merge", reason=refused["why"], **common)
+            return
+    p.note(ev, "core", "skip-duplicate", rule="core.careful_merge", reason="core memory holds this value already",
+           **common)
+
+
 def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[dict[str, str]],
-                   core_changes: list[dict[str, Any]], journal: JournalPlan) -> VersionEntry:
+                   core_changes: list[dict[str, Any]], journal: JournalPlan,
+                   excluded: dict[str, Any] | None) -> VersionEntry:
     """The version log's line for the archive (its header is also ``VERSION.json``)."""
     head, sandbox = p.master.version, p.sandbox
     counts = dict(p.master.entry().counts)
@@ -348,7 +465,7 @@ def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[d
     counts["facts_superseded"] = int(counts.get("facts_superseded", 0)) + len(superseded)
     if journal.added:
         counts["journal"] = int(counts.get("journal", 0)) + len(journal.added)
-    return VersionEntry({
+    fields: dict[str, Any] = {
         "version": p.version, "parent": head, "timestamp": p.now.isoformat(), "kind": "archive",
         "source_sandbox": sandbox.sandbox_id, "sandbox_name": sandbox.name,
         "sandbox_parent_version": sandbox.parent_version,
@@ -358,4 +475,7 @@ def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[d
         "conflicts": p.conflicts, "core_changes": core_changes, "state_changes": p.state_changes,
         "id_map": p.id_map, "counts": counts, "journal": [{"id": a["id"], "path": a["path"]} for a in journal.added],
         "journal_repeats": journal.repeats,
-    })
+    }
+    if excluded is not None:
+        fields["excluded"] = excluded  # ids, kinds, who and why: never the text
+    return VersionEntry(fields)

@@ -12,6 +12,12 @@ states: {rule: latest_wins}
 profile: {rule: latest_wins}
 core: {rule: careful_merge, min_confidence: 0.9, allow_overwrite: false}
 journal: {on_repeat: skip_exact}   # or skip_hash, keep
+review:                        # what an archive commits only once a person approves (default: nothing)
+  core: true                   # core memory (identity, values, worldview)
+  profile: true                # the user profile
+  states: false                # named states
+  facts_below: 0.9             # facts less confident than this
+  forgetting: true             # a fact that supersedes (retires) a committed one
 ```
 """
 
@@ -23,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from soulpass.errors import ConfigError
 
-__all__ = ["CoreRule", "EpisodeRule", "JournalRule", "LatestWinsRule", "Rules", "SemanticRule"]
+__all__ = ["CoreRule", "EpisodeRule", "JournalRule", "LatestWinsRule", "ReviewRule", "Rules", "SemanticRule"]
 
 
 class _Rule(BaseModel):
@@ -76,6 +82,36 @@ class JournalRule(_Rule):
     on_repeat: Literal["skip_exact", "skip_hash", "keep"] = "skip_exact"
 
 
+class ReviewRule(_Rule):
+    """The review policy: which archived items need a person's approval. An archive by a caller
+    who may not approve, touching such an item, commits nothing and answers ``AwaitingReview``.
+    The default names nothing: every archive commits, as before the policy existed."""
+
+    core: bool = False
+    profile: bool = False
+    states: bool = False
+    facts_below: float | None = Field(default=None, ge=0.0, le=1.0)
+    forgetting: bool = False
+
+    def why(self, kind: str, action: str, confidence: float | None, supersedes: tuple[str, ...]) -> str | None:
+        """Why an item (of ``kind``, planned as ``action``) needs a person, or None when it does not.
+        Only what would change the master counts: a rejected or duplicate item changes nothing."""
+        if action not in ("add", "supersede", "change"):
+            return None
+        if kind == "core" and self.core:
+            return "a change to core memory (rules: review.core)"
+        if kind == "profile" and self.profile:
+            return "a change to the user profile (rules: review.profile)"
+        if kind == "state" and self.states:
+            return "a change to a named state (rules: review.states)"
+        if kind == "fact" and supersedes and self.forgetting:
+            return f"retires committed fact(s) {', '.join(supersedes)} (rules: review.forgetting)"
+        if kind == "fact" and self.facts_below is not None and confidence is not None \
+                and confidence < self.facts_below:
+            return f"a fact of confidence {confidence}, below {self.facts_below} (rules: review.facts_below)"
+        return None
+
+
 class Rules(_Rule):
     episodes: EpisodeRule = Field(default_factory=EpisodeRule)
     semantic: SemanticRule = Field(default_factory=SemanticRule)
@@ -83,6 +119,7 @@ class Rules(_Rule):
     profile: LatestWinsRule = Field(default_factory=LatestWinsRule)
     core: CoreRule = Field(default_factory=CoreRule)
     journal: JournalRule = Field(default_factory=JournalRule)
+    review: ReviewRule = Field(default_factory=ReviewRule)
 
     @classmethod
     def from_yaml(cls, text: str, source: str = "<rules>") -> Rules:
