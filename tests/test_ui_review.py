@@ -130,7 +130,7 @@ def test_review_view_groups_each_item_of_the_preview(review: Review) -> None:
     (unsure,) = g["rejected"]
     assert unsure["id"] == review.ids["unsure"] and unsure["rule"] and "0.3" in unsure["reason"]
     assert [i["id"] for i in g["duplicates"]] == [review.ids["chess"]]
-    assert r["items"] == [review.ids[k] for k in ("turn", "bergen", "profile")]  # what may be unticked
+    assert r["offered"] == [review.ids[k] for k in ("turn", "bergen", "profile")]  # what may be unticked
     assert [i["id"] for i in r["needs_review"]] == [review.ids["profile"]] and r["sandbox"]["awaiting"] == 1
 
 
@@ -167,6 +167,8 @@ def test_approve_all_but_the_unticked_commits_the_rest(review: Review) -> None:
     assert acct.show(review.oslo)["superseded_by"] is None  # Bergen never reached memory
     facts = [r.text for r in acct.records("fact")]
     assert "Ann lives in Bergen" not in facts and "Ann lives in Oslo" in facts
+    found = [(h.kind, h.text) for h in acct.search("Bergen", 10)]  # the index: the turn, never the fact
+    assert ("turn_user", "We moved to Bergen <script>alert(1)</script>") in found and all(k != "fact" for k, _ in found)
     assert acct.user_profile().fields["city"] == "Bergen"  # the profile change and the turn are in
     assert [r.text for r in acct.records("turn_user")] == ["We moved to Bergen <script>alert(1)</script>"]
     page = review.client.get("/ui/a/ann/v/2").text

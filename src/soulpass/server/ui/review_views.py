@@ -84,7 +84,7 @@ def _item(acct: Account, item: PreviewItem, base: int) -> dict[str, Any]:
 def review_view(acct: Account, sandbox_id: str, now: datetime | None = None) -> dict[str, Any]:
     """One sandbox's archive preview as the review page shows it, grouped: records added, facts
     (with the committed facts each supersedes), document changes key by key, what a rule rejects,
-    the duplicates skipped and what was left out. ``items`` are the ids a person may untick."""
+    the duplicates skipped and what was left out. ``offered`` are the ids a person may untick."""
     info = acct.sandbox(sandbox_id).info
     preview = acct.preview(sandbox_id)
     rows = [_item(acct, i, preview.base_version) for i in preview.items]
@@ -105,7 +105,7 @@ def review_view(acct: Account, sandbox_id: str, now: datetime | None = None) -> 
             case _:
                 groups["documents"].append(row)
     needs_review = [r for r in rows if r["review"]]
-    return {"sandbox": _row(info, now or utc_now(), len(needs_review)), "base": preview.base_version, "version": preview.version,
-            "rebased": preview.rebased, "empty": preview.empty, "groups": groups,
+    return {"sandbox": _row(info, now or utc_now(), len(needs_review)), "base": preview.base_version,
+            "version": preview.version, "rebased": preview.rebased, "empty": preview.empty, "groups": groups,
             "needs_review": needs_review, "conflicts": list(preview.conflicts),
-            "items": [r["id"] for r in rows if r["keep"]], "head": acct.head()}
+            "offered": [r["id"] for r in rows if r["keep"]], "head": acct.head()}
