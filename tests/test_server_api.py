@@ -50,7 +50,8 @@ def test_a_session_through_the_api(client: TestClient, world: World) -> None:
     done = client.post(f"{s}/archive", headers=h, json={}).json()
     assert done["status"] == "committed" and done["version"] == start + 1
     again = client.post(f"{s}/archive", headers=h, json={}).json()
-    assert again == {"status": "already_archived", "version": start + 1, "summary": None, "warning": None}
+    assert again == {"status": "already_archived", "version": start + 1, "summary": None, "warning": None,
+                     "items": None, "needs_review": None}
     assert client.post(f"{s}/turns", headers=h, json={"text": "late"}).status_code in (404, 409)
 
     log = client.get(f"{base}/versions", headers=h).json()

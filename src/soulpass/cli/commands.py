@@ -15,7 +15,7 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
     "adopt": (("memory_cmds",),
         "Commit the files edited by hand (see `audit`) as new versions, the originals kept in the history."),
     "archive": (("sandbox_cmds",),
-        "Consolidate a sandbox into the next master version."),
+        "Consolidate a sandbox into the next master version (exit 8 while it awaits review)."),
     "audit": (("integrity_cmds",),
         "Reconcile files, index and vectors; exit 1 when anything is found."),
     "backup": (("integrity_cmds",),

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from soulpass.cli.output import console, emit_json, err_console, table
 from soulpass.cli.state import State, account_option
-from soulpass.engine import AlreadyArchived, Committed, Planned, Unchanged
+from soulpass.engine import AlreadyArchived, AwaitingReview, Committed, Planned, Unchanged
 from soulpass.errors import InvalidInput
 from soulpass.store.fsio import json_or_text, parse_json
+
+if TYPE_CHECKING:
+    from soulpass.consolidation.preview import PreviewItem
 
 __all__ = ["COMMANDS"]
 
@@ -211,6 +214,19 @@ def write_state(state: State, sandbox_id: str, name: str, account: str, data: st
     state.account(account).sandbox(sandbox_id).update_state(name, value)
 
 
+@write.command("profile")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--data", required=True, help="JSON object of profile fields to set.")
+@click.pass_obj
+def write_profile(state: State, sandbox_id: str, account: str, data: str) -> None:
+    """Set fields of the user profile (latest wins at archive)."""
+    value = _json_arg(data, "--data")
+    if not isinstance(value, dict):
+        raise InvalidInput("--data must be a JSON object", field="--data")
+    state.account(account).sandbox(sandbox_id).update_profile(value)
+
+
 @write.command("core")
 @click.argument("sandbox_id")
 @account_option
@@ -233,40 +249,86 @@ def write_core(state: State, sandbox_id: str, account: str, section: str, key: s
 @click.command("archive")
 @click.argument("sandbox_id")
 @account_option
-@click.option("--dry-run", is_flag=True, help="Show the consolidation plan; write nothing.")
+@click.option("--dry-run", is_flag=True, help="Show what the archive would do, item by item; write nothing.")
+@click.option("--exclude", "exclude", multiple=True, metavar="ITEM",
+              help="Leave this item (an id the preview lists) out of the archive; repeat for several.")
+@click.option("--approve", is_flag=True,
+              help="Approve what the review policy (rules: review) holds for a person: you are the owner.")
+@click.option("--by", default=None, help="Who archives (recorded in the version entry with the exclusions).")
+@click.option("--reason", default=None, help="Why items are excluded (recorded in the version entry).")
 @json_option
 @click.pass_obj
-def archive(state: State, sandbox_id: str, account: str, dry_run: bool, as_json: bool) -> None:
-    """Consolidate a sandbox into the next master version."""
-    result = state.account(account).archive(sandbox_id, dry_run=dry_run)
+def archive(state: State, sandbox_id: str, account: str, dry_run: bool, exclude: tuple[str, ...], approve: bool,
+            by: str | None, reason: str | None, as_json: bool) -> None:
+    """Consolidate a sandbox into the next master version (exit 8 while it awaits review)."""
+    result = state.account(account).archive(sandbox_id, dry_run=dry_run, exclude=exclude, by=by, reason=reason,
+                                            may_approve=approve)
     if isinstance(result, AlreadyArchived):
         if as_json:
             emit_json({"status": "already_archived", "version": result.version})
         else:
             console.print(f"{sandbox_id} was already archived as version {result.version}")
         return
-    planned = isinstance(result, Planned)
     summary = result.plan.summary()
+    status = archive_status(result)
     warning = result.warning if isinstance(result, Committed) else None  # durable; recovery finishes the rest
+    items = result.plan.items
     if as_json:
-        status = "unchanged" if isinstance(result, Unchanged) else "planned" if planned else "committed"
-        emit_json({"status": status, **summary, **({"warning": warning} if warning else {})})
-        return
+        emit_json({"status": status, **summary, "items": [i.model_dump(mode="json") for i in items],
+                   **({"warning": warning} if warning else {})})
+    else:
+        _print_archive(sandbox_id, status, summary, items, warning)
+    if isinstance(result, AwaitingReview):
+        sys.exit(8)  # no error, yet nothing committed: a script must not go on as if it were
+
+
+def archive_status(result: Committed | Planned | Unchanged | AwaitingReview) -> str:
+    return {Committed: "committed", Planned: "planned", Unchanged: "unchanged",
+            AwaitingReview: "awaiting_review"}[type(result)]
+
+
+def _print_archive(sandbox_id: str, status: str, summary: dict[str, Any], items: tuple[PreviewItem, ...],
+                   warning: str | None) -> None:
     if warning:
         err_console.print(f"[yellow]warning:[/] {warning}")
-    if summary["empty"]:
-        verb = "would commit" if planned else "committed"
+    if status == "awaiting_review":
+        held = [i for i in items if i.review]
+        console.print(f"{sandbox_id} awaits review: nothing committed; {len(held)} item(s) need a person "
+                      f"(`soulpass archive {sandbox_id} --approve [--exclude ITEM]`)")
+    elif summary["empty"]:
+        verb = "would commit" if status == "planned" else "committed"
         console.print(f"{sandbox_id} {verb} nothing: no new version (HEAD stays {summary['version']})")
     else:
-        verb = "would become" if planned else "committed as"
+        verb = "would become" if status == "planned" else "committed as"
         rebased = f" (rebased from {summary['parent_version']})" if summary["rebased"] else ""
         console.print(f"{sandbox_id} {verb} version [bold]{summary['version']}[/]{rebased}")
-    rows = [(f"added {k}", len(v)) for k, v in summary["added"].items()]
-    rows += [(name, len(summary[name])) for name in
-             ("superseded", "duplicates", "rejected", "conflicts", "core_changes", "state_changes") if summary[name]]
-    table("Consolidation", ["what", "count"], rows)
+    if status in ("planned", "awaiting_review"):
+        table("Items", ["id", "kind", "action", "text", "detail"],
+              [(i.id, i.kind, i.action, i.text, item_detail(i)) for i in items])
+    else:
+        rows = [(f"added {k}", len(v)) for k, v in summary["added"].items()]
+        rows += [(name, len(summary[name])) for name in ("superseded", "duplicates", "rejected", "conflicts",
+                                                         "core_changes", "state_changes") if summary[name]]
+        if excluded := [i for i in items if i.action == "exclude"]:
+            rows.append(("excluded", len(excluded)))
+        table("Consolidation", ["what", "count"], rows)
     for c in summary["conflicts"]:
         console.print(f"[yellow]conflict:[/] {c.get('type')}: {c.get('why')}")
+
+
+def item_detail(item: PreviewItem) -> str:
+    """One line on what an item becomes: its id, what it retires, its key changes, why."""
+    parts = []
+    if item.record_id:
+        parts.append(("duplicate of " if item.action == "skip-duplicate" else "as ") + item.record_id)
+    if item.supersedes:
+        parts.append("supersedes " + ", ".join(item.supersedes))
+    parts += [f"{c.document}.{c.key}: {c.before!r} -> {c.after!r}" for c in item.changes]
+    if item.reason:
+        parts.append(f"{item.rule}: {item.reason}" if item.rule else item.reason)
+    if item.review:
+        parts.append(f"needs review: {item.review}")
+    return "; ".join(parts)
 
 
 COMMANDS = [account, sandbox, write, archive, discard]

@@ -45,6 +45,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
         routes_agent,
         routes_journal,
         routes_records,
+        routes_reviews,
         routes_sandboxes,
         routes_versions,
     )
@@ -70,7 +71,8 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.keys = keys or key_store(engine)
     app.state.home = str(engine.home)
     app.state.guards = Guards(limits or ServerLimits(), lambda account: pool.get(account).store.stored_bytes())
-    for module in (routes_accounts, routes_sandboxes, routes_versions, routes_journal, routes_agent, routes_records):
+    for module in (routes_accounts, routes_sandboxes, routes_reviews, routes_versions, routes_journal, routes_agent,
+                   routes_records):
         app.include_router(module.router)
     from soulpass.server import routes_imp  # importers (issue 15)
 

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 
+from soulpass.consolidation.preview import PreviewItem
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.index.relevance import relevance
 from soulpass.index.search import Hit
@@ -18,6 +19,7 @@ __all__ = [
     "AccountDeletedOut",
     "AccountIn",
     "AccountOut",
+    "ApproveIn",
     "ArchiveIn",
     "ArchiveOut",
     "CoreIn",
@@ -160,13 +162,27 @@ class SensoryIn(_In):
 
 class ArchiveIn(_In):
     dry_run: StrictBool = False  # strict: "yes" or 1 is an error, not a dry run
+    exclude: list[str] = Field(default_factory=list, max_length=10_000, description=(
+        "Item ids (the preview's `items[].id`) to leave out: they reach nothing (master, index, vectors); "
+        "the version entry names them with who and why. Needs a key that may approve"))
+    reason: str | None = Field(default=None, max_length=2_000, description="Why the items are excluded")
+
+
+class ApproveIn(_In):
+    exclude: list[str] = Field(default_factory=list, max_length=10_000,
+                               description="Item ids to leave out of the approved archive")
+    reason: str | None = Field(default=None, max_length=2_000, description="Why the items are excluded")
 
 
 class ArchiveOut(_Out):
-    status: Literal["committed", "planned", "already_archived", "unchanged"] = Field(
-        description="unchanged: the sandbox held nothing to store, no version was committed (version is HEAD)")
+    status: Literal["committed", "planned", "already_archived", "unchanged", "awaiting_review"] = Field(
+        description="unchanged: the sandbox held nothing to store, no version was committed (version is HEAD); "
+                    "awaiting_review (HTTP 202): the review policy holds items for a person, nothing was "
+                    "committed, the sandbox stays open; `items` is the preview, `needs_review` the held ids")
     version: int
     summary: dict[str, Any] | None = None
+    items: list[PreviewItem] | None = Field(default=None, description="What the archive does, item by item")
+    needs_review: list[str] | None = Field(default=None, description="Ids of the items awaiting a person")
     warning: str | None = Field(default=None, description=(
         "committed, but a step after the commit point failed (a full disk): the version is durable and "
         "recovery finishes the rest (files into place, the sandbox removed) at the next commit or open"))

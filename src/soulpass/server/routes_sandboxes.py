@@ -4,15 +4,19 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, status
+from fastapi import APIRouter, Body, Path, Query, Response, status
+from fastapi import status as status_codes
 
-from soulpass.engine import AlreadyArchived, ArchiveResult, Committed, Sandbox, Unchanged
+from soulpass.consolidation.preview import ArchivePreview
+from soulpass.engine import AlreadyArchived, ArchiveResult, AwaitingReview, Committed, Sandbox, Unchanged
 from soulpass.errors import Conflict
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.records import SessionBuffer
-from soulpass.server.deps import AccountName, Pool, SandboxId
+from soulpass.server import access
+from soulpass.server.deps import AccountName, Caller, Forbidden, Pool, SandboxId
 from soulpass.server.models import (
     NAME_PATTERN,
+    ApproveIn,
     ArchiveIn,
     ArchiveOut,
     CoreIn,
@@ -38,13 +42,21 @@ def _sandbox(pool: Pool, account: str, sandbox_id: str) -> Sandbox:
     return pool.get(account).sandbox(sandbox_id)
 
 
-def archive_out(result: ArchiveResult) -> ArchiveOut:
+def archive_out(result: ArchiveResult, response: Response | None = None) -> ArchiveOut:
+    """The archive's answer; ``AwaitingReview`` sets ``response`` to 202 (accepted, not committed)."""
     if isinstance(result, AlreadyArchived):
         return ArchiveOut(status="already_archived", version=result.version)
     summary = result.plan.summary()  # its version is HEAD when the sandbox held nothing to store
-    status = {Unchanged: "unchanged", Committed: "committed"}.get(type(result), "planned")
+    status = {Unchanged: "unchanged", Committed: "committed", AwaitingReview: "awaiting_review"}.get(
+        type(result), "planned")
     warning = result.warning if isinstance(result, Committed) else None
-    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary, warning=warning)
+    held = [i.id for i in result.plan.items if i.review is not None]
+    if isinstance(result, AwaitingReview):
+        summary["version"] = result.version  # nothing committed: HEAD
+        if response is not None:
+            response.status_code = status_codes.HTTP_202_ACCEPTED
+    return ArchiveOut(status=status, version=int(summary["version"]), summary=summary, warning=warning,
+                      items=list(result.plan.items), needs_review=held)
 
 
 def search_kwargs(body: SearchIn) -> dict[str, Any]:
@@ -137,9 +149,33 @@ def write_sensory(account: AccountName, sandbox_id: SandboxId, body: SensoryIn, 
 
 
 @router.post("/{sandbox_id}/archive", response_model=ArchiveOut,
-             summary="Consolidate the sandbox into the next master version")
-def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: Pool) -> ArchiveOut:
-    return archive_out(pool.get(account).archive(sandbox_id, dry_run=body.dry_run))
+             responses={202: {"model": ArchiveOut, "description": "Awaiting review: the review policy holds "
+                              "items for a person; nothing committed, the sandbox stays open"}},
+             summary="Consolidate the sandbox into the next master version (202 while it awaits review)")
+def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: Pool, key: Caller,
+            response: Response) -> ArchiveOut:
+    approves = access.may_approve(key)
+    if body.exclude and not approves:
+        raise Forbidden("excluding items from an archive needs a key that may approve (the owner's)")
+    result = pool.get(account).archive(sandbox_id, dry_run=body.dry_run, exclude=body.exclude,
+                                       by=access.approver(key), reason=body.reason, may_approve=approves)
+    return archive_out(result, response)
+
+
+@router.get("/{sandbox_id}/preview", response_model=ArchivePreview,
+            summary="What archiving the sandbox would commit now, item by item (the plan archive applies)")
+def preview(account: AccountName, sandbox_id: SandboxId, pool: Pool,
+            exclude: Annotated[list[str], Query(description="Item ids to leave out")] = []) -> ArchivePreview:  # noqa: B006
+    return pool.get(account).preview(sandbox_id, exclude=exclude)
+
+
+@router.post("/{sandbox_id}/approve", response_model=ArchiveOut,
+             summary="Approve and archive what the review policy holds, except the excluded items")
+def approve(account: AccountName, sandbox_id: SandboxId, body: ApproveIn, pool: Pool, key: Caller) -> ArchiveOut:
+    if not access.may_approve(key):
+        raise Forbidden("approving an archive needs a key that may approve (the owner's)")
+    return archive_out(pool.get(account).approve(sandbox_id, exclude=body.exclude, by=access.approver(key),
+                                                 reason=body.reason))
 
 
 @router.post("/{sandbox_id}/search", response_model=SearchOut,
