@@ -13,6 +13,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from soulpass.consolidation.outcomes import AlreadyArchived, AwaitingReview, Committed, Planned, Unchanged
 from soulpass.engine import Account
 from soulpass.errors import InvalidInput, SoulpassError
+from soulpass.server import access
 from soulpass.server.keys import ApiKey
 from soulpass.server.ui import review_views
 from soulpass.server.ui.routes import _account, _error, _page
@@ -50,12 +51,17 @@ def review(request: Request, account: str, sandbox_id: str) -> Response:
 def _act(request: Request, key: ApiKey, account: str, acct: Account, sandbox_id: str, act: Act,
          exclude: list[str], reason: str) -> Response:
     """Approve (all, or all but ``exclude``) or discard a sandbox for the person holding ``key``:
-    the one place the browser changes a sandbox."""
+    the one place the browser changes a sandbox, and where it asks who may (``access.may_approve``,
+    the REST API's own check)."""
+    if not access.may_approve(key):
+        return _page(request, "error.html", {"key": key, "account": account, "title": "Refused",
+                                             "message": "Approving or discarding a sandbox needs a key that may "
+                                             "approve (the owner's)."}, status=403)
     try:
         if act == "discard":
             acct.discard(sandbox_id)
             return RedirectResponse(f"/ui/a/{account}/sandboxes", status_code=303)
-        result = acct.approve(sandbox_id, exclude=exclude, by=key.key_id, reason=reason or None)
+        result = acct.approve(sandbox_id, exclude=exclude, by=access.approver(key), reason=reason or None)
     except SoulpassError as exc:
         return _error(request, key, account, exc)
     match result:
