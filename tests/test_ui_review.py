@@ -184,3 +184,15 @@ def test_discard_needs_its_box_ticked(review: Review) -> None:
                               follow_redirects=False)
     assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/sandboxes"
     assert review.sp.account("ann").sandboxes() == [] and review.sp.account("ann").head() == 1
+
+
+def test_approve_all_commits_every_item_and_an_unknown_sandbox_is_a_page(review: Review) -> None:
+    done = _approve(review, "all", [])  # no box ticked: "Approve all" does not read them
+    assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/v/2"
+    acct = review.sp.account("ann")
+    assert "excluded" not in acct.log()[-1] and acct.show(review.oslo)["superseded_by"]  # Bergen is in
+    assert acct.user_profile().fields["city"] == "Bergen"
+    gone = review.client.get(f"/ui/a/ann/sandboxes/{review.sandbox}")  # archived: it is no longer open
+    assert gone.status_code == 404 and gone.headers["content-type"].startswith("text/html")
+    again = _approve(review, "all", [])
+    assert again.status_code == 404 and "Bergen" not in again.text
