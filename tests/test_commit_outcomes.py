@@ -346,7 +346,8 @@ def test_a_retry_over_a_running_rest_server_never_hangs_and_reads_its_writes(
         disk.free()
         retry = client.post(f"{base}/sandboxes/{world.ann.sandbox_id}/archive", headers=h, json={})
         assert retry.status_code == 200, retry.text
-        assert retry.json() == {"status": "already_archived", "version": head + 1, "summary": None, "warning": None}
+        assert retry.json() == {"status": "already_archived", "version": head + 1, "summary": None, "warning": None,
+                                "items": None, "needs_review": None}
         assert client.get(base, headers=h).json()["version"] == head + 1  # the server reads what it reported
         found = client.post(f"{base}/search", headers=h, json={"query": world.ann.marker})
         assert found.status_code == 200

@@ -1,7 +1,7 @@
 """A model-checked engine (issue 18, item 4): a Hypothesis state machine drives one account through
 random sandboxes, writes, archives, discards, rollbacks, two sandboxes open at once, injected disk
 faults and restarts, and compares every read (the content at each version, the log, a diff, each
-record by id) with a plain in-memory model.
+record by id) with a plain in-memory model; each archive commits what its preview listed (issue 41).
 
 The model: a list of versions, each the set of turn texts it holds; and the open sandboxes, each
 the texts written to it. A fault during an archive leaves the account at N or N+1 (whichever the
@@ -21,6 +21,7 @@ from hypothesis.stateful import Bundle, RuleBasedStateMachine, consumes, invaria
 
 import soulpass
 from fault_helpers import MODES, Faults
+from soulpass.consolidation.preview import ArchivePreview
 from soulpass.errors import SoulpassError
 
 
@@ -63,8 +64,10 @@ class EngineModel(RuleBasedStateMachine):
     def archive(self, sid: str) -> None:
         if sid not in self.open:
             return
+        preview = self.acct.preview(sid)
         result = self.acct.archive(sid)
         self._archived(sid, result)
+        self._as_previewed(preview, result)
 
     @rule(sid=consumes(sandboxes), k=st.integers(1, 60), mode=st.sampled_from(MODES))
     def archive_with_a_disk_fault(self, sid: str, k: int, mode: str) -> None:
@@ -112,6 +115,16 @@ class EngineModel(RuleBasedStateMachine):
         if committed:
             self.versions.append(self.versions[-1] | frozenset(texts))
             self.last_added = set(texts)
+
+    def _as_previewed(self, preview: ArchivePreview, result: object) -> None:
+        """The archive committed what its preview listed: each turn under the id it named."""
+        if preview.empty:
+            assert not isinstance(result, soulpass.Committed)
+            return
+        assert isinstance(result, soulpass.Committed) and result.version == preview.version
+        named = {i.record_id: i.text for i in preview.items if i.action == "add"}
+        assert {i for ids in self.acct.log()[-1]["added"].values() for i in ids} == set(named)
+        assert {rid: self.acct.record(str(rid)).text for rid in named} == named
 
     def sandboxes_still_open(self, sid: str) -> None:
         if not self.open[sid] and sid not in {i.sandbox_id for i in self.acct.sandboxes()}:

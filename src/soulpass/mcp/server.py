@@ -36,7 +36,7 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "TOOL_NAMES", "build", "build_server", "http_app
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
-              "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
+              "preview_archive", "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
               "memory_history", "forget_memory", "delete_account", "get_memory", "list_memories", "search_memory",
               "memory_diff", "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
 
@@ -176,7 +176,7 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 
 
 def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
-    """Sessions and versions: create_sandbox, archive_session, discard_session, memory_log."""
+    """Sessions and versions: create_sandbox, archive_session, preview_archive, discard_session, memory_log."""
 
     @server.tool(annotations=ADDS)
     def create_sandbox(ctx: Context, name: Annotated[str, Field(description="A label for the session")] = "mcp"
@@ -189,8 +189,19 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
     @server.tool(annotations=ADDS_ONCE)
     def archive_session(ctx: Context, sandbox_id: SandboxArg = None, dry_run: DryRunArg = False) -> dict[str, Any]:
         """Consolidate the session into a new memory version (what was added, rejected, conflicts);
-        `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'."""
+        `dry_run` only plans. A session with nothing to store commits no version: status 'unchanged'.
+        Status 'awaiting_review': the memory's review policy wants a person to approve some items
+        (`needs_review`); nothing was committed and the session waits for the owner's approval."""
         result: dict[str, Any] = call(tools.archive_session, ctx, sandbox_id=sandbox_id, dry_run=dry_run)
+        return result
+
+    @server.tool(annotations=READ_ONLY)
+    def preview_archive(ctx: Context, sandbox_id: SandboxArg = None) -> dict[str, Any]:
+        """What archiving the session would commit now, item by item: each item's id, kind, action
+        (add, supersede, change, reject, skip-duplicate), text, the permanent id it gets, the facts it
+        supersedes, document changes (key: before -> after), the rule and reason of a reject, and
+        `review` when the review policy holds it for a person. Writes nothing."""
+        result: dict[str, Any] = call(tools.preview_archive, ctx, sandbox_id=sandbox_id)
         return result
 
     @server.tool(annotations=DESTRUCTIVE_ONCE)

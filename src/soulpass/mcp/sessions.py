@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from soulpass.engine import AlreadyArchived, Committed, Unchanged
+from soulpass.engine import AlreadyArchived, AwaitingReview, Committed, Unchanged
 from soulpass.errors import InvalidInput, NotFound, SoulpassError
 from soulpass.pool import AccountPool
 
@@ -147,7 +147,7 @@ class SessionKeeper:
             return None
         self.done(account, sandbox_id)
         version = result.version if isinstance(result, Committed | AlreadyArchived | Unchanged) else None
-        status = {Committed: "committed", AlreadyArchived: "already_archived", Unchanged: "unchanged"}.get(
-            type(result), "planned")
+        status = {Committed: "committed", AlreadyArchived: "already_archived", Unchanged: "unchanged",
+                  AwaitingReview: "awaiting_review"}.get(type(result), "planned")  # awaiting: the sandbox stays
         log.info("auto-archived (%s) sandbox %s in %s: %s", why, sandbox_id, account, status)
         return {"sandbox_id": sandbox_id, "trigger": why, "status": status, "version": version}

@@ -18,7 +18,7 @@ from soulpass.agent import AgentMemory
 from soulpass.agent.types import ClipboardView
 from soulpass.consolidation.clipboard import read_clipboard_items
 from soulpass.consolidation.log_summary import added_counts, refused_counts
-from soulpass.engine import AlreadyArchived, Committed, Sandbox, Unchanged
+from soulpass.engine import AlreadyArchived, AwaitingReview, Committed, Sandbox, Unchanged
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.importers import import_text
@@ -81,11 +81,15 @@ class MemoryTools:
     def archive_session(self, account: str, sandbox_id: str | None = None, dry_run: bool = False) -> dict[str, Any]:
         acct = self.pool.get(account)
         sid = self._session(account, sandbox_id, create=False).id
-        result = acct.archive(sid, dry_run=dry_run)
+        result = acct.archive(sid, dry_run=dry_run)  # an MCP client is an agent: it never approves
         if not dry_run:
             self.sessions.done(account, sid)
         if isinstance(result, AlreadyArchived):
             return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
+        if isinstance(result, AwaitingReview):
+            return {"sandbox_id": sid, "status": "awaiting_review", "version": result.version,
+                    "needs_review": [i.model_dump(mode="json", include={"id", "kind", "action", "text", "review"})
+                                     for i in result.items]}
         summary = result.plan.summary()
         if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
             return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
@@ -96,6 +100,10 @@ class MemoryTools:
         if isinstance(result, Committed) and result.warning is not None:  # durable; recovery finishes the rest
             out["warning"] = result.warning
         return out
+
+    def preview_archive(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
+        sid = self._session(account, sandbox_id, create=False).id
+        return self.pool.get(account).preview(sid).model_dump(mode="json")
 
     def discard_session(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
         sid = self._session(account, sandbox_id, create=False).id

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,10 +24,11 @@ from soulpass import __version__
 from soulpass.engine import Soulpass
 from soulpass.errors import BackendUnavailable, SoulpassError
 from soulpass.pool import AccountPool
+from soulpass.server import access
 from soulpass.server.deps import Forbidden, Unauthorized
 from soulpass.server.docs import add_docs
 from soulpass.server.keyring import key_store
-from soulpass.server.keys import KeyStore
+from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards, RateLimited, ServerLimits
 from soulpass.server.models import ErrorOut
 
@@ -37,9 +38,10 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 
 def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY,
-               limits: ServerLimits | None = None) -> FastAPI:
+               limits: ServerLimits | None = None, may_approve: Callable[[ApiKey], bool] | None = None) -> FastAPI:
     """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given;
-    ``limits``: request rates, failed key attempts and the storage quota (``server.limits``)."""
+    ``limits``: request rates, failed key attempts and the storage quota (``server.limits``);
+    ``may_approve``: which keys may approve what the review policy holds (``server.access``)."""
     from soulpass.server import (
         routes_accounts,
         routes_agent,
@@ -69,6 +71,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.engine = engine
     app.state.pool = pool
     app.state.keys = keys or key_store(engine)
+    app.state.may_approve = may_approve or access.may_approve
     app.state.home = str(engine.home)
     app.state.guards = Guards(limits or ServerLimits(), lambda account: pool.get(account).store.stored_bytes())
     for module in (routes_accounts, routes_sandboxes, routes_reviews, routes_versions, routes_journal, routes_agent,

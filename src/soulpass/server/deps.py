@@ -7,6 +7,7 @@ exists or not, and with nothing of it in the body), before the body is even vali
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Path, Request, Security
@@ -81,9 +82,16 @@ def _account(request: Request, key: Annotated[ApiKey, Depends(_caller)],
     return account
 
 
+def _approves(request: Request, key: Annotated[ApiKey, Depends(_caller)]) -> bool:
+    """Whether the caller may approve what the review policy holds (``server.access.may_approve``)."""
+    decide: Callable[[ApiKey], bool] = request.app.state.may_approve
+    return decide(key)
+
+
 Pool = Annotated[AccountPool, Depends(_pool)]
 Keys = Annotated[KeyStore, Depends(_keys)]
 Caller = Annotated[ApiKey, Depends(_caller)]
 Admin = Annotated[ApiKey, Depends(_admin)]
 AccountName = Annotated[str, Depends(_account)]
+Approves = Annotated[bool, Depends(_approves)]
 SandboxId = Annotated[str, Path(pattern=NAME_PATTERN, max_length=MAX_NAME_LENGTH, description="Sandbox id")]

@@ -11,7 +11,7 @@ __all__ = ["ERRORS"]
 _WHY = {
     400: "The body is not valid JSON",
     401: "No API key, or not a valid one",
-    403: "The key does not reach this account, or an admin key is needed",
+    403: "The key does not reach this account, or an admin key is needed, or the key may not approve",
     404: "The account, sandbox, record or version does not exist",
     409: "The request clashes with the current state (e.g. the sandbox was archived)",
     413: "The request body is over the server's limit",

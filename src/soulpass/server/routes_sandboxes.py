@@ -13,7 +13,7 @@ from soulpass.errors import Conflict
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.records import SessionBuffer
 from soulpass.server import access
-from soulpass.server.deps import AccountName, Caller, Forbidden, Pool, SandboxId
+from soulpass.server.deps import AccountName, Approves, Caller, Forbidden, Pool, SandboxId
 from soulpass.server.models import (
     NAME_PATTERN,
     ApproveIn,
@@ -153,8 +153,7 @@ def write_sensory(account: AccountName, sandbox_id: SandboxId, body: SensoryIn, 
                               "items for a person; nothing committed, the sandbox stays open"}},
              summary="Consolidate the sandbox into the next master version (202 while it awaits review)")
 def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: Pool, key: Caller,
-            response: Response) -> ArchiveOut:
-    approves = access.may_approve(key)
+            approves: Approves, response: Response) -> ArchiveOut:
     if body.exclude and not approves:
         raise Forbidden("excluding items from an archive needs a key that may approve (the owner's)")
     result = pool.get(account).archive(sandbox_id, dry_run=body.dry_run, exclude=body.exclude,
@@ -171,8 +170,9 @@ def preview(account: AccountName, sandbox_id: SandboxId, pool: Pool,
 
 @router.post("/{sandbox_id}/approve", response_model=ArchiveOut,
              summary="Approve and archive what the review policy holds, except the excluded items")
-def approve(account: AccountName, sandbox_id: SandboxId, body: ApproveIn, pool: Pool, key: Caller) -> ArchiveOut:
-    if not access.may_approve(key):
+def approve(account: AccountName, sandbox_id: SandboxId, body: ApproveIn, pool: Pool, key: Caller,
+            approves: Approves) -> ArchiveOut:
+    if not approves:
         raise Forbidden("approving an archive needs a key that may approve (the owner's)")
     return archive_out(pool.get(account).approve(sandbox_id, exclude=body.exclude, by=access.approver(key),
                                                  reason=body.reason))

@@ -1,0 +1,115 @@
+"""Review before it is remembered (issue 41), end to end over the REST API, checking every answer.
+
+    python examples/review_flow.py [--home /tmp/review]
+
+On a fresh home whose rules say "the user profile needs review", it sends HTTP requests to the
+REST app (in process: routing, keys, status codes as served) and, as an agent key: opens a
+sandbox, writes a turn, a fact and a profile change, and asks to archive (HTTP 202, awaiting
+review, nothing committed); then as the owner's key: previews the three items, approves all but
+the fact, and checks the turn and the profile are committed, the fact is
+nowhere (records, search, the home's files) and the version entry names the exclusion. Prints one
+line per step; exits 1 at the first wrong answer.
+
+Until keys carry roles (issue 41 item 4), which key is the agent's is given to ``create_app``
+(``may_approve``); with roles, the agent key is made with role ``agent``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from fastapi.testclient import TestClient
+
+import soulpass
+from soulpass.consolidation.rules import ReviewRule, Rules
+from soulpass.server.app import create_app
+from soulpass.server.keys import FileKeyStore
+
+MARKER = "flowerpot7731"  # only the fact holds it
+
+
+class Wrong(Exception):
+    """An answer that is not what the step expects."""
+
+
+def check(ok: bool, step: str, got: Any) -> None:
+    if not ok:
+        raise Wrong(f"{step}: unexpected answer {json.dumps(got, default=str)[:600]}")
+    print(f"ok  {step}")
+
+
+def flow(http: TestClient, agent: dict[str, str], owner: dict[str, str], home: Path) -> None:
+    base = "/v1/accounts/ann"
+    sid = http.post(f"{base}/sandboxes", headers=agent, json={"name": "chat"}).json()["sandbox_id"]
+    sb = f"{base}/sandboxes/{sid}"
+    wrote = [http.post(f"{sb}/turns", headers=agent, json={"speaker": "user", "text": "I moved to Lyon in May"}),
+             http.post(f"{sb}/facts", headers=agent, json={"subject": "Ann", "predicate": "hides a key under",
+                                                           "object": MARKER, "confidence": 0.95}),
+             http.post(f"{sb}/profile", headers=agent, json={"data": {"city": "Lyon"}})]
+    check([r.status_code for r in wrote] == [201, 201, 201], "agent writes a turn, a fact, a profile change",
+          [r.text for r in wrote])
+
+    held = http.post(f"{sb}/archive", headers=agent, json={})
+    body = held.json()
+    check(held.status_code == 202 and body["status"] == "awaiting_review" and len(body["needs_review"]) == 1,
+          "agent's archive: 202 awaiting review (the profile change)", body)
+    head = http.get(base, headers=owner).json()["version"]
+    turns = http.get(f"{base}/records", headers=owner, params={"kind": "turn_user"}).json()["items"]
+    check(head == 0 and turns == [], "nothing committed yet: HEAD 0, no turn", {"head": head, "turns": turns})
+    refused = http.post(f"{sb}/approve", headers=agent, json={})
+    check(refused.status_code == 403, "agent may not approve: 403", refused.text)
+
+    preview = http.get(f"{sb}/preview", headers=owner).json()
+    items = {i["kind"]: i for i in preview["items"]}
+    for kind in ("turn_user", "fact", "profile"):
+        it = items.get(kind, {})
+        print(f"    {it.get('id')}  {kind:9}  {it.get('action'):6}  {it.get('text')}  {it.get('review') or ''}")
+    check(sorted(items) == ["fact", "profile", "turn_user"], "owner's preview lists the three items", preview)
+
+    done = http.post(f"{sb}/approve", headers=owner, json={"exclude": [items["fact"]["id"]],
+                                                            "reason": "not confirmed"}).json()
+    check(done["status"] == "committed" and done["version"] == 1, "owner approves all but the fact: version 1", done)
+    turns = http.get(f"{base}/records", headers=owner, params={"kind": "turn_user"}).json()["items"]
+    profile = http.get(f"{base}/show/profile", headers=owner).json()["fields"]
+    check(len(turns) == 1 and profile == {"city": "Lyon"}, "the turn and the profile change are committed",
+          {"turns": turns, "profile": profile})
+    facts = http.get(f"{base}/records", headers=owner, params={"kind": "fact"}).json()["items"]
+    hits = http.post(f"{base}/search", headers=owner, json={"query": f"where is the key {MARKER}"}).json()["hits"]
+    files = [str(p) for p in home.rglob("*") if p.is_file() and MARKER.encode() in p.read_bytes()]
+    check(facts == [] and all(MARKER not in h["text"] for h in hits) and files == [],
+          "the fact is nowhere: records, search (full text and vectors), the home's files",
+          {"facts": facts, "hits": hits, "files": files})
+    entry = http.get(f"{base}/versions", headers=owner).json()[-1]
+    check(entry.get("excluded", {}).get("items") == [{"id": items["fact"]["id"], "kind": "fact"}]
+          and entry["excluded"]["reason"] == "not confirmed", "the version entry names the exclusion",
+          entry.get("excluded"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--home", type=Path, default=None, help="A fresh folder (default: a temporary one)")
+    args = parser.parse_args()
+    home = args.home or Path(tempfile.mkdtemp(prefix="soulpass-review-"))
+    sp = soulpass.open(home, rules=Rules(review=ReviewRule(profile=True)))
+    sp.create_account("ann")
+    keys = FileKeyStore(home)
+    agent, owner = keys.create("ann", label="agent"), keys.create("ann", label="owner")
+    app = create_app(sp, may_approve=lambda key: key.key_id != agent.key.key_id)
+    try:
+        with TestClient(app) as http:  # every request through the app's HTTP stack: routes, keys, statuses
+            flow(http, {"Authorization": f"Bearer {agent.secret}"}, {"Authorization": f"Bearer {owner.secret}"},
+                 home)
+    except Wrong as exc:
+        print(f"FAIL {exc}")
+        return 1
+    print("review flow: all steps ok")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The preview is the plan the archive commits (issue 41 items 1-3), item by item, for random
+sessions over a master that already holds facts, a profile and core memory: what the preview
+says is added is what the version adds, under the ids it named; what it says is superseded,
+changed, rejected, skipped or excluded is so in the committed version. Real files backend."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import soulpass
+from soulpass.consolidation.preview import ArchivePreview
+from soulpass.consolidation.rules import ReviewRule, Rules
+from soulpass.engine import Account, Sandbox
+from soulpass.errors import InvalidInput
+
+SUBJECTS = ("Ann", "Bob")
+PREDICATES = ("lives in", "likes", "dislikes", "works at")
+OBJECTS = ("Paris", "Lyon", "tea")
+WORDS = ("boat", "rain", "tea", "train", "Lyon")
+
+write_op = st.one_of(
+    st.tuples(st.just("turn"), st.sampled_from(("user", "assistant")), st.sampled_from(WORDS)),
+    st.tuples(st.just("fact"), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES), st.sampled_from(OBJECTS),
+              st.sampled_from((0.5, 0.8, 0.95))),
+    st.tuples(st.just("profile"), st.sampled_from(("city", "job")), st.sampled_from(OBJECTS)),
+    st.tuples(st.just("state"), st.sampled_from(("mood", "energy")), st.sampled_from(("calm", "tired"))),
+    st.tuples(st.just("core"), st.sampled_from(("name", "home")), st.sampled_from(OBJECTS),
+              st.sampled_from((0.8, 0.95))),
+    st.tuples(st.just("journal"), st.sampled_from(WORDS)),
+)
+
+
+def _write(sb: Sandbox, op: tuple[Any, ...]) -> None:
+    match op:
+        case ("turn", speaker, word):
+            sb.add_turn(speaker, f"we talked about {word}")
+        case ("fact", s, p, o, confidence):
+            sb.add_fact(s, p, o, confidence=confidence)
+        case ("profile", key, value):
+            sb.update_profile({key: value})
+        case ("state", key, value):
+            sb.update_state("ire", {key: value})
+        case ("core", key, value, confidence):
+            sb.propose_core("identity", value, key=key, confidence=confidence, reason="said so")
+        case ("journal", word):
+            sb.add_journal(f"A note about {word}.")
+
+
+def _master(home: Path, rules: Rules) -> Account:
+    acct = soulpass.open(home, embedder="none", rules=rules).create_account("ann")
+    sb = acct.create_sandbox("base")
+    for op in [("fact", "Ann", "lives in", "Paris", 0.95), ("fact", "Bob", "likes", "tea", 0.95),
+               ("profile", "city", "Paris"), ("core", "name", "Ann", 0.95), ("journal", "rain")]:
+        _write(sb, op)
+    assert isinstance(sb.archive(may_approve=True), soulpass.Committed)
+    return acct
+
+
+def _fact_text(acct: Account, rid: str) -> str:
+    fact = acct.record(rid)
+    return " ".join((fact.subject, fact.predicate, fact.object))  # type: ignore[attr-defined]
+
+
+def _check_committed(acct: Account, preview: ArchivePreview, result: object, excluded: set[str]) -> None:
+    """Each item of ``preview`` is in the committed version as the preview said."""
+    if preview.empty:
+        assert isinstance(result, soulpass.Unchanged) and acct.head() == preview.base_version
+        return
+    assert isinstance(result, soulpass.Committed) and result.version == preview.version == acct.head()
+    entry = acct.log()[-1]
+    added_records = {i for ids in entry["added"].values() for i in ids}
+    stored = [i for i in preview.items if i.action in ("add", "supersede")]
+    assert {i.record_id for i in stored if i.kind != "journal"} == added_records
+    assert {i.record_id for i in stored if i.kind == "journal"} == {j["id"] for j in entry["journal"]}
+    for item in preview.items:
+        match item.action:
+            case "add" | "supersede" if item.kind == "fact":
+                assert item.record_id is not None and _fact_text(acct, item.record_id) == item.text
+                for old in item.supersedes:
+                    assert acct.record(old).superseded_by == item.record_id  # type: ignore[attr-defined]
+            case "add" if item.kind != "journal":
+                assert item.record_id is not None and acct.record(item.record_id).text == item.text
+            case "change" if item.kind == "profile":
+                assert any(acct.user_profile().fields.get(c.key) == c.after for c in item.changes)
+            case "change" if item.kind == "core":
+                assert [acct.core_memory().identity.get(c.key.split(".", 1)[1]) for c in item.changes] == [
+                    c.after for c in item.changes]
+            case "reject" | "exclude":
+                assert not set(item.temp_ids) & set(entry["id_map"])
+            case "skip-duplicate" if item.kind == "fact":  # the fact it repeats: committed before, or now
+                assert item.record_id is not None and _fact_text(acct, item.record_id)
+    named = {i["id"] for i in entry.get("excluded", {}).get("items", [])}
+    assert named == excluded == {i.id for i in preview.items if i.action == "exclude"}
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=st.lists(write_op, min_size=0, max_size=12), data=st.data())
+def test_the_preview_is_what_the_archive_commits(ops: list[tuple[Any, ...]], data: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory(prefix="soulpass-preview-") as tmp:
+        acct = _master(Path(tmp) / "home", Rules(review=ReviewRule(profile=True, core=True, facts_below=0.9)))
+        sb = acct.create_sandbox("s")
+        for op in ops:
+            _write(sb, op)
+        ids = [i.id for i in acct.preview(sb.id).items]
+        excluded = set(data.draw(st.lists(st.sampled_from(ids), unique=True) if ids else st.just([])))
+        preview = acct.preview(sb.id, exclude=excluded)
+        assert [i.id for i in preview.items] == ids  # every buffer event is one item, in order, excluded or not
+        held = {i.id for i in preview.items if i.review}
+        waiting = acct.archive(sb.id, exclude=excluded)
+        if held:
+            assert isinstance(waiting, soulpass.AwaitingReview) and {i.id for i in waiting.items} == held
+            assert acct.head() == preview.base_version and acct.preview(sb.id, exclude=excluded) == preview
+            result = acct.approve(sb.id, exclude=excluded, by="owner", reason="checked")
+        else:
+            result = waiting
+        _check_committed(acct, preview, result, excluded)
+        acct.close()
+
+
+def test_an_unknown_item_to_exclude_is_named(tmp_path: Path) -> None:
+    acct = _master(tmp_path / "home", Rules())
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "hello")
+    with pytest.raises(InvalidInput, match="no item nope to exclude"):
+        acct.archive(sb.id, exclude=["nope"])
+    with pytest.raises(InvalidInput, match="a list of item ids"):
+        acct.preview(sb.id, exclude="nope")
+    assert acct.head() == 1 and len(acct.preview(sb.id).items) == 1  # nothing was touched
+
+
+def test_an_excluded_turn_leaves_the_fact_citing_it_a_conflict_not_a_dangling_ref(tmp_path: Path) -> None:
+    acct = _master(tmp_path / "home", Rules())
+    sb = acct.create_sandbox("s")
+    turn = sb.add_turn("user", "I moved to Lyon")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.95, source_refs=[turn])
+    (turn_item, fact_item) = acct.preview(sb.id).items
+    assert fact_item.action == "supersede" and fact_item.supersedes  # Ann lived in Paris
+    preview = acct.preview(sb.id, exclude=[turn_item.id])
+    assert [c["ref"] for c in preview.conflicts] == [turn]
+    result = acct.archive(sb.id, exclude=[turn_item.id], by="me", reason="private")
+    assert isinstance(result, soulpass.Committed)
+    assert acct.record(str(preview.items[1].record_id)).source_refs == ()  # type: ignore[attr-defined]
+    assert list(acct.records("turn_user")) == []
