@@ -196,3 +196,17 @@ def test_approve_all_commits_every_item_and_an_unknown_sandbox_is_a_page(review:
     assert gone.status_code == 404 and gone.headers["content-type"].startswith("text/html")
     again = _approve(review, "all", [])
     assert again.status_code == 404 and "Bergen" not in again.text
+
+
+def test_review_badge_benchmark_smoke(tmp_path: Path) -> None:
+    """``benchmarks/review_badge.py`` at 2,000 turns: the open sandbox awaits review only under the policy."""
+    import json
+
+    from bench_helpers import benchmark_module
+
+    out = tmp_path / "review_badge.json"
+    with benchmark_module("review_badge") as bench:
+        assert bench.main(["--n", "2000", "--chunk", "1000", "--repeats", "2", "--rounds", "1", "--out", str(out)]) == 0
+    rounds = json.loads(out.read_text("utf-8"))["rounds"]
+    assert [(r["policy"], r["awaiting"]) for r in rounds] == [("none", 0), ("profile", 1)]
+    assert all(0 <= r["p50_ms"] <= r["max_ms"] for r in rounds)
