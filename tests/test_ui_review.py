@@ -210,3 +210,15 @@ def test_review_badge_benchmark_smoke(tmp_path: Path) -> None:
     rounds = json.loads(out.read_text("utf-8"))["rounds"]
     assert [(r["policy"], r["awaiting"]) for r in rounds] == [("none", 0), ("profile", 1)]
     assert all(0 <= r["p50_ms"] <= r["max_ms"] for r in rounds)
+
+
+def test_a_long_sandbox_lists_the_first_items_of_each_group_and_counts_the_rest(tmp_path: Path) -> None:
+    acct = soulpass.open(tmp_path / "h", embedder="none").account("ann", create=True)
+    sb = acct.create_sandbox("long")
+    for n in range(5):
+        sb.add_turn("user", f"note {n}")
+    sb.add_fact(content="Ann maybe likes jazz", confidence=0.3)
+    r = review_views.review_view(acct, sb.id, shown=2)
+    assert r["totals"] == {"records": 5, "facts": 0, "documents": 0, "rejected": 1, "duplicates": 0}
+    assert [i["text"] for i in r["groups"]["records"]] == ["note 0", "note 1"]
+    assert len(r["offered"]) == 2  # a box each for the listed ones; the three past them go with the rest

@@ -13,7 +13,8 @@ from soulpass.errors import SoulpassError
 from soulpass.ids import utc_now
 from soulpass.sessions.sandbox import SandboxInfo
 
-__all__ = ["KEEPS", "RECORD_KINDS", "age", "awaiting_review", "event_count", "review_view", "sandbox_rows"]
+__all__ = ["GROUPS", "KEEPS", "RECORD_KINDS", "SHOWN", "age", "awaiting_review", "event_count", "review_view",
+           "sandbox_rows"]
 
 
 def age(since: datetime, now: datetime) -> str:
@@ -55,6 +56,8 @@ def sandbox_rows(acct: Account, awaiting: dict[str, int], now: datetime | None =
 
 RECORD_KINDS = ("turn_user", "turn_llm", "episode", "sensory", "journal")
 KEEPS = ("add", "supersede", "change")  # what reaches the master: the items a person may untick
+GROUPS = ("records", "facts", "documents", "rejected", "duplicates")
+SHOWN = 200  # items of a group the review page lists (each with its box); the rest are counted
 
 
 def _value(value: Any) -> str:
@@ -81,31 +84,35 @@ def _item(acct: Account, item: PreviewItem, base: int) -> dict[str, Any]:
             "keep": item.action in KEEPS}
 
 
-def review_view(acct: Account, sandbox_id: str, now: datetime | None = None) -> dict[str, Any]:
+def _group(item: PreviewItem) -> str:
+    """Where the review page lists an item."""
+    if item.action == "reject":
+        return "rejected"
+    if item.action == "skip-duplicate":
+        return "duplicates"
+    if item.kind == "fact":
+        return "facts"
+    return "records" if item.kind in RECORD_KINDS else "documents"
+
+
+def review_view(acct: Account, sandbox_id: str, now: datetime | None = None, shown: int = SHOWN) -> dict[str, Any]:
     """One sandbox's archive preview as the review page shows it, grouped: records added, facts
-    (with the committed facts each supersedes), document changes key by key, what a rule rejects,
-    the duplicates skipped and what was left out. ``offered`` are the ids a person may untick."""
+    (with the committed facts each supersedes), document changes key by key, what a rule rejects
+    and the duplicates skipped; the first ``shown`` items of each group (``totals`` counts them
+    all). ``offered`` are the ids listed with a box, which a person may untick; the items past
+    ``shown`` are approved with the rest."""
     info = acct.sandbox(sandbox_id).info
     preview = acct.preview(sandbox_id)
-    rows = [_item(acct, i, preview.base_version) for i in preview.items]
-    groups: dict[str, list[dict[str, Any]]] = {"records": [], "facts": [], "documents": [], "rejected": [],
-                                               "duplicates": [], "excluded": []}
-    for row in rows:
-        match row["action"]:
-            case "reject":
-                groups["rejected"].append(row)
-            case "skip-duplicate":
-                groups["duplicates"].append(row)
-            case "exclude":
-                groups["excluded"].append(row)
-            case _ if row["kind"] == "fact":
-                groups["facts"].append(row)
-            case _ if row["kind"] in RECORD_KINDS:
-                groups["records"].append(row)
-            case _:
-                groups["documents"].append(row)
-    needs_review = [r for r in rows if r["review"]]
-    return {"sandbox": _row(info, now or utc_now(), len(needs_review)), "base": preview.base_version,
+    groups: dict[str, list[dict[str, Any]]] = {g: [] for g in GROUPS}
+    totals = dict.fromkeys(GROUPS, 0)
+    for item in preview.items:
+        group = _group(item)
+        totals[group] += 1
+        if totals[group] <= shown:
+            groups[group].append(_item(acct, item, preview.base_version))
+    held = preview.needs_review
+    return {"sandbox": _row(info, now or utc_now(), len(held)), "base": preview.base_version,
             "version": preview.version, "rebased": preview.rebased, "empty": preview.empty, "groups": groups,
-            "needs_review": needs_review, "conflicts": list(preview.conflicts),
-            "offered": [r["id"] for r in rows if r["keep"]], "head": acct.head()}
+            "totals": totals, "needs_review": [_item(acct, i, preview.base_version) for i in held[:shown]],
+            "needs_review_total": len(held), "conflicts": list(preview.conflicts),
+            "offered": [r["id"] for g in groups.values() for r in g if r["keep"]], "head": acct.head()}
