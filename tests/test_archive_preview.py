@@ -5,6 +5,7 @@ changed, rejected, skipped or excluded is so in the committed version. Real file
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,8 +20,8 @@ from soulpass.consolidation.rules import ReviewRule, Rules
 from soulpass.engine import Account, Sandbox
 from soulpass.errors import InvalidInput
 
-SUBJECTS = ("Ann", "Bob")
-PREDICATES = ("lives in", "likes", "dislikes", "works at")
+SUBJECTS = ("Ann", "Bob")  # few names, so that facts often repeat, contradict or replace the master's
+PREDICATES = ("lives in", "likes", "dislikes")
 OBJECTS = ("Paris", "Lyon", "tea")
 WORDS = ("boat", "rain", "tea", "train", "Lyon")
 
@@ -28,6 +29,7 @@ write_op = st.one_of(
     st.tuples(st.just("turn"), st.sampled_from(("user", "assistant")), st.sampled_from(WORDS)),
     st.tuples(st.just("fact"), st.sampled_from(SUBJECTS), st.sampled_from(PREDICATES), st.sampled_from(OBJECTS),
               st.sampled_from((0.5, 0.8, 0.95))),
+    st.tuples(st.just("fact"), st.just("Ann"), st.just("lives in"), st.sampled_from(OBJECTS), st.just(0.95)),
     st.tuples(st.just("profile"), st.sampled_from(("city", "job")), st.sampled_from(OBJECTS)),
     st.tuples(st.just("state"), st.sampled_from(("mood", "energy")), st.sampled_from(("calm", "tired"))),
     st.tuples(st.just("core"), st.sampled_from(("name", "home")), st.sampled_from(OBJECTS),
@@ -78,6 +80,9 @@ def _check_committed(acct: Account, preview: ArchivePreview, result: object, exc
     stored = [i for i in preview.items if i.action in ("add", "supersede")]
     assert {i.record_id for i in stored if i.kind != "journal"} == added_records
     assert {i.record_id for i in stored if i.kind == "journal"} == {j["id"] for j in entry["journal"]}
+    assert {(s["fact"], s["by"]) for s in entry["superseded"]} == {
+        (old, i.record_id) for i in stored if i.action == "supersede" for old in i.supersedes}
+    assert not [i for i in stored if i.action == "add" and i.supersedes]
     for item in preview.items:
         match item.action:
             case "add" | "supersede" if item.kind == "fact":
@@ -147,3 +152,71 @@ def test_an_excluded_turn_leaves_the_fact_citing_it_a_conflict_not_a_dangling_re
     assert isinstance(result, soulpass.Committed)
     assert acct.record(str(preview.items[1].record_id)).source_refs == ()  # type: ignore[attr-defined]
     assert list(acct.records("turn_user")) == []
+
+
+def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    home = tmp_path / "home"
+    acct = _master(home, Rules())
+    (home / "rules.yaml").write_text("review:\n  profile: true\n", encoding="utf-8")
+    sb = acct.create_sandbox("s")
+    sb.add_turn("user", "I moved to Lyon")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.95)
+    sb.update_profile({"city": "Lyon"})
+    runner = CliRunner()
+
+    def run(*args: str, code: int = 0) -> str:
+        res = runner.invoke(cli, ["--home", str(home), *args, "-a", "ann"], env={"SOULPASS_ACCOUNT": ""})
+        assert res.exit_code == code, res.output
+        return res.output
+
+    items = json.loads(run("archive", sb.id, "--dry-run", "--json"))["items"]
+    assert [(i["kind"], i["action"]) for i in items] == [("turn_user", "add"), ("fact", "supersede"),
+                                                         ("profile", "change")]
+    text = run("archive", sb.id, "--dry-run")
+    assert all(i["id"] in text for i in items) and "supersedes SF_" in text and "'Paris' -> 'Lyon'" in text
+    held = run("archive", sb.id, code=8)
+    assert "awaits review" in held and "review.profile" in held and acct.head() == 1
+    fact = items[1]["id"]
+    done = json.loads(run("archive", sb.id, "--approve", "--exclude", fact, "--by", "me", "--reason", "no",
+                          "--json"))
+    assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
+    assert acct.log()[-1]["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
+    assert [f.object for f in acct.records("fact") if f.superseded_by is None] == ["Paris", "tea"]  # type: ignore[attr-defined]
+
+
+@pytest.fixture(params=["files", "postgresql"])
+def home(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
+    if request.param == "files":
+        yield tmp_path / "home"
+        return
+    from postgres_helpers import postgres_url
+
+    yield from postgres_url(tmp_path)
+
+
+def test_held_then_approved_with_an_exclusion_on_each_backend(home: Any) -> None:
+    """The held archive leaves HEAD and the sandbox as they were; the approval commits all but the
+    excluded fact, and the version entry (as each backend keeps it) names the exclusion."""
+    acct = soulpass.open(home, embedder="none", rules=Rules(review=ReviewRule(forgetting=True))).create_account("ann")
+    base = acct.create_sandbox("base")
+    base.add_fact("Ann", "lives in", "Paris", confidence=0.95)
+    assert isinstance(base.archive(), soulpass.Committed)  # nothing superseded: nothing held
+    sb = acct.create_sandbox("s")
+    sb.add_fact("Ann", "lives in", "Lyon", confidence=0.95)
+    sb.add_fact("Ann", "likes", "tea", confidence=0.95)
+    waiting = acct.archive(sb.id)
+    assert isinstance(waiting, soulpass.AwaitingReview)
+    (moved,) = waiting.items
+    assert moved.action == "supersede" and "review.forgetting" in str(moved.review)
+    assert acct.head() == 1 and [p.sandbox_id for p in acct.awaiting_review()] == [sb.id]
+    done = acct.approve(sb.id, exclude=[moved.id], by="owner", reason="still in Paris")
+    assert isinstance(done, soulpass.Committed) and done.version == 2
+    current = sorted(f.object for f in acct.records("fact") if f.superseded_by is None)  # type: ignore[attr-defined]
+    assert current == ["Paris", "tea"]
+    assert acct.log()[-1]["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
+                                          "reason": "still in Paris"}
+    assert acct.awaiting_review() == []

@@ -109,3 +109,55 @@ def test_an_owner_archive_commits_at_once_and_no_policy_never_waits(tmp_path: Pa
     sb2.update_profile({"city": "Oslo"})
     assert plain.awaiting_review() == []
     assert isinstance(plain.archive(sb2.id), soulpass.Committed)  # default policy: today's behaviour
+
+
+def test_a_held_archive_is_published_on_redis(tmp_path: Path, redis_url: str) -> None:
+    """Issue 41 item 6: each archive the policy holds is a message on the review channel (real Redis)."""
+    import json
+    import time
+    import uuid
+
+    import redis
+
+    from soulpass.server.review_notice import RedisReviewNotice
+
+    channel = f"soulpass:reviews:test-{uuid.uuid4().hex[:8]}"  # the shared Redis: a channel of its own
+    sp = soulpass.open(tmp_path / "home", embedder="none", rules=Rules(review=ReviewRule(profile=True)))
+    sp.create_account("ann")
+    agent = FileKeyStore(tmp_path / "home").create("ann", label="agent")
+    app = create_app(sp, limits=UNLIMITED, may_approve=lambda key: False,
+                     review_notice=RedisReviewNotice.from_url(redis_url, channel))
+    listener = redis.Redis.from_url(redis_url).pubsub(ignore_subscribe_messages=True)
+    listener.subscribe(channel)
+    h = {"Authorization": f"Bearer {agent.secret}"}
+    with TestClient(app) as client:
+        sid = client.post(f"{BASE}/sandboxes", headers=h, json={"name": "chat"}).json()["sandbox_id"]
+        client.post(f"{BASE}/sandboxes/{sid}/profile", headers=h, json={"data": {"city": "Lyon"}})
+        client.post(f"{BASE}/sandboxes/{sid}/turns", headers=h, json={"text": "hello"})
+        assert client.post(f"{BASE}/sandboxes/{sid}/archive", headers=h, json={}).status_code == 202
+    deadline, got = time.monotonic() + 10, None
+    while got is None and time.monotonic() < deadline:
+        got = listener.get_message(timeout=1)
+    listener.close()
+    assert got is not None, "no message on the review channel"
+    message = json.loads(got["data"])
+    assert message["account"] == "ann" and message["sandbox_id"] == sid and message["version"] == 0
+    assert [(i["kind"], i["action"]) for i in message["items"]] == [("profile", "change")]
+    assert "review.profile" in message["items"][0]["review"]
+
+
+def test_an_unreachable_redis_never_changes_the_archive_answer(tmp_path: Path, caplog: pytest.LogCaptureFixture
+                                                               ) -> None:
+    from soulpass.server.review_notice import RedisReviewNotice
+
+    sp = soulpass.open(tmp_path / "home", embedder="none", rules=Rules(review=ReviewRule(profile=True)))
+    sp.create_account("ann")
+    agent = FileKeyStore(tmp_path / "home").create("ann", label="agent")
+    notice = RedisReviewNotice.from_url("redis://127.0.0.1:1/0")  # nothing listens on port 1
+    h = {"Authorization": f"Bearer {agent.secret}"}
+    with TestClient(create_app(sp, limits=UNLIMITED, may_approve=lambda key: False, review_notice=notice)) as client:
+        sid = client.post(f"{BASE}/sandboxes", headers=h, json={"name": "chat"}).json()["sandbox_id"]
+        client.post(f"{BASE}/sandboxes/{sid}/profile", headers=h, json={"data": {"city": "Lyon"}})
+        held = client.post(f"{BASE}/sandboxes/{sid}/archive", headers=h, json={})
+    assert held.status_code == 202 and held.json()["status"] == "awaiting_review"
+    assert f"could not publish that sandbox {sid} awaits review" in caplog.text

@@ -34,6 +34,7 @@ BODIES: dict[tuple[str, str], Any] = {
     ("POST", "/core"): {"section": "identity", "key": "name", "value": "x", "confidence": 0.9, "reason": "r"},
     ("POST", "/sensory"): {"content": "raw"},
     ("POST", "/archive"): {},
+    ("POST", "/approve"): {},
     ("POST", "/search"): {"query": "locker"},
     ("POST", "/rollback"): {"version": 0},
     ("POST", "/clipboard/{agent}"): {"action": "add", "item": "x"},

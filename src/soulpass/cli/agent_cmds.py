@@ -19,7 +19,7 @@ from soulpass.agent.scribe import Summariser
 from soulpass.cli.output import console, emit_json, err_console
 from soulpass.cli.state import State, account_option
 from soulpass.consolidation.clipboard import read_clipboard_items
-from soulpass.engine import Account, Committed
+from soulpass.engine import Account, AwaitingReview, Committed
 
 __all__ = ["COMMANDS"]
 
@@ -72,6 +72,8 @@ def _memory(acct: Account, sandbox_id: str | None, label: str, *, keep: bool,
             result = mem.sandbox.archive()
             if isinstance(result, Committed) and not quiet:
                 err_console.print(f"[dim]archived as version {result.version}[/]")
+            elif isinstance(result, AwaitingReview):  # the sandbox stays; its owner approves it
+                err_console.print(_awaiting(result))
         elif not mem.sandbox.archived:
             mem.sandbox.discard()
 
@@ -275,6 +277,13 @@ def chat(state: State, account: str, agent: str, sandbox_id: str | None, budget:
     result = mem.sandbox.archive()
     if isinstance(result, Committed):
         console.print(f"archived as version {result.version}")
+    elif isinstance(result, AwaitingReview):
+        console.print(_awaiting(result))
+
+
+def _awaiting(result: AwaitingReview) -> str:
+    return (f"sandbox {result.sandbox_id} awaits review ({len(result.items)} item(s)); nothing committed: "
+            f"`soulpass archive {result.sandbox_id} --dry-run`, then `--approve`")
 
 
 def _chat_command(mem: AgentMemory, agent: str, text: str) -> None:

@@ -66,17 +66,22 @@ embedder_option = click.option("--embedder", type=click.Choice(["auto", "none"])
 @click.option("--quota-bytes", type=click.IntRange(min=0), default=1 << 30, show_default=True,
               envvar="SOULPASS_QUOTA_BYTES", help="Bytes one account may store; writes beyond get 507 (0: none).")
 @embedder_option
+@click.option("--review-redis", default=None, envvar="SOULPASS_REVIEW_REDIS", metavar="URL",
+              help="Publish each archive the review policy holds on this Redis, channel soulpass:reviews "
+                   "(env SOULPASS_REVIEW_REDIS).")
 @click.option("--openapi", "print_openapi", is_flag=True, help="Print the OpenAPI schema (JSON) and exit.")
 @click.pass_obj
 def serve(state: State, host: str, port: int, max_body: int, rate_limit: float, burst: int, failed_keys: int,
-          quota_bytes: int, embedder: Literal["auto", "none"], print_openapi: bool) -> None:
+          quota_bytes: int, embedder: Literal["auto", "none"], review_redis: str | None, print_openapi: bool) -> None:
     """Run the REST API (extra 'server'); every request needs an API key (see 'soulpass key')."""
     _need("server", "fastapi")
     from soulpass.server.app import create_app
     from soulpass.server.limits import ServerLimits
+    from soulpass.server.review_notice import RedisReviewNotice
 
     limits = ServerLimits(rate=rate_limit, burst=burst, failed_keys=failed_keys, quota_bytes=quota_bytes)
-    app = create_app(_engine(state, embedder), max_body=max_body, limits=limits)
+    notice = RedisReviewNotice.from_url(review_redis) if review_redis else None
+    app = create_app(_engine(state, embedder), max_body=max_body, limits=limits, review_notice=notice)
     if print_openapi:
         click.echo(json.dumps(app.openapi(), indent=2, ensure_ascii=False))
         return

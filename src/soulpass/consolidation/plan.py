@@ -15,13 +15,14 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from soulpass.consolidation.clipboard import ClipboardOp, plan_clipboards
-from soulpass.consolidation.documents import CoreMerge, LatestWins, latest_wins
+from soulpass.consolidation.documents import CoreMerge, latest_wins
 from soulpass.consolidation.gks import GKSWorkingSet
 from soulpass.consolidation.ids import IdAllocator
 from soulpass.consolidation.journal import JournalPlan, plan_journal
-from soulpass.consolidation.preview import NOT_ITEMS, Action, ArchivePreview, Exclusion, KeyChange, PreviewItem
+from soulpass.consolidation.plan_items import PlanItems
+from soulpass.consolidation.preview import ArchivePreview, Exclusion, PreviewItem
 from soulpass.consolidation.rules import Rules
-from soulpass.consolidation.semantic import FactOutcome, SemanticMerge
+from soulpass.consolidation.semantic import SemanticMerge
 from soulpass.errors import Corrupted, InvalidInput
 from soulpass.ids import is_temp_id
 from soulpass.prose import JournalEntry
@@ -157,11 +158,7 @@ class _Planning:
     rejected: list[dict[str, Any]] = field(default_factory=list)
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     state_changes: list[dict[str, Any]] = field(default_factory=list)
-    items: dict[str, PreviewItem] = field(default_factory=dict)  # by buffer event id
-
-    def note(self, event: BufferEvent, kind: str, action: Action, **fields: Any) -> None:
-        """What the plan does with ``event`` (an item of the preview)."""
-        self.items[event.event_id] = PreviewItem(id=event.event_id, kind=kind, action=action, **fields)
+    items: PlanItems = field(default_factory=PlanItems)  # what each buffer event comes to
 
     def remap(self, ref: str, owner: str) -> str | None:
         """A reference in the buffer as a permanent id; None (and a conflict) when it resolves to nothing."""
@@ -202,7 +199,7 @@ def plan_consolidation(
     by_type: Events = defaultdict(list)
     for ev in events:
         if ev.event_id in left_out.items:
-            p.note(ev, _item_kind(ev), "exclude", reason=left_out.reason)
+            p.items.excluded(ev, left_out.reason)
             continue
         by_type[ev.type].append((ev, _parse(ev)))
     final = _append_records(p, by_type)
@@ -212,7 +209,7 @@ def plan_consolidation(
                            rule=rules.journal, session_id=sandbox.sandbox_id)
     p.id_map.update(journal.id_map)
     p.duplicates.extend(journal.duplicates)
-    _note_journal(p, by_type, journal)
+    p.items.journal(by_type["journal"], journal)
     p.records = [r for _rid, r in sorted(final.items())]
     for fid, fact in sorted(merge.rewritten.items()):
         p.records.append(fact)
@@ -224,14 +221,14 @@ def plan_consolidation(
     for cw in plan_clipboards(master, [op for _ev, op in by_type["clipboard_op"]], p.version, now):
         p.put(cw.key, cw.document, existed=cw.existed)
     for ev, op in by_type["clipboard_op"]:
-        p.note(ev, "clipboard", "change", text=f"{op.agent}: {op.op} {op.item or ''}".rstrip())
+        p.items.clipboard(ev, op)
     p.documents.extend(journal.documents)
     p.written.extend(journal.paths)
     p.documents.extend(p.ids.documents())
     added: dict[str, list[str]] = defaultdict(list)
     for rid, rec in sorted(final.items()):
         added[rec.kind].append(rid)
-    items = _items(p, events, rules)
+    items = p.items.in_order(events, rules.review)
     entry = _archive_entry(p, dict(added), superseded, core_changes, journal, left_out.entry(
         {i.id: i.kind for i in items}))
     change = Change(entry, records=tuple(p.records), documents=tuple(p.documents),
@@ -245,43 +242,6 @@ def plan_consolidation(
     )
 
 
-def _item_kind(event: BufferEvent) -> str:
-    """An item's kind as the preview names it (a record's kind, else the document it changes)."""
-    if event.type in ("turn", "episode", "sensory"):
-        return str(event.data.get("kind", event.type))
-    return {"semantic_candidate": "fact", "state_delta": "state", "profile_update": "profile",
-            "core_proposal": "core", "clipboard_op": "clipboard"}.get(event.type, event.type)
-
-
-def _items(p: _Planning, events: list[BufferEvent], rules: Rules) -> tuple[PreviewItem, ...]:
-    """The plan's items in buffer order, each marked with why the review policy holds it (if it does)."""
-    out = []
-    for ev in events:
-        if ev.type in NOT_ITEMS:
-            continue
-        item = p.items.get(ev.event_id)
-        if item is None:
-            raise AssertionError(f"the planner left buffer event {ev.event_id} ({ev.type}) without an item")
-        if item.action != "exclude":
-            why = rules.review.why(item.kind, item.action, item.confidence, item.supersedes)
-            item = item.model_copy(update={"review": why}) if why else item
-        out.append(item)
-    return tuple(out)
-
-
-def _note_journal(p: _Planning, by_type: Events, journal: JournalPlan) -> None:
-    added = {a["temp_id"]: a["id"] for a in journal.added}
-    repeats = {d["entry"]: d for d in journal.duplicates}
-    for ev, entry in by_type["journal"]:
-        text, temp = entry.title or entry.text, (entry.id,)
-        if entry.id in added:
-            p.note(ev, "journal", "add", text=text, temp_ids=temp, record_id=added[entry.id])
-        else:
-            dup = repeats.get(entry.id, {})
-            p.note(ev, "journal", "skip-duplicate", text=text, temp_ids=temp, record_id=dup.get("duplicate_of"),
-                   rule="journal.on_repeat", reason=dup.get("why"))
-
-
 def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
     """``append_all``: permanent ids in event-time order, per kind, and crosslinks rewritten."""
     fresh: list[Record] = []
@@ -289,11 +249,10 @@ def _append_records(p: _Planning, by_type: Events) -> dict[str, Record]:
     for ev, rec in sorted(appended, key=lambda x: x[1].created_at):
         if rec.id in p.id_map:
             p.duplicates.append({"record": rec.id, "duplicate_of": p.id_map[rec.id], "why": "written twice"})
-            p.note(ev, rec.kind, "skip-duplicate", text=rec.text, temp_ids=(rec.id,), record_id=p.id_map[rec.id],
-                   rule="episodes.append_all", reason="written twice")
+            p.items.record(ev, rec, p.id_map[rec.id], repeated=True)
             continue
         p.id_map[rec.id] = p.ids.allocate(rec.kind, rec.created_at)
-        p.note(ev, rec.kind, "add", text=rec.text, temp_ids=(rec.id,), record_id=p.id_map[rec.id])
+        p.items.record(ev, rec, p.id_map[rec.id], repeated=False)
         fresh.append(rec)
     episode_of: dict[str, str] = {}
     final: dict[str, Record] = {}
@@ -332,7 +291,7 @@ def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
     for ev, cand in cand_events:
         src = tuple(m for r in cand.source_refs if (m := p.remap(r, cand.id or ev.event_id)) is not None)
         out = merge.add(cand, src, {"created_at": ev.at, "agent": ev.agent})
-        _note_fact(p, ev, cand, out)
+        p.items.fact(ev, cand, out)
         if out.status == "duplicate":
             if cand.id and out.fact_id:
                 p.id_map[cand.id] = out.fact_id  # later source_refs to it point at the existing fact
@@ -342,17 +301,6 @@ def _merge_facts(p: _Planning, by_type: Events, rules: Rules) -> SemanticMerge:
         elif out.fact_id and cand.id:
             p.id_map[cand.id] = out.fact_id
     return merge
-
-
-def _note_fact(p: _Planning, ev: BufferEvent, cand: SemanticCandidate, out: FactOutcome) -> None:
-    text = cand.content or " ".join(x for x in (cand.subject, cand.predicate, cand.object) if x)
-    common: dict[str, Any] = {"text": text, "temp_ids": (cand.id,) if cand.id else (),
-                              "confidence": cand.confidence, "record_id": out.fact_id}
-    if out.status == "accepted":
-        p.note(ev, "fact", "supersede" if out.supersedes else "add", supersedes=out.supersedes, **common)
-    else:
-        p.note(ev, "fact", "reject" if out.status == "rejected" else "skip-duplicate",
-               rule="semantic.validate_and_merge", reason=out.detail, **common)
 
 
 def _put_gks(p: _Planning, gks: GKSWorkingSet) -> None:
@@ -377,7 +325,7 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         lw = latest_wins(old.data, old.key_times, items)
         for ev, d in by_type["state_delta"]:
             if d.name == name:
-                _note_keys(p, ev, "state", f"state:{name}", d.data, old.data, lw)
+                p.items.keys(ev, "state", f"state:{name}", d.data, old.data, lw)
         if lw.kept_master:
             p.conflicts.append({"type": "state_older_than_master", "state": name, "keys": list(lw.kept_master),
                                 "why": "master has newer values for these keys; master's kept"})
@@ -391,25 +339,11 @@ def _put_states(p: _Planning, by_type: Events) -> None:
         old_p = UserProfile.model_validate(raw) if raw else UserProfile()
         lw = latest_wins(old_p.fields, old_p.key_times, profile_items)
         for ev, u in by_type["profile_update"]:
-            _note_keys(p, ev, "profile", "profile", u.data, old_p.fields, lw)
+            p.items.keys(ev, "profile", "profile", u.data, old_p.fields, lw)
         if lw.changed:
             p.put(USER_PROFILE, UserProfile(fields=lw.data, key_times=lw.key_times, version=p.version,
                                             updated_at=p.now))
             p.state_changes.append({"state": "user_profile", "keys": list(lw.changed)})
-
-
-def _note_keys(p: _Planning, ev: BufferEvent, kind: str, document: str, data: dict[str, Any],
-               before: dict[str, Any], lw: LatestWins) -> None:
-    """A state or profile write: a change when one of its keys ends at its value and that is new
-    to the master; else it changes nothing (the master has it, or a later write wins)."""
-    changes = tuple(KeyChange(document=document, key=k, before=before.get(k), after=v) for k, v in data.items())
-    text = ", ".join(f"{k} = {v!r}" for k, v in data.items())
-    if any(k in lw.changed and lw.data.get(k) == v for k, v in data.items()):
-        p.note(ev, kind, "change", text=text, changes=changes)
-    else:
-        rule = "profile.latest_wins" if kind == "profile" else "states.latest_wins"
-        p.note(ev, kind, "skip-duplicate", text=text, changes=changes, rule=rule,
-               reason="the master holds these values already, or a later write wins")
 
 
 def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | None) -> list[dict[str, Any]]:
@@ -428,30 +362,12 @@ def _put_core(p: _Planning, by_type: Events, rules: Rules, parent: Snapshot | No
     cm = CoreMerge(rule=rules.core, head=core_head, parent=before)
     for ev, proposal in by_type["core_proposal"]:
         cm.propose(proposal, ev.event_id)
-        _note_core(p, ev, proposal, cm)
+        p.items.core(ev, proposal, cm)
     p.rejected.extend(cm.rejected)
     p.conflicts.extend(cm.conflicts)
     if cm.changes:
         p.put(CORE_MEMORY, CoreMemory(**cm.result(), version=p.version, updated_at=p.now))
     return cm.changes
-
-
-def _note_core(p: _Planning, ev: BufferEvent, proposal: CoreProposal, cm: CoreMerge) -> None:
-    """A core proposal as ``CoreMerge.propose`` just decided it."""
-    key = proposal.section if proposal.key is None else f"{proposal.section}.{proposal.key}"
-    common: dict[str, Any] = {"text": f"{key} = {proposal.value!r} ({proposal.reason})",
-                              "confidence": proposal.confidence}
-    for c in cm.changes:
-        if c["event_id"] == ev.event_id:
-            p.note(ev, "core", "change", changes=(KeyChange(document="core", key=key, before=c["old"],
-                                                            after=c["new"]),), **common)
-            return
-    for refused in (*cm.rejected, *cm.conflicts):
-        if refused["event_id"] == ev.event_id:
-            p.note(ev, "core", "reject", rule="core.careful_merge", reason=refused["why"], **common)
-            return
-    p.note(ev, "core", "skip-duplicate", rule="core.careful_merge", reason="core memory holds this value already",
-           **common)
 
 
 def _archive_entry(p: _Planning, added: dict[str, list[str]], superseded: list[dict[str, str]],

@@ -31,6 +31,7 @@ from soulpass.server.keyring import key_store
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards, RateLimited, ServerLimits
 from soulpass.server.models import ErrorOut
+from soulpass.server.review_notice import ReviewNotice
 
 __all__ = ["DEFAULT_MAX_BODY", "create_app"]
 
@@ -38,10 +39,12 @@ DEFAULT_MAX_BODY = 4 * 1024 * 1024
 
 
 def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int = DEFAULT_MAX_BODY,
-               limits: ServerLimits | None = None, may_approve: Callable[[ApiKey], bool] | None = None) -> FastAPI:
+               limits: ServerLimits | None = None, may_approve: Callable[[ApiKey], bool] | None = None,
+               review_notice: ReviewNotice | None = None) -> FastAPI:
     """The API over ``engine``'s home; keys are read from that home unless ``keys`` is given;
     ``limits``: request rates, failed key attempts and the storage quota (``server.limits``);
-    ``may_approve``: which keys may approve what the review policy holds (``server.access``)."""
+    ``may_approve``: which keys may approve what the review policy holds (``server.access``);
+    ``review_notice``: told of each archive the review policy holds (``server.review_notice``)."""
     from soulpass.server import (
         routes_accounts,
         routes_agent,
@@ -72,6 +75,7 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     app.state.pool = pool
     app.state.keys = keys or key_store(engine)
     app.state.may_approve = may_approve or access.may_approve
+    app.state.review_notice = review_notice
     app.state.home = str(engine.home)
     app.state.guards = Guards(limits or ServerLimits(), lambda account: pool.get(account).store.stored_bytes())
     for module in (routes_accounts, routes_sandboxes, routes_reviews, routes_versions, routes_journal, routes_agent,

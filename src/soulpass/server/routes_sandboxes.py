@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Query, Response, status
+from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from fastapi import status as status_codes
 
 from soulpass.consolidation.preview import ArchivePreview
@@ -31,6 +31,7 @@ from soulpass.server.models import (
     WrittenOut,
 )
 from soulpass.server.responses import ERRORS
+from soulpass.server.review_notice import ReviewNotice
 
 __all__ = ["archive_out", "router", "search_kwargs"]
 
@@ -153,11 +154,14 @@ def write_sensory(account: AccountName, sandbox_id: SandboxId, body: SensoryIn, 
                               "items for a person; nothing committed, the sandbox stays open"}},
              summary="Consolidate the sandbox into the next master version (202 while it awaits review)")
 def archive(account: AccountName, sandbox_id: SandboxId, body: ArchiveIn, pool: Pool, key: Caller,
-            approves: Approves, response: Response) -> ArchiveOut:
+            approves: Approves, request: Request, response: Response) -> ArchiveOut:
     if body.exclude and not approves:
         raise Forbidden("excluding items from an archive needs a key that may approve (the owner's)")
     result = pool.get(account).archive(sandbox_id, dry_run=body.dry_run, exclude=body.exclude,
                                        by=access.approver(key), reason=body.reason, may_approve=approves)
+    notice: ReviewNotice | None = request.app.state.review_notice
+    if isinstance(result, AwaitingReview) and notice is not None:
+        notice(account, result)
     return archive_out(result, response)
 
 
