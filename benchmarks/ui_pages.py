@@ -49,18 +49,23 @@ def build(home: Path, n: int, chunk: int, seed: int) -> dict[str, Any]:
     sb = acct.create_sandbox("tuesday")
     sb.add_fact(content="User lives in Porto", confidence=0.95)
     v2 = sb.archive()
+    sb = acct.create_sandbox("wednesday")  # left open: the Sandboxes and review pages show it
+    sb.add_turn("user", "We moved again, to Faro")
+    sb.add_fact(content="User lives in Faro", confidence=0.95)
+    sb.update_profile({"city": "Faro"})
     t1 = time.perf_counter()
     acct.search("grey cat", 5)  # the catalog catches up once, as a server's first search would
     key = FileKeyStore(home).create("big").secret
     return {"append_s": round(t1 - t0, 1), "index_s": round(time.perf_counter() - t1, 1), "key": key,
             "bulk_version": v1.version - 1, "small_version": v2.version, "turn": v1.plan.id_map[turn],
-            "fact": v2.plan.added["fact"][0], "head": v2.version}
+            "fact": v2.plan.added["fact"][0], "head": v2.version, "open_sandbox": sb.id}
 
 
-def time_pages(home: Path, built: dict[str, Any], repeats: int) -> dict[str, Any]:
+def time_pages(home: Path, built: dict[str, Any], repeats: int, policy: str = "profile") -> dict[str, Any]:
     from fastapi.testclient import TestClient
 
     import soulpass
+    from soulpass.consolidation.rules import ReviewRule, Rules
     from soulpass.server.app import create_app
     from soulpass.server.limits import ServerLimits
 
@@ -75,10 +80,13 @@ def time_pages(home: Path, built: dict[str, Any], repeats: int) -> dict[str, Any
         "graph": "/ui/a/big/graph",
         "health": "/ui/a/big/health",
         "health + audit": "/ui/a/big/health?audit=1",
+        "sandboxes": "/ui/a/big/sandboxes",
+        "review": f"/ui/a/big/sandboxes/{built['open_sandbox']}",
     }
+    rules = Rules(review=ReviewRule(profile=policy == "profile"))
     out: dict[str, Any] = {}
-    app = create_app(soulpass.open(home, embedder="none"), limits=ServerLimits(rate=0, burst=0, failed_keys=0,
-                                                                                quota_bytes=0))
+    limits = ServerLimits(rate=0, burst=0, failed_keys=0, quota_bytes=0)
+    app = create_app(soulpass.open(home, embedder="none", rules=rules), limits=limits)
     with TestClient(app) as client:
         assert client.post("/ui/login", data={"key": built["key"]}, follow_redirects=False).status_code == 303
         for name, path in pages.items():
@@ -104,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--chunk", type=int, default=10_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--policy", choices=("profile", "none"), default="profile",
+                    help="serve under the review policy 'the profile needs review', or none")
     ap.add_argument("--workdir", type=Path, default=None)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "ui_pages.json")
     args = ap.parse_args(argv)
@@ -112,11 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== building {args.n:,} turns", flush=True)
         built = build(work / "home", args.n, args.chunk, args.seed)
         print(f"  built: append {built['append_s']} s, index {built['index_s']} s", flush=True)
-        pages = time_pages(work / "home", built, args.repeats)
+        pages = time_pages(work / "home", built, args.repeats, args.policy)
         worst = max(v["p50_ms"] for k, v in pages.items() if k != "health + audit")
         result = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "n": args.n, "chunk": args.chunk,
-                  "repeats": args.repeats, "target_p50_ms": TARGET_MS, "build": {k: built[k] for k in
-                                                                                 ("append_s", "index_s")},
+                  "repeats": args.repeats, "policy": args.policy, "target_p50_ms": TARGET_MS,
+                  "build": {k: built[k] for k in ("append_s", "index_s")},
                   "pages": pages, "worst_p50_ms": worst, "pass": worst <= TARGET_MS}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")

@@ -102,7 +102,8 @@ def test_every_route_and_tool_has_a_declared_role(tmp_path: Path) -> None:
         if not path.startswith("/ui"):
             assert needed == _needs(method, path), (method, path, needed)
     assert {p for (m, p), n in ROUTES.items() if p.startswith("/ui") and n == "owner"} == {
-        "/ui/a/{account}/rollback", "/ui/a/{account}/forget"}
+        "/ui/a/{account}/rollback", "/ui/a/{account}/forget", "/ui/a/{account}/sandboxes/{sandbox_id}",
+        "/ui/a/{account}/sandboxes/{sandbox_id}/approve", "/ui/a/{account}/sandboxes/{sandbox_id}/discard"}
     assert set(TOOLS) == set(TOOL_NAMES)
     assert {t for t, n in TOOLS.items() if n == "owner"} == OWNER_TOOLS
     assert set(TOOLS.values()) == {"agent", "owner"}
@@ -220,8 +221,9 @@ def _ui_client(world: World, key: str) -> TestClient:
 
 
 def test_the_browser_refuses_an_agent_what_changes_memory(world: World) -> None:
-    """Every /ui page opens for ann's agent key; its actions (rollback, forget) are 403 pages that
-    name the role, and change nothing; the owner key's go through. The version page offers the
+    """Every /ui page but a sandbox's review page opens for ann's agent key; the review page and the
+    actions (rollback, forget, approve, discard) are 403 pages that name the role, and change
+    nothing; the owner key's go through. The version page offers the
     rollback form to the owner only."""
     ann = world.engine.account("ann")
     more = ann.create_sandbox("more")
@@ -231,9 +233,14 @@ def test_the_browser_refuses_an_agent_what_changes_memory(world: World) -> None:
     agent = _ui_client(world, world.ann.agent_key)
     pages = sorted(p for m, p in app_routes(agent.app) if m == "GET" and p.startswith("/ui/a/"))  # type: ignore[arg-type]
     assert len(pages) >= 8
-    for template in pages:
-        r = agent.get(_fill(template, "ann", world.ann), params={"a": 0, "b": 1} if template.endswith("diff") else None)
-        assert r.status_code == 200, (template, r.status_code)
+    owner = _ui_client(world, world.ann.key)
+    for template in pages:  # the review page of a sandbox is the owner's: it approves and discards
+        params = {"a": 0, "b": 1} if template.endswith("diff") else None
+        r = agent.get(_fill(template, "ann", world.ann), params=params)
+        want = 403 if ROUTES[("GET", template)] == "owner" else 200
+        assert r.status_code == want, (template, r.status_code)
+        assert owner.get(_fill(template, "ann", world.ann), params=params).status_code == 200, template
+    assert ROUTES[("GET", "/ui/a/{account}/sandboxes/{sandbox_id}")] == "owner"
     page = agent.get("/ui/a/ann/v/1").text
     assert 'id="rollback-form"' not in page and 'id="needs-owner"' in page
     assert 'id="forget-start"' not in agent.get(f"/ui/a/ann/r/{world.ann.record_id}").text
@@ -242,8 +249,11 @@ def test_the_browser_refuses_an_agent_what_changes_memory(world: World) -> None:
     for action, form in forms.items():
         r = agent.post(f"/ui/a/ann/{action}", data=form, follow_redirects=False)
         assert r.status_code == 403 and "owner role" in r.text and "agent role" in r.text, (action, r.text)
+    for action, form in {"approve": {"action": "all"}, "discard": {"confirm": "yes"}}.items():  # the review page's
+        r = agent.post(f"/ui/a/ann/sandboxes/{world.ann.sandbox_id}/{action}", data=form, follow_redirects=False)
+        assert r.status_code == 403 and "owner role" in r.text, (action, r.text)
+    assert world.ann.sandbox_id in {s.sandbox_id for s in ann.sandboxes()}
     assert ann.head() == head and world.ann.marker in json.dumps(ann.show(world.ann.record_id))
-    owner = _ui_client(world, world.ann.key)
     assert 'id="rollback-form"' in owner.get("/ui/a/ann/v/1").text
     assert 'id="forget-start"' in owner.get(f"/ui/a/ann/r/{world.ann.record_id}").text
     for action, form in forms.items():

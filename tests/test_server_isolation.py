@@ -117,6 +117,8 @@ FORMS: dict[str, dict[str, str]] = {
     "/ui/login": {"key": "sp_00000000_" + "x" * 43},
     "/ui/a/{account}/rollback": {"version": "0", "confirm": "0"},
     "/ui/a/{account}/forget": {"record_id": "{record_id}", "reason": "r", "confirm": "{record_id}"},
+    "/ui/a/{account}/sandboxes/{sandbox_id}/approve": {"action": "all"},
+    "/ui/a/{account}/sandboxes/{sandbox_id}/discard": {"confirm": "yes"},
 }
 
 

@@ -31,6 +31,9 @@ pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="no Chromium on this ma
                                                          "Debian's chromium (needs apt and root)")
 
 
+REVIEW_RULES = "review:\n  profile: true   # a change to the user profile waits for a person\n"
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -41,6 +44,8 @@ def _free_port() -> int:
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, UiWorld]]:
     work = tmp_path_factory.mktemp("ui")
     world = seed(work / "home")
+    assert isinstance(world.home, Path)
+    (world.home / "rules.yaml").write_text(REVIEW_RULES, encoding="utf-8")  # what `serve` reads from the home
     port = _free_port()
     log = (work / "serve.log").open("w")
     cli = Path(sys.executable).with_name("soulpass")
@@ -93,9 +98,9 @@ class Page:
             self.snap(shot)
         return response
 
-    def snap(self, name: str) -> None:
+    def snap(self, name: str, full: bool = False) -> None:
         self.shots.mkdir(parents=True, exist_ok=True)
-        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=False)
+        self.page.screenshot(path=str(self.shots / f"{name}.png"), full_page=full)
 
     def login(self, key: str) -> None:
         self.open("/ui")
@@ -261,7 +266,7 @@ def test_every_page_fits_a_phone(browser: Any, served: tuple[str, UiWorld], tmp_
         for path in ("/ui/a/maya", "/ui/a/maya/v/2", "/ui/a/maya/v/3", "/ui/a/maya/diff?a=0&b=3",
                      f"/ui/a/maya/r/{world.journal_id}", "/ui/a/maya/search?q=grey+cat", "/ui/a/maya/graph",
                      f"/ui/a/maya/agents?sandbox={world.sandbox_id}&agent=eva&message=how+is+Pixel",
-                     "/ui/a/maya/health"):
+                     "/ui/a/maya/health", "/ui/a/maya/sandboxes", f"/ui/a/maya/sandboxes/{world.sandbox_id}"):
             phone.open(path)
             width = phone.page.evaluate("document.documentElement.scrollWidth")
             assert width <= 390, (path, width)
@@ -291,3 +296,76 @@ def test_errors_are_pages_and_refusals_refuse(tab: Page, served: tuple[str, UiWo
     assert response is not None and response.status == 403
     assert "does not open" in tab.page.inner_text("main") and tab.page.locator("#key").count() == 0
     assert "Pixel" not in tab.page.inner_text("body")
+
+
+def _rest(base: str, key: str, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+    r = httpx.request(method, f"{base}/v1{path}", json=body, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    assert r.status_code < 300, (path, r.status_code, r.text)
+    return r.json() if r.content else None
+
+
+def _review_account(base: str, admin_key: str) -> tuple[str, str]:
+    """Account "lena" over REST: Oslo and chess committed, then an open sandbox with her turn (markup
+    in its text) and the agent eva's, a fact superseding Oslo, a profile change (the policy holds it for review), a
+    fact too unsure to store and one memory already holds. Returns her key and the sandbox."""
+    _rest(base, admin_key, "POST", "/accounts", {"name": "lena"})
+    key = _rest(base, admin_key, "POST", "/accounts/lena/keys", {"label": "browser test"})["key"]
+    first = _rest(base, key, "POST", "/accounts/lena/sandboxes", {"name": "monday"})["sandbox_id"]
+    for fact in ("Lena lives in Oslo", "Lena plays chess"):
+        _rest(base, key, "POST", f"/accounts/lena/sandboxes/{first}/facts", {"content": fact, "confidence": 0.95})
+    assert _rest(base, key, "POST", f"/accounts/lena/sandboxes/{first}/archive", {})["status"] == "committed"
+    sb = _rest(base, key, "POST", "/accounts/lena/sandboxes", {"name": "tuesday"})["sandbox_id"]
+    at = f"/accounts/lena/sandboxes/{sb}"
+    _rest(base, key, "POST", f"{at}/turns", {"speaker": "user",
+                                             "text": "We moved to Bergen <img src=x onerror=boom()>"})
+    _rest(base, key, "POST", f"{at}/turns", {"speaker": "eva", "text": "Bergen! Rainy, but lovely."})
+    _rest(base, key, "POST", f"{at}/facts", {"content": "Lena lives in Bergen", "confidence": 0.95})
+    _rest(base, key, "POST", f"{at}/profile", {"data": {"city": "Bergen"}})
+    _rest(base, key, "POST", f"{at}/facts", {"content": "Lena maybe likes jazz", "confidence": 0.3})
+    _rest(base, key, "POST", f"{at}/facts", {"content": "Lena plays chess", "confidence": 0.95})
+    return key, sb
+
+
+def test_review_a_sandbox_and_approve_all_but_the_unticked(tab: Page, served: tuple[str, UiWorld]) -> None:
+    """An open sandbox is listed; its review page shows each item; approving all but the unticked
+    fact commits the rest, the fact is nowhere in memory; the header's badge comes and goes."""
+    base, world = served
+    key, sb = _review_account(base, world.admin_key)
+    tab.login(key)
+    assert tab.page.inner_text("#review-badge") == "1"  # the profile change waits for a person
+    tab.page.click('header a[data-nav="sandboxes"]')
+    tab.page.wait_for_load_state("networkidle")
+    row = tab.page.locator(f'#sandboxes tr[data-sandbox="{sb}"]')
+    assert "tuesday" in row.inner_text() and "yes" in row.locator(".awaiting-cell").inner_text()
+    assert row.locator("td").nth(1).inner_text() == "eva" and row.locator("td").nth(4).inner_text() == "6"
+    tab.snap("sandboxes")
+    row.locator("a.review-link").click()
+    tab.page.wait_for_load_state("networkidle")
+    records = tab.page.inner_text("#review-records")
+    assert "We moved to Bergen <img src=x onerror=boom()>" in records  # text, never markup
+    assert tab.page.locator("#review-records img").count() == 0
+    facts = tab.page.inner_text("#review-facts")
+    assert "Lena lives in Bergen" in facts and "Lena lives in Oslo" in facts  # the fact it supersedes
+    assert "city" in tab.page.inner_text("#review-documents") and "Bergen" in tab.page.inner_text("#review-documents")
+    rejected = tab.page.inner_text("#review-rejected")
+    assert "Lena maybe likes jazz" in rejected and "semantic" in rejected and "0.3" in rejected
+    assert "Lena plays chess" in tab.page.inner_text("#review-duplicates")
+    assert "needs review" in tab.page.inner_text("#review-documents")
+    tab.snap("review", full=True)
+    bergen = tab.page.locator("#review-facts input[type=checkbox]")
+    assert bergen.count() == 1
+    bergen.uncheck()
+    tab.page.fill("#review-reason", "not sure she moved")
+    tab.page.click("#approve-ticked")
+    tab.page.wait_for_load_state("networkidle")
+    assert "/ui/a/lena/v/2" in tab.page.url
+    assert "not sure she moved" in tab.page.inner_text("#excluded")
+    assert tab.page.locator("#review-badge").count() == 0
+    facts_now = _rest(base, key, "GET", "/accounts/lena/records?kind=fact")
+    assert "Lena lives in Bergen" not in str(facts_now) and "Lena lives in Oslo" in str(facts_now)
+    assert "Rainy, but lovely" in str(_rest(base, key, "GET", "/accounts/lena/records?kind=turn_llm"))  # the rest is in
+    hits = _rest(base, key, "POST", "/accounts/lena/search", {"query": "Lena lives in Bergen", "k": 10})
+    assert all(h["kind"] != "fact" or "Bergen" not in h["text"] for h in hits["hits"]), hits
+    tab.open("/ui/a/lena/sandboxes")
+    assert "No open sandboxes" in tab.page.inner_text("#sandboxes")
+    assert tab.errors == []

@@ -100,6 +100,10 @@ ROUTES: Mapping[tuple[str, str], Needed] = {
     ("GET", "/ui/a/{account}/graph"): "agent",
     ("GET", "/ui/a/{account}/agents"): "agent",
     ("GET", "/ui/a/{account}/health"): "agent",
+    ("GET", "/ui/a/{account}/sandboxes"): "agent",
+    ("GET", "/ui/a/{account}/sandboxes/{sandbox_id}"): "owner",  # the review page: what an owner approves
+    ("POST", "/ui/a/{account}/sandboxes/{sandbox_id}/approve"): "owner",
+    ("POST", "/ui/a/{account}/sandboxes/{sandbox_id}/discard"): "owner",
     ("POST", "/ui/a/{account}/rollback"): "owner",
     ("POST", "/ui/a/{account}/forget"): "owner",
 }

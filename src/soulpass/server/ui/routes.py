@@ -25,7 +25,7 @@ from soulpass.errors import InvalidInput, NotFound, SoulpassError
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import Guards
 from soulpass.server.roles import RoleMissing, RouteRoles, grants
-from soulpass.server.ui import views
+from soulpass.server.ui import review_views, views
 
 __all__ = ["COOKIE", "mount_ui", "role_missing_page"]
 
@@ -95,7 +95,18 @@ def role_missing_page(request: Request, exc: RoleMissing) -> HTMLResponse:
 
 
 def _page(request: Request, name: str, context: dict[str, Any], status: int = 200) -> HTMLResponse:
+    if context.get("key") is not None and context.get("account") and "awaiting_review" not in context:
+        # the header's badge: how many sandboxes await review
+        context = {**context, "awaiting_review": _awaiting(request, str(context["account"]))}
     return templates.TemplateResponse(request, name, context, status_code=status)
+
+
+def _awaiting(request: Request, account: str) -> int:
+    """How many of the account's open sandboxes await a person's review (0 where it cannot be read)."""
+    try:
+        return len(review_views.awaiting_review(request.app.state.pool.get(account)))
+    except SoulpassError:
+        return 0
 
 
 def _client(request: Request) -> str:
