@@ -1,7 +1,7 @@
 """The JSON of ``log``, ``diff``, ``history`` and ``show`` on every interface (CLI ``--json`` and
 its tables, REST, MCP) is pinned: whole documents compared with ``tests/data/views_golden.json``,
 captured before those methods returned models instead of dicts. What differs between runs (times,
-sandbox ids, dates inside ids and paths, temporary ids, hashes of what holds a time) is masked.
+sandbox ids, event ids, dates inside ids and paths, temporary ids, hashes of what holds a time) is masked.
 
 Regenerate only on purpose: ``SOULPASS_WRITE_GOLDEN=1 pytest tests/test_views_json.py``."""
 
@@ -38,6 +38,7 @@ _MASKS = (
     (re.compile(r"\d{4}-\d{2}-\d{2}_"), "<date>_"),
     (re.compile(r"/\d{4}/\d{2}/"), "/<yyyy>/<mm>/"),
     (re.compile(r"\b[0-9a-f]{64}\b"), "<sha256>"),
+    (re.compile(r"\b[0-9a-f]{32}\b"), "<uuid>"),
 )
 
 
