@@ -408,7 +408,7 @@ def test_a_full_disk_before_the_commit_point_is_a_507_that_says_nothing_was_comm
     def no_room(*args: Any, **kwargs: Any) -> None:
         raise OSError(errno.ENOSPC, "No space left on device (injected)")
 
-    monkeypatch.setattr(commit_module, "_write_journal", no_room)
+    monkeypatch.setattr(commit_module, "_write_pack", no_room)
     refused = client.post(f"{base}/sandboxes/{world.ann.sandbox_id}/archive", headers=h, json={})
     assert refused.status_code == 507, refused.text
     assert f"version {head + 1} was not committed" in refused.json()["message"]

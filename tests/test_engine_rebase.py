@@ -39,7 +39,7 @@ def test_an_archive_overtaken_by_another_archive_is_planned_again(tmp_path: Path
 
     result = mine.archive()
 
-    assert [type(o) for o in outcomes] == [HeadMoved, contract.Committed]
+    assert [type(o) for o in outcomes] == [HeadMoved, contract.VersionWritten]
     assert outcomes[0] == HeadMoved(parent=0, head=1)
     assert isinstance(result, soulpass.Committed) and result.version == 2
     log = acct.log()

@@ -137,7 +137,7 @@ def _stop_at(step: str) -> Hook:
     return hook
 
 
-def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redone(tmp_path: Path) -> None:
+def test_a_txn_is_one_pack_file_and_one_an_earlier_release_committed_is_redone(tmp_path: Path) -> None:
     """The commit point is ``txn/<N>/COMMITTED``: the manifest line and every file's bytes, plus the
     old copy of each replaced ``core/`` file. An earlier release's txn (``manifest.json``, ``files/``,
     a COMMITTED holding the version number) left by a crash is still redone after an upgrade."""
@@ -153,18 +153,18 @@ def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redon
     path = acct.store.path
     txn = path / "txn" / "00000002"
     assert sorted(p.name for p in txn.iterdir()) == ["COMMITTED"]
-    journal = commit_mod._read_journal(txn)
-    assert journal.manifest["version"] == 2
-    assert {rel for rel, _ in journal.history} == {rel for rel, _ in journal.writes if rel.startswith("core/")} - {
-        rel for rel, _ in journal.writes if not (path / rel).exists()}
+    pack = commit_mod._read_pack(txn)
+    assert pack.manifest["version"] == 2
+    assert {rel for rel, _ in pack.history} == {rel for rel, _ in pack.writes if rel.startswith("core/")} - {
+        rel for rel, _ in pack.writes if not (path / rel).exists()}
     # The same txn as an earlier release wrote it.
-    for rel, data in journal.writes:
+    for rel, data in pack.writes:
         (txn / "files" / rel).parent.mkdir(parents=True, exist_ok=True)
         (txn / "files" / rel).write_bytes(data)
-    legacy = {k: v for k, v in journal.manifest.items() if k != "history"}
-    (txn / "manifest.json").write_bytes(fsio.dump_json({**legacy, "writes": [rel for rel, _ in journal.writes]}))
+    legacy = {k: v for k, v in pack.manifest.items() if k != "history"}
+    (txn / "manifest.json").write_bytes(fsio.dump_json({**legacy, "writes": [rel for rel, _ in pack.writes]}))
     (txn / "COMMITTED").write_bytes(b"2\n")
-    state_rel = next(rel for rel, _ in journal.history)
+    state_rel = next(rel for rel, _ in pack.history)
     old_state = (path / state_rel).read_bytes()
 
     reopened = soulpass.open(tmp_path, embedder="none").account("alice")
@@ -174,7 +174,7 @@ def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redon
     assert (path / state_rel).read_bytes() != old_state
 
 
-def test_a_damaged_journal_is_an_error_naming_it(tmp_path: Path) -> None:
+def test_a_damaged_txn_pack_is_an_error_naming_it(tmp_path: Path) -> None:
     acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
     sb = acct.create_sandbox("s")
     sb.add_turn("user", "a turn")

@@ -24,7 +24,7 @@ from contract_changes import (
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.prose import JournalEntry
 from soulpass.records import CoreMemory, Record, StateBlob
-from soulpass.store.contract import Change, Committed, HeadMoved, MasterStore, Snapshot, Supersession
+from soulpass.store.contract import Change, HeadMoved, MasterStore, Snapshot, Supersession, VersionWritten
 from soulpass.store.keys import CORE_MEMORY, STATE_DIR, state_path
 
 STATE = state_path("ire")
@@ -80,7 +80,7 @@ def seen(snap: Snapshot) -> dict[str, Any]:
 
 def commit_all(store: MasterStore, changes: list[Change]) -> None:
     for ch in changes:
-        assert store.commit(ch, parent=ch.parent) == Committed(ch.version)
+        assert store.commit(ch, parent=ch.parent) == VersionWritten(ch.version)
 
 
 def test_an_empty_store_is_at_version_zero(backend: Backend) -> None:
@@ -119,7 +119,7 @@ def test_a_snapshot_reads_records_and_documents_by_name(backend: Backend) -> Non
 def test_a_commit_on_a_moved_head_is_refused_and_writes_nothing(backend: Backend) -> None:
     store = backend.master("alice")
     first, rival = change(1, records=(episode(1, 1),)), change(1, records=(episode(1, 7),))
-    assert store.commit(first, parent=0) == Committed(1)
+    assert store.commit(first, parent=0) == VersionWritten(1)
     assert store.commit(rival, parent=0) == HeadMoved(parent=0, head=1)
     assert store.head() == 1 and store.snapshot().record("EP_20260102_007") is None
     with pytest.raises(InvalidInput):  # a change must be planned on the parent it names
@@ -164,7 +164,7 @@ def test_copies_replaced_later_are_still_the_ones_that_version_wrote(backend: Ba
 def test_a_bulk_change_reads_back_like_any_other(backend: Backend) -> None:
     store = backend.master("alice")
     many = tuple(episode(1, n) for n in range(1, 30))
-    assert store.commit(change(1, records=many, bulk=True), parent=0) == Committed(1)
+    assert store.commit(change(1, records=many, bulk=True), parent=0) == VersionWritten(1)
     assert [r.id for r in store.snapshot().records("episode")] == [r.id for r in many]
     assert {p.key for c in store.changes(0) for p in c.puts} == {record_key(r) for r in many}
 
@@ -175,7 +175,7 @@ def test_a_commit_closes_its_sandbox(backend: Backend) -> None:
 
     log.append_many([PendingEvent("turn", {"text_excerpt": "hi"})])
     assert store.commit(change(1, records=(episode(1, 1),), closes="sb_contract_close",
-                               source_sandbox="sb_contract_close"), parent=0) == Committed(1)
+                               source_sandbox="sb_contract_close"), parent=0) == VersionWritten(1)
     with pytest.raises(Exception, match="archived"):
         log.append_many([PendingEvent("turn", {"text_excerpt": "too late"})])
     assert store.log()[0].source_sandbox == "sb_contract_close"
@@ -186,7 +186,7 @@ def test_a_commit_passes_every_crash_point(backend: Backend) -> None:
     store = backend.master("alice")
     commit_all(store, changes[:2])
     calls: list[str] = []
-    assert store.commit(changes[2], parent=2, hook=calls.append) == Committed(3)
+    assert store.commit(changes[2], parent=2, hook=calls.append) == VersionWritten(3)
     assert set(calls) == set(backend.crash_points)
 
 
@@ -205,7 +205,7 @@ def test_a_crash_at_any_commit_step_leaves_one_version_or_the_next(backend: Back
         for v in range(head + 1):
             assert seen(reopened.snapshot(v)) == expected(changes, v), f"crash at call {n} ({step}), version {v}"
         if head == 2:
-            assert reopened.commit(changes[2], parent=2) == Committed(3)
+            assert reopened.commit(changes[2], parent=2) == VersionWritten(3)
         assert seen(reopened.snapshot(3)) == expected(changes, 3)
         assert [e.version for e in reopened.log()] == [1, 2, 3]
         if step is None:

@@ -13,7 +13,7 @@ from contract_changes import change, episode
 from test_master_store import commit_all, history
 
 from postgres_helpers import postgres_url
-from soulpass.store.contract import Committed, HeadMoved
+from soulpass.store.contract import HeadMoved, VersionWritten
 from soulpass.store.open import open_backend
 
 
@@ -36,7 +36,7 @@ def test_the_same_history_exports_the_same_files_both_ways(url: str, tmp_path: P
         store = open_backend(location).open("alice", create=True)
         commit_all(store, history())
         many = tuple(episode(4, n) for n in range(10, 40))
-        assert store.commit(change(4, records=many, bulk=True), parent=3) == Committed(4)
+        assert store.commit(change(4, records=many, bulk=True), parent=3) == VersionWritten(4)
     from_files, from_postgres = _export(home, "alice"), _export(url, "alice")
     assert any(k.startswith("log/added/") for k, _ in from_files)  # the bulk lists, set apart
     assert from_postgres == from_files

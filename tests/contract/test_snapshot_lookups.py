@@ -8,7 +8,7 @@ from contract_changes import at, change, episode, fact
 
 from soulpass.prose import JournalEntry
 from soulpass.records import semantic_hash
-from soulpass.store.contract import Committed, DocumentPut, MasterStore
+from soulpass.store.contract import DocumentPut, MasterStore, VersionWritten
 from soulpass.store.keys import JOURNAL_DIR, journal_path, record_path
 
 FIRST = journal_path("reflections", "2026-01-02", "Thought", 1)
@@ -27,7 +27,7 @@ def journal_history(store: MasterStore) -> None:
     for ch in (change(1, documents=(entry(1, 1, "the same thought", FIRST),)),
                change(2, documents=(entry(2, 2, "The same  thought!", AGAIN), entry(2, 3, "something else", OTHER))),
                change(3, retires=(FIRST,))):
-        assert store.commit(ch, parent=ch.parent) == Committed(ch.version)
+        assert store.commit(ch, parent=ch.parent) == VersionWritten(ch.version)
 
 
 def test_entries_with_a_semantic_hash_at_each_version(backend: Backend) -> None:
@@ -59,7 +59,7 @@ def test_tags_carried_by_records_at_each_version(backend: Backend) -> None:
     for ch in (change(1, records=(tagged, old)),
                change(2, records=(episode(2, 2).model_copy(update={"tags": ("import:abd",)}), rewritten, new),
                       replaced=(record_path(old.id),), superseded=[{"fact": old.id, "by": new.id}])):
-        assert store.commit(ch, parent=ch.parent) == Committed(ch.version)
+        assert store.commit(ch, parent=ch.parent) == VersionWritten(ch.version)
     wanted = {"import:abc", "import:abd", "import:old", "import:zzz"}
     assert store.snapshot(0).tags_carried(wanted) == frozenset()
     assert store.snapshot(1).tags_carried(wanted) == {"import:abc", "import:old"}

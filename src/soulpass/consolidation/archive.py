@@ -58,7 +58,7 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
                 info.remove()
                 return Unchanged(sandbox_id, plan.base_version, plan)
             outcome = store.commit(plan.change, parent=plan.version - 1, hook=hook)
-            if isinstance(outcome, contract.Committed):
+            if isinstance(outcome, contract.VersionWritten):
                 return Committed(plan.version, plan, _close(info, outcome.pending))
 
 

@@ -164,7 +164,7 @@ class Account:
         recovery finishes it)."""
         change = first or plan(self.store.snapshot())
         while not isinstance(outcome := self.store.commit(change, parent=change.parent, hook=hook),
-                             contract.Committed):
+                             contract.VersionWritten):
             change = plan(self.store.snapshot())
         if outcome.pending is not None:
             self._cleanup_pending = True

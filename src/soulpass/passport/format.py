@@ -19,7 +19,9 @@ FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
 MANIFEST_DIGEST = "MANIFEST.sha256"
 PREFIX = "files/"
-VECTORS = "vectors/seed.npz"  # with ``--vectors``: listed in the manifest's ``vectors`` (soulpass.index.carried)
+# The carried vectors (``--vectors``), listed in the manifest's ``vectors`` (soulpass.index.carried). The
+# file name is the passport format's, kept so passports already made load: it means no seed (design).
+VECTORS = "vectors/seed.npz"
 MAX_ENTRY_BYTES = 256 << 20  # one file of an account (CLI --max-entry-bytes, SOULPASS_PASSPORT_MAX_ENTRY)
 MAX_TOTAL_BYTES = 4 << 30  # the whole account (CLI --max-total-bytes, SOULPASS_PASSPORT_MAX_TOTAL)
 MAX_MANIFEST_BYTES = 64 << 20

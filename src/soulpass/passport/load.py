@@ -75,15 +75,15 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
         if head != manifest.get("head"):
             raise InvalidInput(f"passport manifest says HEAD {str(manifest.get('head'))[:40]}, its files {head}",
                                entry=MANIFEST)
-        seed = _vectors(zf, manifest, max_total)
+        carried = _vectors(zf, manifest, max_total)
         sp.backend.restore(name, iter(sorted(files.items())))
     return ImportResult(account=name, head=int(manifest["head"]), files=len(files), history=bool(manifest["history"]),
                         manifest_sha256=digest, tree_sha256=manifest["tree_sha256"],
-                        vectors=None if seed is None else _place_seed(sp, name, manifest["vectors"], seed))
+                        vectors=None if carried is None else _place_carried(sp, name, manifest["vectors"], carried))
 
 
 def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes | None:
-    """The verified seed file the manifest lists under ``vectors`` (None: it lists none)."""
+    """The verified vectors file the manifest lists under ``vectors`` (None: it lists none)."""
     listed = manifest.get("vectors")
     if listed is None:
         return None
@@ -96,8 +96,8 @@ def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes
     return data
 
 
-def _place_seed(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) -> str:
-    """The seed beside the new account's index when this home embeds as the exporter did."""
+def _place_carried(sp: Soulpass, name: str, listed: dict[str, Any], data: bytes) -> str:
+    """The carried vectors beside the new account's index when this home embeds as the exporter did."""
     embedder = sp.embedder()
     if embedder is None or listed["key"] != embedding_key(embedder.model_id):
         here = "no embedder" if embedder is None else embedding_key(embedder.model_id)

@@ -30,7 +30,6 @@ __all__ = [
     "AccountBackend",
     "Backend",
     "Change",
-    "Committed",
     "CommitOutcome",
     "CopyWalk",
     "Database",
@@ -58,6 +57,7 @@ __all__ = [
     "VersionChanges",
     "VersionDiff",
     "VersionEntry",
+    "VersionWritten",
 ]
 
 # A test-only observer, called with the name of each commit step a backend reaches.
@@ -207,7 +207,7 @@ class Change:
 
 
 @dataclass(frozen=True)
-class Committed:
+class VersionWritten:
     """The change is version ``version``, durably. ``pending``: a step after the commit point
     failed (a full disk, a dropped connection) and says what is left for recovery to finish at the
     next commit or open (files not yet in place, a sandbox not yet removed); None when nothing is."""
@@ -224,7 +224,7 @@ class HeadMoved:
     head: int
 
 
-CommitOutcome: TypeAlias = Committed | HeadMoved
+CommitOutcome: TypeAlias = VersionWritten | HeadMoved
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 Steps, each reported to an optional test hook by name:
 
-1. ``txn_file``        each new file's bytes appended to the journal ``txn/<N+1>/pack.tmp``
-2. ``txn_written``     the journal (a manifest line, then every file's bytes) fsynced
-3. ``committed``       the journal renamed to ``txn/<N+1>/COMMITTED``, its folders fsynced: the
+1. ``txn_file``        each new file's bytes appended to the txn pack ``txn/<N+1>/pack.tmp``
+2. ``txn_written``     the pack (a manifest line, then every file's bytes) fsynced
+3. ``committed``       the pack renamed to ``txn/<N+1>/COMMITTED``, its folders fsynced: the
                        commit point
 4. ``history_copied``  the current copy of a ``core/`` file about to be replaced (saved in the
-                       journal at step 1) written under ``history/``
+                       pack at step 1) written under ``history/``
 5. ``file_applied``    a new file written into place (temp file + rename)
 6. ``retired``         a retired file moved under ``history/``
 7. ``version_written`` ``core/VERSION.json`` replaced (temp + rename)
@@ -15,7 +15,7 @@ Steps, each reported to an optional test hook by name:
 9. ``done``            everything above flushed by one ``syncfs`` (:class:`DurableBatch`), then the
                        txn folder removed
 
-Steps 4-8 are not fsynced one by one: the journal holds all they write, so until the flush of
+Steps 4-8 are not fsynced one by one: the pack holds all they write, so until the flush of
 step 9 a power loss only means that the txn, still there, is redone. An archive costs the same
 few flushes whatever it writes (ADR 0006). On open, a txn with COMMITTED is redone from step 4
 (idempotently), one without is discarded.
@@ -70,7 +70,7 @@ COMMIT_STEPS = (
     "done",
 )
 
-PACK_MAGIC = b"SOULPASS-TXN 2\n"  # the journal's first line; an older release's COMMITTED holds a version number
+PACK_MAGIC = b"SOULPASS-TXN 2\n"  # the pack's first line; an older release's COMMITTED holds a version number
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ class Applied:
 
 
 @dataclass(frozen=True)
-class _Journal:
+class _TxnPack:
     """A committed txn: its manifest, the new files' bytes, the replaced ``core/`` files' old bytes."""
 
     manifest: dict[str, Any]
@@ -134,7 +134,7 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> Applied:
             raise Corrupted(f"txn {txn.name} is committed but was not recovered", path=str(txn))
         shutil.rmtree(txn)
     try:
-        journal = _journal(account, txn, cs, hook)
+        pack = _stage_pack(account, txn, cs, hook)
     except OSError as exc:  # before the commit point: nothing of it stays
         _discard(account, txn)
         raise OSError(exc.errno, f"{exc.strerror or exc}; version {version} was not committed and nothing of "
@@ -146,14 +146,14 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> Applied:
         return _finish_later(account, txn, version)
     hook("committed")
     try:
-        apply_txn(account, txn, hook, journal)
+        apply_txn(account, txn, hook, pack)
     except OSError:
         return _finish_later(account, txn, version)
     return Applied(version)
 
 
-def _journal(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Journal:
-    """Steps 1-3 up to the rename that commits (its folders not fsynced yet): the journal, and
+def _stage_pack(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _TxnPack:
+    """Steps 1-3 up to the rename that commits (its folders not fsynced yet): the pack, and
     a bulk change's files put straight into place."""
     version = cs.version
     if not txn.parent.exists():
@@ -179,9 +179,9 @@ def _journal(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Journal:
         "version_doc": dict(cs.version_doc),
         "log_entry": with_history_digests(cs.log_entry, [*history, *retired_copies(account, cs.retires)]),
     }
-    _write_journal(txn, manifest, staged, history, hook)
+    _write_pack(txn, manifest, staged, history, hook)
     os.replace(txn / "pack.tmp", txn / "COMMITTED")
-    return _Journal(manifest, staged, history)
+    return _TxnPack(manifest, staged, history)
 
 
 def _discard(account: Path, txn: Path) -> None:
@@ -202,8 +202,8 @@ def _finish_later(account: Path, txn: Path, version: int) -> Applied:
     except OSError as again:
         return Applied(version, f"version {version} is committed, but putting its files in place failed "
                                 f"({again.strerror or again}); recovery finishes it at the next commit or open")
-    except Corrupted as again:  # the journal cannot be read back: recovery will say the same
-        return Applied(version, f"version {version} is committed, but its journal could not be read back to "
+    except Corrupted as again:  # the pack cannot be read back: recovery will say the same
+        return Applied(version, f"version {version} is committed, but its txn pack could not be read back to "
                                 f"finish it ({again}); recovery retries at the next commit or open")
     return Applied(version)  # the fault passed: everything is in place
 
@@ -215,7 +215,7 @@ def _read_or_none(path: Path) -> bytes | None:
         return None
 
 
-def _write_journal(txn: Path, manifest: dict[str, Any], staged: list[tuple[str, bytes]],
+def _write_pack(txn: Path, manifest: dict[str, Any], staged: list[tuple[str, bytes]],
                    history: list[tuple[str, bytes]], hook: Hook) -> None:
     """``txn/pack.tmp``: the magic line, the manifest as one JSON line, then every file's bytes
     (the new files in manifest order, then the old copies), fsynced once."""
@@ -240,8 +240,8 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_journal(txn: Path) -> _Journal:
-    """The committed txn's journal; an older release's txn (``manifest.json`` + ``files/``) too."""
+def _read_pack(txn: Path) -> _TxnPack:
+    """The committed txn's pack; an older release's txn (``manifest.json`` + ``files/``) too."""
     path = txn / "COMMITTED"
     data = path.read_bytes()
     if not data.startswith(PACK_MAGIC):
@@ -260,11 +260,11 @@ def _read_journal(txn: Path) -> _Journal:
         blobs.append(data[at:at + n])
         at += n
     count = len(manifest["writes"])
-    return _Journal(manifest, [(rel, b) for (rel, _n), b in zip(manifest["writes"], blobs[:count], strict=True)],
+    return _TxnPack(manifest, [(rel, b) for (rel, _n), b in zip(manifest["writes"], blobs[:count], strict=True)],
                     [(rel, b) for (rel, _n), b in zip(manifest["history"], blobs[count:], strict=True)])
 
 
-def _read_legacy(txn: Path) -> _Journal:
+def _read_legacy(txn: Path) -> _TxnPack:
     """A txn an older release committed: its files are under ``files/`` until moved into place, and
     a ``core/`` file's old copy is the one still in place."""
     manifest = load_json(txn / "manifest.json")
@@ -278,24 +278,24 @@ def _read_legacy(txn: Path) -> _Journal:
         old = _read_or_none(account / rel) if rel.startswith(CORE + "/") else None
         if old is not None:
             history.append((rel, old))
-    return _Journal(manifest, writes, history)
+    return _TxnPack(manifest, writes, history)
 
 
-def apply_txn(account: Path, txn: Path, hook: Hook | None = None, journal: _Journal | None = None) -> None:
-    """Redo a committed txn from its journal; every step is idempotent. Nothing is fsynced until
+def apply_txn(account: Path, txn: Path, hook: Hook | None = None, pack: _TxnPack | None = None) -> None:
+    """Redo a committed txn from its pack; every step is idempotent. Nothing is fsynced until
     the one flush at the end: the txn stays until then, so a power loss before it redoes it."""
     hook = hook or _noop
-    journal = journal or _read_journal(txn)
-    manifest = journal.manifest
+    pack = pack or _read_pack(txn)
+    manifest = pack.manifest
     version = int(manifest["version"])
     tmp = txn / "apply.tmp"
     with DurableBatch(account) as batch:
-        for rel, old in journal.history:
+        for rel, old in pack.history:
             hist = account / history_path(rel, version)
             if not hist.exists():
                 batch.write(hist, old, temp=tmp)
                 hook("history_copied")
-        for rel, data in journal.writes:
+        for rel, data in pack.writes:
             batch.write(account / rel, data, temp=tmp)
             hook("file_applied")
         for rel in manifest["retires"]:

@@ -12,7 +12,6 @@ from soulpass.errors import Corrupted, InvalidInput
 from soulpass.store.contract import (
     Change,
     CommitOutcome,
-    Committed,
     HandEditedCopy,
     HeadMoved,
     Hook,
@@ -23,6 +22,7 @@ from soulpass.store.contract import (
     UnreadableCopy,
     VersionChanges,
     VersionEntry,
+    VersionWritten,
 )
 from soulpass.store.files import pristine
 from soulpass.store.files.account import AccountStore, FilesSnapshot
@@ -92,7 +92,7 @@ class FilesMasterStore:
             if head != parent:
                 return HeadMoved(parent=parent, head=head)
             applied = self.store.commit_change(change, hook)
-            return Committed(applied.version, applied.pending)
+            return VersionWritten(applied.version, applied.pending)
 
     def changes(self, since: int) -> Iterator[VersionChanges]:
         for entry in self.log(since):

@@ -14,7 +14,6 @@ from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.store.contract import (
     Change,
     CommitOutcome,
-    Committed,
     DatabaseIndex,
     HandEditedCopy,
     Hook,
@@ -26,6 +25,7 @@ from soulpass.store.contract import (
     UnreadableCopy,
     VersionChanges,
     VersionEntry,
+    VersionWritten,
 )
 from soulpass.store.files.bulk_lists import set_apart
 from soulpass.store.files.commit import version_doc
@@ -94,7 +94,7 @@ class PostgresAccount:
 
     def commit(self, change: Change, *, parent: int, hook: Hook | None = None) -> CommitOutcome:
         """One transaction. A connection lost on the way leaves the outcome to the server: it is
-        asked on a new connection, so a version that did commit is reported ``Committed`` (with
+        asked on a new connection, so a version that did commit is reported ``VersionWritten`` (with
         what happened) and one that did not raises ``BackendUnavailable`` saying so."""
         if change.parent != parent:
             raise InvalidInput(f"a change to version {change.version} is not planned on version {parent}",
@@ -104,7 +104,7 @@ class PostgresAccount:
                 return commits.commit(conn, self._id, change, hook)
         except (psycopg.OperationalError, BackendUnavailable) as exc:  # the latter: the pool saw it lost
             if self._logged(change):
-                return Committed(change.version, f"version {change.version} is committed; the connection was lost "
+                return VersionWritten(change.version, f"version {change.version} is committed; the connection was lost "
                                                  f"as it answered ({exc})")
             raise BackendUnavailable(f"PostgreSQL connection lost ({exc}); version {change.version} was not "
                                      "committed and nothing of it was kept", account=self._name) from exc

@@ -16,7 +16,7 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 
 from soulpass.errors import InvalidInput, NotFound
-from soulpass.store.contract import Change, CommitOutcome, Committed, HeadMoved, Hook
+from soulpass.store.contract import Change, CommitOutcome, HeadMoved, Hook, VersionWritten
 from soulpass.store.postgres.rows import (
     DOCUMENT_COLUMNS,
     RECORD_COLUMNS,
@@ -49,7 +49,7 @@ def commit(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
     if isinstance(outcome, HeadMoved):
         return outcome
     hook("committed")
-    return Committed(version)
+    return VersionWritten(version)
 
 
 def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: Change, records: list[CopyRow],
@@ -83,7 +83,7 @@ def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
         hook("logged")
         conn.execute("UPDATE accounts SET head = %s WHERE id = %s", (version, account_id))
         hook("head_advanced")
-    return Committed(version)
+    return VersionWritten(version)
 
 
 def _head_from_log(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, head: int) -> int:
