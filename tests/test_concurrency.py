@@ -478,8 +478,8 @@ def test_same_sandbox_archived_twice_at_once_commits_once(tmp_path: Path) -> Non
         sane = (
             outcomes == [("AlreadyArchived", head + 1), ("Committed", head + 1)]
             and acct.head() == head + 1
-            and [e["version"] for e in entries] == [head + 1]
-            and sorted(entries[0]["id_map"]) == sorted(turns)
+            and [e.version for e in entries] == [head + 1]
+            and sorted(entries[0].to_json()["id_map"]) == sorted(turns)
             and not sandbox_folder(sb).exists()
         )
         if not sane:
