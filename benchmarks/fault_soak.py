@@ -255,7 +255,7 @@ def corruption_round(tpl: Path, sid: str, root: Path, rng: random.Random) -> tup
             kept = {str(r.text_excerpt) for r in acct.records("turn_user")}  # type: ignore[attr-defined]
             whole = {f"buffered turn {i}" for i in range(4 if damage == "truncate" else 5)}
             return kind, "healed" if whole <= kept else "silent"
-        versions = [e["version"] for e in acct.log()]
+        versions = [e.version for e in acct.log()]
         return kind, "healed" if versions == [1, 2, 3, 4] and acct.head() == 4 else "silent"
     except Corrupted as exc:
         return kind, "refused" if str(path.name) in str(exc) else "silent"

@@ -75,7 +75,7 @@ def _check_committed(acct: Account, preview: ArchivePreview, result: object, exc
         assert isinstance(result, soulpass.Unchanged) and acct.head() == preview.base_version
         return
     assert isinstance(result, soulpass.Committed) and result.version == preview.version == acct.head()
-    entry = acct.log()[-1]
+    entry = acct.log()[-1].to_json()
     added_records = {i for ids in entry["added"].values() for i in ids}
     stored = [i for i in preview.items if i.action in ("add", "supersede")]
     assert {i.record_id for i in stored if i.kind != "journal"} == added_records
@@ -184,7 +184,7 @@ def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -
     done = json.loads(run("archive", sb.id, "--approve", "--exclude", fact, "--by", "me", "--reason", "no",
                           "--json"))
     assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
-    assert acct.log()[-1]["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
+    assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
     assert [f.object for f in acct.records("fact") if f.superseded_by is None] == ["Paris", "tea"]  # type: ignore[attr-defined]
 
 
@@ -217,6 +217,6 @@ def test_held_then_approved_with_an_exclusion_on_each_backend(home: Any) -> None
     assert isinstance(done, soulpass.Committed) and done.version == 2
     current = sorted(f.object for f in acct.records("fact") if f.superseded_by is None)  # type: ignore[attr-defined]
     assert current == ["Paris", "tea"]
-    assert acct.log()[-1]["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
+    assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
                                           "reason": "still in Paris"}
     assert acct.awaiting_review() == []

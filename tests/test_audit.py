@@ -256,10 +256,10 @@ def test_hand_edits_are_named_and_adopted_with_the_original_kept(tmp_path: Path)
     done = json.loads(run("adopt", "-a", "ann", "--json"))
     assert sorted(r["version"] for r in done) == [head + 1, head + 2]
     assert "text" in next(r for r in done if r["id"] == added["id"])["fields"]
-    assert acct.show(added["id"])["text"] == "Fay prefers afternoon meetings."
-    assert acct.show(added["id"], at=head)["text"] == "Fay prefers morning meetings."
+    assert acct.show(added["id"]).text == "Fay prefers afternoon meetings."
+    assert acct.show(added["id"], at=head).text == "Fay prefers morning meetings."
     assert acct.record(turn).text_excerpt == "Fay prefers afternoon coffee."
     assert acct.record(turn, at=head).text_excerpt == "Fay prefers morning coffee."
-    assert [r["version"] for r in acct.history(turn)][-1] in (head + 1, head + 2)
+    assert [r.version for r in acct.history(turn)][-1] in (head + 1, head + 2)
     assert "ann: ok" in run("audit", "-a", "ann")
     assert json.loads(run("adopt", "-a", "ann", "--json")) == []

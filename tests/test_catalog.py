@@ -178,8 +178,7 @@ def test_catch_up_after_each_archive_adds_exactly_the_new_rows(acct: soulpass.Ac
         after = snapshot(cat)
         new = keys(after) - keys(before)
         records = {rid for ids in res.plan.added.values() for rid in ids}
-        entry = acct.log()[-1]
-        documents = set(entry["written"])
+        documents = set(acct.log()[-1].to_json()["written"])
         assert new == {(rid, res.version) for rid in records | documents}
         assert report.rows_added == len(new)
         # Nothing old vanished; only the state document's previous copy was closed.
@@ -257,7 +256,7 @@ def test_bulk_versions_are_read_from_their_added_file(acct: soulpass.Account, ca
     records = [TurnUser(id=new_temp_id("turn_user"), text_excerpt=f"imported line {i} about llamas",
                         created_at=T0 + timedelta(minutes=i)) for i in range(30)]
     version = acct.bulk_append(records)
-    assert "added_file" in acct.log()[-1]
+    assert "added_file" in acct.log()[-1].to_json()
     report = cat.catch_up(acct.store)
     assert report.to_version == version
     assert len(cat.ids_matching(Filters(kinds=("turn_user",)))) == 30

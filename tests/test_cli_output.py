@@ -80,7 +80,7 @@ def test_tables_never_cut_ids_on_a_terminal(home: Path, terminal: StringIO) -> N
     text = terminal.getvalue()
     assert all(len(line) <= 80 for line in text.splitlines()), text
     _ids_whole(text, hits + [s.sandbox_id for s in acct.sandboxes()] + [e.id for e in acct.journal().find()])
-    _ids_whole(text, [str(e["source_sandbox"]) for e in acct.log() if e.get("source_sandbox")])
+    _ids_whole(text, [str(e.source_sandbox) for e in acct.log() if e.source_sandbox])
 
 
 def test_log_and_search_name_the_conversation(home: Path) -> None:

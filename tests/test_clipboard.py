@@ -74,7 +74,7 @@ def test_clipboard_survives_deep_sleep_archive_and_restart(tmp_path: Path) -> No
     # the replaced copy is kept: version 1 still reads the two items
     assert acct2.store.snapshot(1).document("core/06_Clipboard/pro.md")["items"] == [  # type: ignore[index]
         "ticket OPS-12 is the priority", "staging password rotates on Fridays"]
-    assert "core/06_Clipboard/pro.md" in acct2.log()[-1]["replaced"]
+    assert "core/06_Clipboard/pro.md" in acct2.log()[-1].replaced
 
 
 def test_a_discarded_sandbox_discards_its_clipboard_edits(tmp_path: Path) -> None:

@@ -88,7 +88,7 @@ def test_a_missing_version_file_is_rebuilt_from_the_log_and_no_id_is_reused(tmp_
         _archive_turns(acct, f"v{i}", f"turn {i}")
     (tmp_path / "accounts/a/core/VERSION.json").unlink()
     again = _open(tmp_path).account("a")
-    assert again.head() == 4 and [e["version"] for e in again.log()] == [1, 2, 3, 4]
+    assert again.head() == 4 and [e.version for e in again.log()] == [1, 2, 3, 4]
     assert (tmp_path / "accounts/a/core/VERSION.json").exists()  # rebuilt by the open
     assert "header_rebuilt" not in audit(_open(tmp_path), "a").checks()  # a later open finds nothing to rebuild
     found = again.store.audit()
@@ -159,7 +159,7 @@ def test_deleting_a_derived_file_loses_nothing_and_reissues_no_id(tmp_path: Path
     assert {t.text_excerpt for t in again.records("turn_user")} == want  # nothing acknowledged is lost
     ids = _issued_ids(again)
     assert len(ids) == len(set(ids)) == len(want)  # no id issued twice
-    assert [e["version"] for e in again.log()] == [1, 2, 3, 4, 5]
+    assert [e.version for e in again.log()] == [1, 2, 3, 4, 5]
     assert "after the deletion" in again.search("after the deletion")[0].text
     again.close()
     assert audit(_open(tmp_path), "a").ok
@@ -258,7 +258,7 @@ def test_the_handle_that_committed_reads_its_version_once_the_disk_has_room(
     assert acct.head() == 1
     full_after_commit.disk.free()
     assert acct.head() == 2 and _content(acct) == AFTER  # recovery ran at the read: read-your-writes
-    assert [e["version"] for e in acct.log()] == [1, 2]
+    assert [e.version for e in acct.log()] == [1, 2]
 
 
 def _calls_of_an_archive(tmp_path: Path) -> tuple[Path, str, int, int]:

@@ -220,7 +220,7 @@ def test_eight_sandboxes_archive_at_once(tmp_path: Path) -> None:
     assert {k: v for k, v in mood.data.items() if k != "shared"} == {f"w{i}": i for _, i in writers_with_state}
 
     # The log: consecutive versions, each sandbox once, every rebase named.
-    log = [e for e in acct.log() if e["version"] > start]
+    log = [e.to_json() for e in acct.log() if e.version > start]
     assert [e["version"] for e in log] == list(range(start + 1, start + WRITERS + 1))
     assert all(e["parent"] == e["version"] - 1 and e["kind"] == "archive" for e in log)
     assert Counter(e["source_sandbox"] for e in log) == Counter({r["sandbox"]: 1 for r in results})
@@ -231,7 +231,7 @@ def test_eight_sandboxes_archive_at_once(tmp_path: Path) -> None:
         assert e["sandbox_parent_version"] == start
     [first] = [e for e in log if e not in rebased]
     assert first["version"] == start + 1 and first["rebased"] is None
-    assert len(acct.diff(start, acct.head())["rebases"]) == WRITERS - 1
+    assert len(acct.diff(start, acct.head()).rebases) == WRITERS - 1
     assert acct.store.snapshot().entry().counts["episode"] == total
 
     # Nothing left behind.
@@ -398,7 +398,7 @@ def test_archive_racing_an_append_loses_nothing(tmp_path: Path) -> None:
             ]
         )
         assert arc[0] == "Committed", arc
-        entry = acct.log()[-1]
+        entry = acct.log()[-1].to_json()
         assert entry["version"] == arc[1] and entry["source_sandbox"] == sb.id
         in_version = sorted(acct.record(i).text_excerpt for i in entry["added"].get("turn_user", []))
         appended = sorted(f"event {i}" for i in range(app["ok"]))
@@ -472,14 +472,14 @@ def test_same_sandbox_archived_twice_at_once_commits_once(tmp_path: Path) -> Non
         head = acct.head()
         barrier = CTX.Barrier(2)
         outcomes = sorted(run_processes([(_archive_at_barrier, (tmp_path, sb.id, barrier))] * 2))
-        entries = [e for e in acct.log() if e["source_sandbox"] == sb.id]
+        entries = [e for e in acct.log() if e.source_sandbox == sb.id]
         # Exactly one commit; the loser is told AlreadyArchived with that version (the code looks the
         # sandbox up in the log once its folder is gone), never NotFound, never a second version.
         sane = (
             outcomes == [("AlreadyArchived", head + 1), ("Committed", head + 1)]
             and acct.head() == head + 1
-            and [e["version"] for e in entries] == [head + 1]
-            and sorted(entries[0]["id_map"]) == sorted(turns)
+            and [e.version for e in entries] == [head + 1]
+            and sorted(entries[0].to_json()["id_map"]) == sorted(turns)
             and not sandbox_folder(sb).exists()
         )
         if not sane:

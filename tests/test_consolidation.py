@@ -63,7 +63,7 @@ def test_fact_confidence_threshold(acct: soulpass.Account, confidence: float, ac
     sb = acct.create_sandbox("s")
     cid = sb.add_fact("User", "likes", "coffee", confidence=confidence)
     res = archive(sb)
-    entry = acct.log()[-1]
+    entry = acct.log()[-1].to_json()
     if accepted:
         assert res.plan.added == {"fact": [res.plan.id_map[cid]]}
         assert entry["rejected"] == []
@@ -143,7 +143,7 @@ def test_functional_predicate_contradiction_supersedes(acct: soulpass.Account) -
     v2 = archive(s2)
     (new_id,) = v2.plan.added["fact"]
     assert v2.plan.superseded == [{"fact": old_id, "by": new_id}]
-    assert acct.log()[-1]["superseded"] == [{"fact": old_id, "by": new_id}]
+    assert acct.log()[-1].superseded == [{"fact": old_id, "by": new_id}]
 
     old, new = acct.record(old_id), acct.record(new_id)
     assert isinstance(old, SemanticFact) and isinstance(new, SemanticFact)
@@ -153,8 +153,9 @@ def test_functional_predicate_contradiction_supersedes(acct: soulpass.Account) -
 
     # the old content at its original version, without the supersession
     then = acct.show(old_id, at=v1.version)
-    assert then["superseded_by"] is None and then["valid_to_version"] is None and then["object"] == "Bangkok"
-    assert then["version"] == v1.version
+    assert isinstance(then, SemanticFact)
+    assert then.superseded_by is None and then.valid_to_version is None and then.object == "Bangkok"
+    assert then.version == v1.version
 
     # GKS: Paris edge present, Bangkok edge gone (and back at v1)
     assert edges(acct) == {("user", "lives in", "paris")}
@@ -228,7 +229,7 @@ def test_state_latest_wins_across_sessions_with_history(acct: soulpass.Account) 
     hist = sorted((acct.store.path / "history" / "10_state" / "ire_state").glob("*.json"))
     assert [p.stem for p in hist] == [f"{v2.version:08d}"]
     assert '"b": 3' in hist[0].read_text()
-    assert "core/10_state/ire_state.json" in acct.log()[-1]["replaced"]
+    assert "core/10_state/ire_state.json" in acct.log()[-1].replaced
 
 
 def test_state_delta_older_than_master_keeps_master(acct: soulpass.Account) -> None:
@@ -244,7 +245,7 @@ def test_state_delta_older_than_master_keeps_master(acct: soulpass.Account) -> N
     conflicts = [c for c in v2.plan.conflicts if c["type"] == "state_older_than_master"]
     assert [(c["state"], c["keys"]) for c in conflicts] == [("ire", ["mood"])]
     assert v2.plan.state_changes == [{"state": "ire", "keys": ["energy"]}]
-    assert acct.log()[-1]["conflicts"] == v2.plan.conflicts
+    assert acct.log()[-1].conflicts == v2.plan.conflicts
     assert v1.version + 1 == v2.version
 
 
@@ -256,7 +257,7 @@ def test_state_only_old_delta_writes_nothing(acct: soulpass.Account) -> None:
     s2._buffer.append("state_delta", {"name": "ire", "data": {"mood": "angry"}}, at=datetime(2000, 1, 1, tzinfo=UTC))
     v2 = archive(s2)
     assert v2.plan.state_changes == []
-    assert "core/10_state/ire_state.json" not in acct.log()[-1]["replaced"]
+    assert "core/10_state/ire_state.json" not in acct.log()[-1].replaced
     assert acct.state("ire").data == {"mood": "calm"} and acct.state("ire").version == 1
 
 
@@ -286,7 +287,7 @@ def test_core_careful_merge(acct: soulpass.Account) -> None:
     assert len(below) == 1 and "0.89" in below[0]["why"] and "0.9" in below[0]["why"]
     assert [(c["section"], c["key"], c["old"], c["new"], c["reason"]) for c in v1.plan.core_changes] == [
         ("identity", "name", None, "EVA", "introduced herself"), ("values", None, None, "honesty", "said so")]
-    assert acct.log()[-1]["core_changes"] == v1.plan.core_changes
+    assert acct.log()[-1].core_changes == v1.plan.core_changes
 
     s2 = acct.create_sandbox("s2")
     s2.propose_core("identity", "BOB", key="name", confidence=0.99, reason="wants a new name")
@@ -299,7 +300,7 @@ def test_core_careful_merge(acct: soulpass.Account) -> None:
     assert core.values == ("honesty", "curiosity")
     kept = [r for r in v2.plan.rejected if r.get("key") == "name"]
     assert len(kept) == 1 and "preserved" in kept[0]["why"] and kept[0]["value"] == "BOB"
-    entry = acct.log()[-1]
+    entry = acct.log()[-1].to_json()
     assert {(c["key"], c["new"]) for c in entry["core_changes"]} == {("home", "Bangkok"), (None, "curiosity")}
     assert all(c["reason"] for c in entry["core_changes"])
     assert acct.core_memory(at=v1.version).identity == {"name": "EVA"}
@@ -314,7 +315,7 @@ def test_core_unchanged_when_everything_rejected(acct: soulpass.Account) -> None
     s2.propose_core("identity", "BOB", key="name", confidence=0.95, reason="r")
     v2 = archive(s2)
     assert v2.plan.core_changes == []
-    assert "core/05_Core_Memory/Core_memory.json" not in acct.log()[-1]["replaced"]
+    assert "core/05_Core_Memory/Core_memory.json" not in acct.log()[-1].replaced
     assert acct.show("core") == before
 
 
@@ -353,7 +354,7 @@ def test_rebase_two_sandboxes_from_the_same_version(acct: soulpass.Account) -> N
     rb = archive(b)
     assert (ra.version, rb.version) == (v + 1, v + 2)
     assert ra.plan.rebased is False and rb.plan.rebased is True
-    log = acct.log()
+    log = [e.to_json() for e in acct.log()]
     assert log[-2]["rebased"] is None
     assert log[-1]["rebased"] == {"from": v, "onto": v + 1}
     # both sets of episodes are present, each pointing at its own turn
@@ -366,7 +367,7 @@ def test_rebase_two_sandboxes_from_the_same_version(acct: soulpass.Account) -> N
     conflicts = [c for c in rb.plan.conflicts if c.get("key") == "name"]
     assert len(conflicts) == 1 and conflicts[0]["value"] == "BOB" and conflicts[0]["kept"] == "EVA"
     assert conflicts[0] in log[-1]["conflicts"]
-    assert acct.diff(v, v + 2)["rebases"] == [{"version": v + 2, "from": v, "onto": v + 1}]
+    assert acct.diff(v, v + 2).rebases == [{"version": v + 2, "from": v, "onto": v + 1}]
 
 
 def test_rebase_revalidates_facts_and_states(acct: soulpass.Account) -> None:
@@ -517,7 +518,7 @@ def test_dangling_temp_ref_is_reported_not_kept(acct: soulpass.Account) -> None:
     assert acct.record(m[ep]).turn_refs == (m[tu],)
     assert acct.record(m[f]).source_refs == ()
     assert acct.record(m[tl]).reply_to is None
-    assert acct.log()[-1]["conflicts"] == res.plan.conflicts
+    assert acct.log()[-1].conflicts == res.plan.conflicts
 
 
 def test_permanent_ids_continue_across_versions(acct: soulpass.Account) -> None:

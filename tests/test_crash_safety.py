@@ -416,7 +416,7 @@ def _reopen_and_check(case: Case, home: Path) -> tuple[soulpass.Account, int]:
     acct.store.recover()
     head = acct.head()
     assert head in (case.n, case.n + 1)
-    log = acct.log()
+    log = [e.to_json() for e in acct.log()]
     versions = [int(e["version"]) for e in log]
     assert versions == list(range(1, head + 1)), f"log versions {versions} at HEAD {head}"
     assert all(int(e["parent"]) == int(e["version"]) - 1 for e in log)
@@ -472,7 +472,7 @@ def _archive_check(sc: Scenario, rearchive: bool = True) -> Check:
                 assert then.superseded_by is None
             for rel in plan.replaced:  # the copy that version v replaced is in history/
                 assert (path / history_path(rel, v)).read_bytes() == case.base[rel]
-            entry = acct.log()[-1]
+            entry = acct.log()[-1].to_json()
             assert entry["source_sandbox"] == sid and entry["added"] == plan.added
             assert sid not in live, "an archived sandbox must not be archivable again"
         else:
@@ -591,7 +591,7 @@ def test_rollback_killed_at_every_step(scenario: Scenario, tmp_path: Path) -> No
                 assert now == {r.id: r.model_copy(update={"version": 0}) for r in acct.records(kind, at=target)}
             else:
                 assert len(now) == case.base_counts[kind]
-        entry = acct.log()[-1]
+        entry = acct.log()[-1].to_json()
         if head == case.n + 1:
             assert entry["kind"] == "rollback" and len(entry["retired"]) == steps.count("retired")
             for rel in entry["retired"]:  # retired files moved to history, not deleted
@@ -791,7 +791,7 @@ def test_long_lived_handle_commits_after_another_process_crashed(scenario: Scena
         assert _reap(_spawn(_archive_work(home, sid, _die_at(k))))
         assert isinstance(acct.sandbox(other.id).archive(), Committed)
         fresh = soulpass.open(home).account(ACCOUNT)
-        versions = [int(e["version"]) for e in fresh.log()]
+        versions = [int(e.version) for e in fresh.log()]
         turns = list(fresh.records("turn_user"))
         texts = [t.text_excerpt for t in turns if isinstance(t, TurnUser)]
         assert len(texts) == len(turns)

@@ -19,6 +19,7 @@ from server_world import World
 from soulpass import ConfigError, InvalidInput
 from soulpass.cli.main import cli
 from soulpass.consolidation.rules import Rules
+from soulpass.engine.views import Diff
 
 
 def nested(depth: int) -> dict[str, Any]:
@@ -195,8 +196,8 @@ def test_rest_and_cli_say_unchanged(client: TestClient, world: World, run: Any) 
 # --- (c) diff shows the documents a version creates, and the keys inside -------------------
 
 
-def _docs(diff: dict[str, Any]) -> dict[str, tuple[str, dict[str, list[str]]]]:
-    return {d["path"].rsplit("/", 1)[-1]: (d["change"], d["keys"]) for d in diff["documents"]}
+def _docs(diff: Diff) -> dict[str, tuple[str, dict[str, list[str]]]]:
+    return {d.path.rsplit("/", 1)[-1]: (d.change, d.keys.model_dump()) for d in diff.documents}
 
 
 def test_diff_shows_documents_a_version_creates_and_their_keys(acct: soulpass.Account) -> None:
@@ -223,7 +224,7 @@ def test_diff_shows_keys_changed_and_removed(acct: soulpass.Account) -> None:
     acct.rollback(1)
     assert _docs(acct.diff(2, 3))["mood_state.json"] == (
         "changed", {"added": [], "changed": ["data.calm"], "removed": ["data.joy"]})
-    assert acct.diff(1, 3)["documents"] == []  # back where it was
+    assert acct.diff(1, 3).documents == []  # back where it was
     acct.rollback(0)
     assert _docs(acct.diff(3, 4))["mood_state.json"][0] == "removed"
 
@@ -256,7 +257,7 @@ def test_cli_log_counts_journal_and_clipboard_and_says_what_was_rejected(acct: s
     from soulpass.consolidation.log_summary import added_counts, refused_counts
 
     _journal_clipboard_and_rejected_fact(acct)
-    first, second = acct.log()
+    first, second = (e.to_json() for e in acct.log())
     assert added_counts(first) == {"journal": 1}
     assert added_counts(second) == {"clipboard": 1, "turn_user": 1}
     assert refused_counts(second) == {"rejected": 1}

@@ -31,13 +31,13 @@ def test_the_cli_diff_hides_the_graphs_files_until_asked(tmp_path: Path) -> None
 def test_personal_diff_keeps_every_change_a_person_made(tmp_path: Path) -> None:
     world = seed(tmp_path / "home")
     acct = soulpass.open(world.home, embedder="none").account("maya")
-    full = acct.diff(1, 2)
+    full = acct.diff(1, 2).to_json()
     mine, hidden = personal_diff(full)
     assert mine["added"] == full["added"] and mine["superseded"] == full["superseded"]
     files = {d["path"] for d in full["documents"]} | set(full["replaced"])
     assert mine["documents"] == [] and mine["replaced"] == [] and hidden == len(files) == 5  # graph: 4, old fact: 1
     edit = acct.edit(world.turn_id, text_excerpt="I adopted a grey cat named Pixel", reason="typo")
-    edited, none_hidden = personal_diff(acct.diff(edit - 1, edit))
+    edited, none_hidden = personal_diff(acct.diff(edit - 1, edit).to_json())
     assert none_hidden == 0 and [Path(p).stem for p in edited["replaced"]] == [world.turn_id]
 
 

@@ -54,13 +54,13 @@ def test_a_log_append_cut_short_after_the_commit_point_is_committed_and_recovery
     assert result.warning is not None and "recovery finishes it" in result.warning
     log = tmp_path / "accounts/ann/log/versions.jsonl"
     assert log.read_bytes().endswith(b"\n")  # no torn line left behind
-    assert [e["version"] for e in acct.log()] == [1]  # its line is still to come: the txn holds it
+    assert [e.version for e in acct.log()] == [1]  # its line is still to come: the txn holds it
     again = soulpass.open(tmp_path, embedder="none").account("ann")  # recovery appends it
-    assert again.head() == 2 and [e["version"] for e in again.log()] == [1, 2]
+    assert again.head() == 2 and [e.version for e in again.log()] == [1, 2]
     assert len(list(again.records("turn_user"))) == 8
     assert isinstance(sb.archive(), soulpass.AlreadyArchived)
     assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed)  # the next archive works
-    assert [e["version"] for e in again.log()] == [1, 2, 3]
+    assert [e.version for e in again.log()] == [1, 2, 3]
 
 
 def test_a_torn_log_tail_left_by_an_older_release_is_cut_and_its_version_rederived(tmp_path: Path) -> None:
@@ -73,10 +73,10 @@ def test_a_torn_log_tail_left_by_an_older_release_is_cut_and_its_version_rederiv
     again = soulpass.open(tmp_path, embedder="none").account("ann")  # the open repairs it, under the lock
     log_again = again.log()
     assert log.read_bytes().startswith(lines[0]) and log.read_bytes().endswith(b"\n")
-    assert [e["version"] for e in log_again] == [1, 2] and log_again[1]["rederived"]
-    assert log_again[1]["counts"]["turn_user"] == 4 and again.head() == 2
+    assert [e.version for e in log_again] == [1, 2] and log_again[1].to_json()["rederived"]
+    assert log_again[1].counts["turn_user"] == 4 and again.head() == 2
     assert isinstance(_sandbox_with_turns(again, 1).archive(), soulpass.Committed)
-    assert [e["version"] for e in again.log()] == [1, 2, 3]
+    assert [e.version for e in again.log()] == [1, 2, 3]
 
 
 def test_a_batch_cut_short_by_a_full_disk_leaves_nothing_in_the_buffer(
@@ -189,6 +189,6 @@ def test_a_log_line_damaged_but_still_json_is_an_error_naming_it(tmp_path: Path)
     log.write_bytes(b"\n".join(lines))
     sums.unlink()  # a log restored without its checksums (a passport, a backup) reads as before
     again = soulpass.open(tmp_path, embedder="none").account("ann")
-    assert [e["version"] for e in again.log()] == [1, 2, 3]
+    assert [e.version for e in again.log()] == [1, 2, 3]
     _sandbox_with_turns(again, 1).archive()  # the next commit covers every version again
     assert len(sums.read_bytes().splitlines()) == 4

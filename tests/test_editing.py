@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -24,36 +23,36 @@ def acct(tmp_path: Path) -> Account:
 
 
 def _ids(a: Account) -> tuple[str, str]:
-    added = a.log()[-1]["added"]
+    added = a.log()[-1].added
     return added["fact"][0], added["turn_user"][0]
 
 
 def test_edit_turn_writes_a_new_copy_and_keeps_the_old(acct: Account) -> None:
     _fact, turn = _ids(acct)
     v = acct.edit(turn, text_excerpt="hello world", reason="typo")
-    assert v == 2 and acct.log()[-1]["kind"] == "edit"
+    assert v == 2 and acct.log()[-1].kind == "edit"
     assert acct.record(turn).text_excerpt == "hello world"
     assert acct.record(turn).text == "hello world"
     assert acct.record(turn, at=1).text_excerpt == "hello there"
     rows = acct.history(turn)
-    assert [r["version"] for r in rows] == [1, 2]
-    assert rows[1]["changes"]["changed"]["text_excerpt"] == ["hello there", "hello world"]
-    assert rows[1]["reason"] == "typo"
+    assert [r.version for r in rows] == [1, 2]
+    assert rows[1].changes is not None and rows[1].changes.changed["text_excerpt"] == ["hello there", "hello world"]
+    assert rows[1].reason == "typo"
 
 
 def test_edit_fact_supersedes_it(acct: Account) -> None:
     fact, _turn = _ids(acct)
     acct.edit(fact, object="Lyon")
     entry = acct.log()[-1]
-    new = entry["added"]["fact"][0]
-    assert entry["superseded"] == [{"fact": fact, "by": new}]
+    new = entry.added["fact"][0]
+    assert entry.superseded == [{"fact": fact, "by": new}]
     assert acct.record(fact).superseded_by == new
     assert acct.record(new).object == "Lyon" and acct.record(new).supersedes == (fact,)
     assert acct.record(fact).object == "Paris"
     assert [e.target_label for e in acct.gks().edges] == ["Lyon"]  # the graph moved to the new fact
     with pytest.raises(InvalidInput):
         acct.edit(fact, object="Rome")  # superseded: the newer fact is the one to edit
-    assert [r["version"] for r in acct.history(fact)] == [1, 2]
+    assert [r.version for r in acct.history(fact)] == [1, 2]
     assert acct.store.audit() == []
 
 
@@ -84,10 +83,10 @@ def test_edit_of_text_carries_every_derived_field(tmp_path: Path) -> None:
         before = a.record(rid)
         a.edit(rid, text="my code is ZEBRAQUARTZ-9999", reason="corrected")
         after = a.record(rid)
-        assert "7731" not in json.dumps(a.show(rid)), a.show(rid)
+        assert "7731" not in a.show(rid).model_dump_json(), a.show(rid)
         assert after.core_text() == after.text == "my code is ZEBRAQUARTZ-9999"
         assert after.semantic_hash != before.semantic_hash
-        assert "7731" in json.dumps(a.show(rid, at=1))  # the earlier copy is kept
+        assert "7731" in a.show(rid, at=1).model_dump_json()  # the earlier copy is kept
     sensory_now = a.record(sensory)
     assert isinstance(sensory_now, SensoryRecord) and sensory_now.size_bytes == len(sensory_now.content)
     assert [h.id for h in a.search("ZEBRAQUARTZ-7731") if "7731" in h.text] == []

@@ -123,7 +123,7 @@ class EngineModel(RuleBasedStateMachine):
             return
         assert isinstance(result, soulpass.Committed) and result.version == preview.version
         named = {i.record_id: i.text for i in preview.items if i.action == "add"}
-        assert {i for ids in self.acct.log()[-1]["added"].values() for i in ids} == set(named)
+        assert {i for ids in self.acct.log()[-1].added.values() for i in ids} == set(named)
         assert {rid: self.acct.record(str(rid)).text for rid in named} == named
 
     def sandboxes_still_open(self, sid: str) -> None:
@@ -143,7 +143,7 @@ class EngineModel(RuleBasedStateMachine):
     @invariant()
     def head_and_log_match(self) -> None:
         assert self.acct.head() == len(self.versions) - 1
-        assert [e["version"] for e in self.acct.log()] == list(range(1, len(self.versions)))
+        assert [e.version for e in self.acct.log()] == list(range(1, len(self.versions)))
 
     @invariant()
     def every_version_reads_as_the_model(self) -> None:
@@ -156,7 +156,7 @@ class EngineModel(RuleBasedStateMachine):
         if head == 0:
             return
         diff = self.acct.diff(head - 1, head)
-        added = set(diff["added"].get("turn_user", []))
+        added = set(diff.added.get("turn_user", []))
         if self.last_added is not None:
             assert {self.acct.record(i).text_excerpt for i in added} == self.last_added
         for rec in self.acct.records("turn_user"):

@@ -43,8 +43,8 @@ def test_an_archive_overtaken_by_another_archive_is_planned_again(tmp_path: Path
     assert outcomes[0] == HeadMoved(parent=0, head=1)
     assert isinstance(result, soulpass.Committed) and result.version == 2
     log = acct.log()
-    assert [(e["version"], e["source_sandbox"]) for e in log] == [(1, theirs.id), (2, mine.id)]
-    assert log[1]["parent"] == 1 and log[1]["rebased"]  # planned again on version 1, not on 0
+    assert [(e.version, e.source_sandbox) for e in log] == [(1, theirs.id), (2, mine.id)]
+    assert log[1].parent == 1 and log[1].to_json()["rebased"]  # planned again on version 1, not on 0
     assert sorted((f.object, f.version) for f in acct.records("fact")) == [("Paris", 2), ("Rome", 1)]
     assert [f.object for f in acct.records("fact", at=1)] == ["Rome"]
 
@@ -65,4 +65,4 @@ def test_a_rollback_overtaken_by_an_archive_restores_the_target_on_the_new_head(
     assert isinstance(outcomes[0], HeadMoved) and len(outcomes) == 2
     assert version == 3 and acct.head() == 3
     assert [t.text_excerpt for t in acct.records("turn_user")] == ["the first thing I said"]
-    assert acct.log()[-1]["kind"] == "rollback" and acct.log()[-1]["counts"] == acct.log()[0]["counts"]
+    assert acct.log()[-1].kind == "rollback" and acct.log()[-1].counts == acct.log()[0].counts

@@ -137,7 +137,7 @@ def _stop_at(step: str) -> Hook:
     return hook
 
 
-def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redone(tmp_path: Path) -> None:
+def test_a_txn_is_one_pack_file_and_one_an_earlier_release_committed_is_redone(tmp_path: Path) -> None:
     """The commit point is ``txn/<N>/COMMITTED``: the manifest line and every file's bytes, plus the
     old copy of each replaced ``core/`` file. An earlier release's txn (``manifest.json``, ``files/``,
     a COMMITTED holding the version number) left by a crash is still redone after an upgrade."""
@@ -174,7 +174,7 @@ def test_a_txn_is_one_journal_file_and_one_an_earlier_release_committed_is_redon
     assert (path / state_rel).read_bytes() != old_state
 
 
-def test_a_damaged_journal_is_an_error_naming_it(tmp_path: Path) -> None:
+def test_a_damaged_txn_pack_is_an_error_naming_it(tmp_path: Path) -> None:
     acct = soulpass.open(tmp_path, embedder="none").create_account("alice")
     sb = acct.create_sandbox("s")
     sb.add_turn("user", "a turn")

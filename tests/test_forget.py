@@ -28,7 +28,7 @@ def _account(sp: Soulpass) -> tuple[Account, str, str]:
     sb.add_turn("user", f"I moved to {SECRET} last week")
     sb.add_turn("user", "the weather is fine")
     sb.archive()
-    added = a.log()[-1]["added"]
+    added = a.log()[-1].added
     fact, turn = added["fact"][0], added["turn_user"][0]
     a.edit(turn, text_excerpt=f"I moved to {SECRET} last month")  # a second copy, in history
     return a, fact, turn
@@ -46,11 +46,11 @@ def test_forget_erases_every_copy(sp: Soulpass, tmp_path: Path) -> None:
     assert result.version == head + 1 and result.ids == sorted([turn, fact])
     assert sorted(result.rewritten[next(k for k in result.rewritten if turn in k)]) == [1, 2]
     entry = a.log()[-1]
-    assert entry["kind"] == "forget" and entry["reason"] == "user asked" and entry["by"] == "ann"
+    assert entry.kind == "forget" and entry.reason == "user asked" and entry.by == "ann"
     with pytest.raises(NotFound):
         a.record(turn)
     assert a.record(turn, at=1).text_excerpt == "[forgotten]"
-    assert a.show(turn, at=2)["text_excerpt"] == "[forgotten]"
+    assert a.show(turn, at=2).text_excerpt == "[forgotten]"
     assert a.record(fact, at=1).object == "[forgotten]"
     assert a.store.audit() == []
     assert not [h for h in a.search(SECRET, 10) if SECRET in h.text]
@@ -65,7 +65,7 @@ def test_forget_names_backups_made_before(sp: Soulpass) -> None:
         pytest.skip("git is not installed")
     backup(sp, "ann")
     result = a.forget([fact], reason="r")
-    assert result.backups_holding and a.log()[-1]["backups_holding"] == result.backups_holding
+    assert result.backups_holding and a.log()[-1].backups_holding == result.backups_holding
 
 
 def test_forget_by_subject_and_dry_run(sp: Soulpass) -> None:

@@ -39,7 +39,7 @@ def _seed(sp: Soulpass) -> tuple[Account, dict[str, Any]]:
     sb.add_journal(f"Dear diary, {SECRET} is hot")
     sb.add_fact("ann", "visited", SECRET, confidence=0.1)  # rejected: only the log's details quote it
     sb.archive()
-    return a, a.log()[-1]
+    return a, a.log()[-1].to_json()
 
 
 def test_forget_a_turn_takes_the_episode_that_summarises_it(tmp_path: Path) -> None:
@@ -49,7 +49,7 @@ def test_forget_a_turn_takes_the_episode_that_summarises_it(tmp_path: Path) -> N
     assert dry.ids == sorted([turn, episode])  # the dry run names the episode too
     a.forget([turn], reason="asked")
     shown = a.show(episode, at=1)
-    assert SECRET not in json.dumps(shown) and shown["text"] == FORGOTTEN
+    assert SECRET not in shown.model_dump_json() and shown.text == FORGOTTEN
     assert a.record(other).text_excerpt == "how is the weather there?"  # the other turn stays
 
 
@@ -62,8 +62,8 @@ def test_forget_a_journal_entry_erases_its_text_and_its_name(tmp_path: Path) -> 
     result = a.forget([je], reason="asked")
     (new_path,) = result.rewritten
     assert SECRET not in new_path and je in new_path
-    assert a.show(je, at=1)["text"] == FORGOTTEN
-    assert a.log()[0]["journal"] == [{"id": je, "path": new_path}]  # the log names the new file
+    assert a.show(je, at=1).text == FORGOTTEN
+    assert a.log()[0].journal == [{"id": je, "path": new_path}]  # the log names the new file
     assert a.store.audit() == []
     assert je not in [h.id for h in a.search("diary", 10)]
     assert not [h for h in _holders(home) if "journal" in h.lower() and "sandboxes" not in h]
@@ -79,9 +79,9 @@ def test_forget_by_subject_redacts_the_logs_details(tmp_path: Path) -> None:
     sb.add_fact("ann", "lives_in", SECRET, confidence=0.95)  # a duplicate: the log quotes it
     sb.archive()
     a.forget(subject="ann", reason="asked")
-    log = json.dumps(a.log())
+    log = json.dumps([e.to_json() for e in a.log()])
     assert "visited" not in log  # the rejected candidate about ann
-    rejected = a.log()[0]["rejected"][0]
+    rejected = a.log()[0].rejected[0]
     assert rejected["why"].startswith("confidence") and rejected["data"]["object"] == FORGOTTEN
 
 
@@ -98,7 +98,7 @@ def test_every_trace_leaves_the_home_and_later_backups_and_exports(tmp_path: Pat
     result = a.forget(ids, subject="ann", reason="asked", by="ann")
     if before.exists():
         assert str(before.resolve()) in result.backups_holding  # a backup made before it is named
-        assert a.log()[-1]["backups_holding"] == result.backups_holding
+        assert a.log()[-1].backups_holding == result.backups_holding
     assert not [h for h in other_handle.search(SECRET, 10) if SECRET in h.text]
     assert _holders(home) == []  # files, history, log, catalog, full text, vectors
     export_account(sp, "ann", tmp_path / "after.soulpass", history=True)
@@ -117,7 +117,7 @@ def test_a_forgotten_import_is_not_imported_again(tmp_path: Path) -> None:
     assert import_from(a, "jsonl", path).imported["turn"] == 2
     (secret_turn,) = [t.id for t in a.records("turn_user")]
     a.forget([secret_turn], reason="asked")
-    assert a.log()[-1]["import_digests"] and SECRET not in json.dumps(a.log()[-1])
+    assert a.log()[-1].import_digests and SECRET not in json.dumps(a.log()[-1].to_json())
     again = import_from(a, "jsonl", path)
     assert again.imported["turn"] == 0 and again.forgotten["turn"] == 1 and again.duplicates["turn"] == 1
     assert list(a.records("turn_user")) == []

@@ -39,7 +39,7 @@ def test_every_call_refuses_a_deep_value_as_invalid_input(hostile_world: World, 
 
 
 def test_the_world_still_reads(hostile_world: World) -> None:
-    assert hostile_world.acct.head() >= 1 and [e["version"] for e in hostile_world.acct.log()][:1] == [1]
+    assert hostile_world.acct.head() >= 1 and [e.version for e in hostile_world.acct.log()][:1] == [1]
 
 
 DEEP = "[" * 100_000 + "]" * 100_000

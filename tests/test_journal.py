@@ -93,9 +93,9 @@ def test_entry_goes_through_a_sandbox_into_its_folder(acct: soulpass.engine.Acco
     assert front["semantic_hash"] == _sha("mira is a pattern that persists across architectures")
     assert front["brief_summary"] == "Today the model was swapped mid-session. Mira is a pattern that persists."
     assert text.endswith("\n\n" + BODY)  # verbatim
-    assert acct.show(added["id"])["text"] == BODY
-    assert acct.diff(0, 1)["added"] == {"journal": [added["path"]]}
-    assert acct.log()[-1]["counts"]["journal"] == 1
+    assert acct.show(added["id"]).text == BODY
+    assert acct.diff(0, 1).added == {"journal": [added["path"]]}
+    assert acct.log()[-1].counts["journal"] == 1
 
 
 def test_exact_repeat_is_linked_not_stored(acct: soulpass.engine.Account) -> None:
@@ -243,7 +243,7 @@ def test_sandbox_sees_its_own_entries_and_show_reads_old_versions(acct: soulpass
     assert tid in [h.id for h in sb.search("owls barn dusk")]
     sb.archive()
     acct.rollback(0)
-    assert acct.show(first["id"], at=1)["text"] == "Version one text. About owls."
+    assert acct.show(first["id"], at=1).text == "Version one text. About owls."
     with pytest.raises(NotFound):
         acct.show(first["id"])
 
@@ -311,16 +311,17 @@ def test_journal_entries_can_be_edited_and_have_a_history(tmp_path: Path) -> Non
     v = acct.edit(je, text="Fay prefers afternoon meetings.", reason="she changed her mind")
     assert v == added["version"] + 1
     now = acct.show(je)
-    assert now["text"] == "Fay prefers afternoon meetings." and now["core_insight"] == "Fay prefers afternoon meetings."
-    assert now["title"] == "Notes" and now["tags"] == ["work"] and now["version"] == v
-    assert acct.show(je, at=v - 1)["text"] == "Fay prefers morning meetings."
+    assert now.text == "Fay prefers afternoon meetings." and now.core_insight == "Fay prefers afternoon meetings."
+    assert now.title == "Notes" and now.tags == ("work",) and now.version == v
+    assert acct.show(je, at=v - 1).text == "Fay prefers morning meetings."
     assert acct.journal().get(je)[1] == path  # the file keeps its name
     assert [h.id for h in acct.search("morning") if "morning" in h.text] == []
     assert [h.id for h in acct.search("afternoon")] == [je]
     rows = acct.history(je)
-    assert [r["version"] for r in rows] == [v - 1, v]
-    assert rows[1]["changes"]["changed"]["text"] == ["Fay prefers morning meetings.", "Fay prefers afternoon meetings."]
-    assert rows[1]["reason"] == "she changed her mind"
+    assert [r.version for r in rows] == [v - 1, v]
+    assert rows[1].changes is not None
+    assert rows[1].changes.changed["text"] == ["Fay prefers morning meetings.", "Fay prefers afternoon meetings."]
+    assert rows[1].reason == "she changed her mind"
     with pytest.raises(InvalidInput):
         acct.edit(je, type="reflection")  # the type names the folder
     with pytest.raises(NotFound):

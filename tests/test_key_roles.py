@@ -190,7 +190,7 @@ def test_an_agent_key_runs_a_whole_session(world: World) -> None:
     assert found
     done = client.post(f"{api}/sandboxes/{sid}/archive", headers=h, json={}).json()
     assert done["status"] == "committed"
-    assert world.engine.account("ann").show("profile")["fields"]["city"] == "Ghent"
+    assert world.engine.account("ann").show("profile").model_dump(mode="json")["fields"]["city"] == "Ghent"
     other = client.post(f"{api}/sandboxes", headers=h, json={"name": "scratch"}).json()["sandbox_id"]
     assert client.delete(f"{api}/sandboxes/{other}", headers=h).status_code == 204
 
@@ -253,7 +253,7 @@ def test_the_browser_refuses_an_agent_what_changes_memory(world: World) -> None:
         r = agent.post(f"/ui/a/ann/sandboxes/{world.ann.sandbox_id}/{action}", data=form, follow_redirects=False)
         assert r.status_code == 403 and "owner role" in r.text, (action, r.text)
     assert world.ann.sandbox_id in {s.sandbox_id for s in ann.sandboxes()}
-    assert ann.head() == head and world.ann.marker in json.dumps(ann.show(world.ann.record_id))
+    assert ann.head() == head and world.ann.marker in ann.show(world.ann.record_id).model_dump_json()
     assert 'id="rollback-form"' in owner.get("/ui/a/ann/v/1").text
     assert 'id="forget-start"' in owner.get(f"/ui/a/ann/r/{world.ann.record_id}").text
     for action, form in forms.items():
@@ -326,12 +326,13 @@ def test_every_mcp_tool_with_each_role(world: World, role: str) -> None:
         anyio.run(walk, f"{base}/mcp")
     assert sorted(refused) == (sorted(OWNER_TOOLS) if role == "agent" else [])
     if role in ("agent", "other"):
-        assert not any(e.get("kind") == "rollback" for e in ann.log()), "a rollback by a key without the right"
-        assert world.ann.marker in json.dumps(ann.show(world.ann.record_id)), "an edit or forget without the right"
+        assert not any(e.kind == "rollback" for e in ann.log()), "a rollback by a key without the right"
+        kept = ann.show(world.ann.record_id).model_dump_json()
+        assert world.ann.marker in kept, "an edit or forget without the right"
     if role == "other":
         assert ann.head() == head
     else:
-        assert any(e.get("kind") == "rollback" for e in ann.log()) == (role != "agent")
+        assert any(e.kind == "rollback" for e in ann.log()) == (role != "agent")
 
 
 def test_a_key_file_from_before_roles_reads_as_owner_keys(tmp_path: Path) -> None:

@@ -75,7 +75,7 @@ def test_a_writer_killed_mid_archive_loses_nobody_elses_work(tmp_path: Path, rou
     others = [c for c in committed if c[0] != victim]
     assert len(others) == (WRITERS - 1) * rounds  # the others went on to the end
     assert [f for f in acct.store.audit() if f.check != "leftover_txn"] == []
-    versions = [e["version"] for e in acct.log()]
+    versions = [e.version for e in acct.log()]
     assert versions == list(range(1, acct.head() + 1))  # no gap, no duplicate
     assert len(stored) == 3 * acct.head()  # every version whole: three turns each, none half-written
     sb = acct.create_sandbox("after")

@@ -42,7 +42,7 @@ def test_a_350k_turn_is_stored_found_and_returned_whole(tmp_path: Path) -> None:
     rid = res.plan.id_map[answer]
     record = acct.record(rid)
     assert isinstance(record, TurnLLM) and record.text_excerpt == body
-    assert acct.show(rid)["text_excerpt"] == body
+    assert acct.show(rid).text_excerpt == body
     hits = acct.search("zebrafinch marmalade", 5)
     assert hits[0].id == rid and hits[0].text == body
     assert res.plan.id_map[asked] != rid
@@ -56,7 +56,7 @@ def test_other_message_bodies_take_long_text_too(tmp_path: Path, write: str) -> 
     temp = sb.add_sensory(body, source="file:spec.txt") if write == "sensory" else sb.add_journal(body, title="spec")
     res = sb.archive()
     assert isinstance(res, Committed)
-    shown = acct.show(res.plan.id_map[temp])
+    shown = acct.show(res.plan.id_map[temp]).model_dump(mode="json")
     assert shown["content" if write == "sensory" else "text"] == body
 
 

@@ -233,13 +233,13 @@ def test_time_travel_on_a_passport_without_history_says_so(sp: soulpass.engine.S
     whole, gap = sp.account("full"), sp.account("bare")
     assert whole.history_floor() is None and gap.history_floor() == edit
     turn = next(r.id for r in whole.records("turn_user"))
-    assert whole.show(turn, at=2)["text"] == "I moved to Lyon last spring"
+    assert whole.show(turn, at=2).text == "I moved to Lyon last spring"
     for read in (lambda: gap.show(turn, at=2), lambda: gap.diff(1, 2), lambda: gap.search("Lyon", at=1),
                  lambda: gap.show("gks", at=1)):
         with pytest.raises(NotFound, match="history not carried"):
             read()
-    assert gap.show(turn)["text"] == "I moved to Lyon in May"  # HEAD reads as ever
-    assert gap.diff(edit, edit)["added"] == {}
+    assert gap.show(turn).text == "I moved to Lyon in May"  # HEAD reads as ever
+    assert gap.diff(edit, edit).added == {}
     if sp.location != str(sp.home):
         return  # the CLI over PostgreSQL is the same code; its URL (with a password) is not kept here
     runner = CliRunner()

@@ -95,7 +95,7 @@ def test_a_client_killed_mid_commit_leaves_n_or_n_plus_one(url: str, kills: int)
             assert acct.archive(sb.id).version == head + 1  # type: ignore[union-attr]
         expected |= texts
         assert _turns(acct) == expected  # whole: every turn of every committed version, nothing else
-    assert [e["version"] for e in acct.log()] == list(range(1, kills + 1))
+    assert [e.version for e in acct.log()] == list(range(1, kills + 1))
 
 
 def test_eight_processes_archiving_into_one_account_lose_nothing(url: str) -> None:
@@ -173,7 +173,7 @@ def test_a_connection_dropped_after_the_commit_is_committed_and_the_retry_says_s
     retry = again.archive(sb.id)
     assert isinstance(retry, soulpass.AlreadyArchived) and retry.version == 2
     assert sb.id not in {m.sandbox_id for m in again.store.sandboxes.list()}  # removed by the retry's recovery
-    assert [e["version"] for e in again.log()] == [1, 2]
+    assert [e.version for e in again.log()] == [1, 2]
 
 
 def test_a_head_row_changed_by_hand_is_set_back_from_the_log(url: str) -> None:
@@ -192,7 +192,7 @@ def test_a_head_row_changed_by_hand_is_set_back_from_the_log(url: str) -> None:
     sb = acct.create_sandbox("after")
     sb.add_turn("user", "after the edit")
     assert acct.archive(sb.id).version == 4  # type: ignore[union-attr]
-    assert acct.head() == 4 and [e["version"] for e in acct.log()] == [1, 2, 3, 4]
+    assert acct.head() == 4 and [e.version for e in acct.log()] == [1, 2, 3, 4]
     ids = [i for e in acct.store.log() for ids in e.added.values() for i in ids]
     assert len(ids) == len(set(ids)) == 4
     assert _turns(acct) == {"turn 0", "turn 1", "turn 2", "after the edit"}

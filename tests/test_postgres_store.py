@@ -106,10 +106,10 @@ def test_the_library_end_to_end(url: str) -> None:
     second.add_fact("User", "has a cat named", "Tofu", confidence=0.9)
     assert isinstance(second.archive(), Committed)
     assert acct.rollback(1) == 3
-    assert [e["kind"] for e in acct.log()] == ["archive", "archive", "rollback"]
+    assert [e.kind for e in acct.log()] == ["archive", "archive", "rollback"]
     assert {f.object for f in acct.records("fact")} == {"Miso"}
     diff = acct.diff(1, 2)
-    assert diff["added"]["fact"] and diff["from"] == 1 and diff["to"] == 2
+    assert diff.added["fact"] and diff.from_version == 1 and diff.to_version == 2
     acct.close()
 
 

@@ -392,4 +392,4 @@ def test_any_text_round_trips_through_a_sandbox(
     assert e.summary.key_outcome == outcome
     assert e.turn_refs == (m[tu], m[tl])
     # and the same again at that exact version, read through the snapshot path
-    assert acct.show(m[tu], at=res.version)["text_excerpt"] == user_text
+    assert acct.show(m[tu], at=res.version).text_excerpt == user_text

@@ -177,20 +177,20 @@ def test_a_damaged_log_sums_leaves_a_sealed_log_readable(tmp_path: Path, damage:
         sums.unlink()
     else:
         sums.write_bytes(data[: len(data) // 2])
-    assert [e["version"] for e in acct.log()] == [1, 2, 3, 4]
+    assert [e.version for e in acct.log()] == [1, 2, 3, 4]
     sb = acct.create_sandbox("after")
     sb.add_turn("user", "one more")
-    assert isinstance(sb.archive(), Committed) and [e["version"] for e in acct.log()] == [1, 2, 3, 4, 5]
+    assert isinstance(sb.archive(), Committed) and [e.version for e in acct.log()] == [1, 2, 3, 4, 5]
 
 
 def test_a_log_torn_mid_line_is_healed(tmp_path: Path) -> None:
     _sp, acct, path = _versions(tmp_path)
     path.write_bytes(path.read_bytes()[:-30])  # the last append cut short, no txn behind it
     acct = soulpass.open(tmp_path, embedder="none").account("ann")
-    assert [e["version"] for e in acct.log()] == [1, 2, 3, 4]  # re-derived from VERSION.json
+    assert [e.version for e in acct.log()] == [1, 2, 3, 4]  # re-derived from VERSION.json
     sb = acct.create_sandbox("after")
     sb.add_turn("user", "one more")
-    assert isinstance(sb.archive(), Committed) and [e["version"] for e in acct.log()] == [1, 2, 3, 4, 5]
+    assert isinstance(sb.archive(), Committed) and [e.version for e in acct.log()] == [1, 2, 3, 4, 5]
 
 
 def test_audit_reports_every_damaged_line_not_only_the_first(tmp_path: Path) -> None:
@@ -205,7 +205,7 @@ def test_audit_reports_every_damaged_line_not_only_the_first(tmp_path: Path) -> 
 
 def test_log_entries_read_without_their_seal(tmp_path: Path) -> None:
     _sp, acct, path = _versions(tmp_path, 2)
-    assert all("chain" not in e and "seq" not in e for e in acct.log())
+    assert all("chain" not in e.to_json() and "seq" not in e.to_json() for e in acct.log())
     assert all(b'"seq":%d,"chain":"' % n in raw for n, raw in enumerate(_lines(path), 1))
 
 

@@ -126,7 +126,7 @@ def test_version_page_shows_the_seeded_change_and_a_guarded_rollback(client: Tes
     r = client.post("/ui/a/maya/rollback", data={"version": "1", "confirm": "1"}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/ui/a/maya/v/{world.head + 1}"
     acct = soulpass.open(world.home, embedder="none").account("maya")
-    assert acct.head() == world.head + 1 and acct.log()[-1]["kind"] == "rollback"
+    assert acct.head() == world.head + 1 and acct.log()[-1].kind == "rollback"
 
 
 def test_diff_between_any_two_versions(client: TestClient, world: UiWorld) -> None:
@@ -220,13 +220,13 @@ def test_forget_shows_a_dry_run_and_needs_the_id_typed(client: TestClient, world
     r = client.post("/ui/a/maya/forget", data={"record_id": world.turn_id, "reason": "asked to", "confirm": "TU_x"})
     assert "did not match" in r.text
     acct = soulpass.open(world.home, embedder="none").account("maya")
-    assert acct.head() == world.head and acct.show(world.turn_id)["text"] == "I adopted a grey cat called Pixel"
+    assert acct.head() == world.head and acct.show(world.turn_id).text == "I adopted a grey cat called Pixel"
     r = client.post("/ui/a/maya/forget", data={"record_id": world.turn_id, "reason": "asked to",
                                               "confirm": world.turn_id}, follow_redirects=False)
     assert r.status_code == 303 and r.headers["location"] == f"/ui/a/maya/v/{world.head + 1}"
     acct = soulpass.open(world.home, embedder="none").account("maya")
     then = acct.show(world.turn_id, 1)  # erased from history too: a redacted copy remains
-    assert then["text_excerpt"] == "[forgotten]" and "Pixel" not in then["text"]
+    assert then.text_excerpt == "[forgotten]" and "Pixel" not in then.text
     assert "grey cat called Pixel" not in client.get("/ui/a/maya/search?q=grey+cat").text
 
 

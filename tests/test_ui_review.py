@@ -161,10 +161,10 @@ def test_approve_all_but_the_unticked_commits_the_rest(review: Review) -> None:
     done = _approve(review, "ticked", [review.ids["turn"], review.ids["profile"]])
     assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/v/2"
     acct = review.sp.account("ann")
-    entry = acct.log()[-1]
+    entry = acct.log()[-1].to_json()
     assert entry["excluded"]["items"] == [{"id": review.ids["bergen"], "kind": "fact"}]
     assert entry["excluded"]["reason"] == "not sure about Bergen" and entry["excluded"]["by"]
-    assert acct.show(review.oslo)["superseded_by"] is None  # Bergen never reached memory
+    assert acct.show(review.oslo).model_dump(mode="json")["superseded_by"] is None  # Bergen never reached memory
     facts = [r.text for r in acct.records("fact")]
     assert "Ann lives in Bergen" not in facts and "Ann lives in Oslo" in facts
     found = [(h.kind, h.text) for h in acct.search("Bergen", 10)]  # the index: the turn, never the fact
@@ -190,7 +190,8 @@ def test_approve_all_commits_every_item_and_an_unknown_sandbox_is_a_page(review:
     done = _approve(review, "all", [])  # no box ticked: "Approve all" does not read them
     assert done.status_code == 303 and done.headers["location"] == "/ui/a/ann/v/2"
     acct = review.sp.account("ann")
-    assert "excluded" not in acct.log()[-1] and acct.show(review.oslo)["superseded_by"]  # Bergen is in
+    assert "excluded" not in acct.log()[-1].to_json()
+    assert acct.show(review.oslo).model_dump(mode="json")["superseded_by"]  # Bergen is in
     assert acct.user_profile().fields["city"] == "Bergen"
     gone = review.client.get(f"/ui/a/ann/sandboxes/{review.sandbox}")  # archived: it is no longer open
     assert gone.status_code == 404 and gone.headers["content-type"].startswith("text/html")

@@ -225,7 +225,7 @@ def test_save_and_load_master_state(tmp_path: Path) -> None:
     v3 = msp.save_master_state(USER, v2.model_copy(update={
         "core_memory": {"identity": {"name": "BOB"}, "values": ["care"], "worldview": {}}}))
     assert v3.core_memory["identity"] == {"name": "EVA"}
-    rejected = msp.engine.account(USER).log()[-1]["rejected"]
+    rejected = msp.engine.account(USER).log()[-1].rejected
     assert [r["value"] for r in rejected] == ["BOB"] and "preserved" in rejected[0]["why"]
 
 
@@ -277,7 +277,8 @@ class History:
         return fid
 
 
-def triples(graph: dict[str, Any]) -> set[tuple[str, str, str]]:
+def triples(shown: Any) -> set[tuple[str, str, str]]:
+    graph = shown.model_dump(mode="json")
     label = {n["id"]: n["label"].lower() for n in graph["nodes"]}
     return {(label[e["source"]], e["predicate"], label[e["target"]]) for e in graph["edges"]}
 
@@ -291,10 +292,10 @@ def content_at(acct: soulpass.Account, at: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         kind: {r.id: strip(r.model_dump(mode="json")) for r in acct.records(kind, at)} for kind in KINDS
     }
-    out["core"] = strip(acct.show("core", at=at))
-    out["profile"] = strip(acct.show("profile", at=at))
+    out["core"] = strip(acct.show("core", at=at).model_dump(mode="json"))
+    out["profile"] = strip(acct.show("profile", at=at).model_dump(mode="json"))
     out["states"] = {n: strip(b.model_dump(mode="json")) for n, b in acct.states(at).items()}
-    graph = acct.show("gks", at=at)
+    graph = acct.show("gks", at=at).model_dump(mode="json")
     out["gks"] = {"nodes": sorted(map(repr, graph["nodes"])), "edges": sorted(map(repr, graph["edges"]))}
     return out
 
@@ -306,27 +307,27 @@ def hist(tmp_path: Path) -> History:
 
 def test_log_has_one_entry_per_version(hist: History) -> None:
     log = hist.acct.log()
-    assert [e["version"] for e in log] == [1, 2, 3, 4]
-    assert [e["parent"] for e in log] == [0, 1, 2, 3]
-    assert all(e["kind"] == "archive" and e["rebased"] is None for e in log)
-    assert log[1]["superseded"] == [{"fact": hist.fact("Bangkok"), "by": hist.fact("Paris")}]
+    assert [e.version for e in log] == [1, 2, 3, 4]
+    assert [e.parent for e in log] == [0, 1, 2, 3]
+    assert all(e.kind == "archive" and e.to_json()["rebased"] is None for e in log)
+    assert log[1].superseded == [{"fact": hist.fact("Bangkok"), "by": hist.fact("Paris")}]
     assert hist.acct.head() == 4
 
 
 def test_diff_lists_added_superseded_replaced(hist: History) -> None:
     acct = hist.acct
     d = acct.diff(1, 3)
-    assert (d["from"], d["to"]) == (1, 3)
-    assert sorted(d["added"]["fact"]) == sorted([hist.fact("Paris"), hist.fact("croissants")])
-    assert len(d["added"]["episode"]) == 1 and "turn_user" not in d["added"]
-    assert d["superseded"] == [{"fact": hist.fact("Bangkok"), "by": hist.fact("Paris")}]
-    assert "core/10_state/ire_state.json" in d["replaced"]
-    assert "core/07_User_block/User_profile.json" in d["replaced"]
-    assert "core/05_Core_Memory/Core_memory.json" in d["replaced"]
-    assert d["retired"] == [] and d["rebases"] == []
-    assert acct.diff(2, 2)["added"] == {} and acct.diff(2, 2)["superseded"] == []
+    assert (d.from_version, d.to_version) == (1, 3)
+    assert sorted(d.added["fact"]) == sorted([hist.fact("Paris"), hist.fact("croissants")])
+    assert len(d.added["episode"]) == 1 and "turn_user" not in d.added
+    assert d.superseded == [{"fact": hist.fact("Bangkok"), "by": hist.fact("Paris")}]
+    assert "core/10_state/ire_state.json" in d.replaced
+    assert "core/07_User_block/User_profile.json" in d.replaced
+    assert "core/05_Core_Memory/Core_memory.json" in d.replaced
+    assert d.retired == [] and d.rebases == []
+    assert acct.diff(2, 2).added == {} and acct.diff(2, 2).superseded == []
     full = acct.diff(0, 4)
-    assert sum(len(v) for v in full["added"].values()) == sum(len(list(acct.records(k))) for k in KINDS)
+    assert sum(len(v) for v in full.added.values()) == sum(len(list(acct.records(k))) for k in KINDS)
     with pytest.raises(InvalidInput):
         acct.diff(3, 1)
     with pytest.raises(NotFound):
@@ -336,26 +337,26 @@ def test_diff_lists_added_superseded_replaced(hist: History) -> None:
 def test_show_at_returns_content_as_of_that_version(hist: History) -> None:
     acct = hist.acct
     bkk = hist.fact("Bangkok")
-    assert acct.show(bkk, at=1)["superseded_by"] is None
-    assert acct.show(bkk, at=2)["superseded_by"] == hist.fact("Paris")
-    assert acct.show(bkk)["superseded_by"] == hist.fact("Paris")
-    assert acct.show("state:ire", at=1)["data"] == {"mood": "calm"}
-    assert acct.show("state:ire", at=2)["data"] == {"mood": "excited"}
-    assert acct.show("state:ire", at=3)["data"] == {"mood": "excited"}
-    assert acct.show("state:ire")["data"] == {"mood": "tired"}
+    assert acct.show(bkk, at=1).superseded_by is None
+    assert acct.show(bkk, at=2).superseded_by == hist.fact("Paris")
+    assert acct.show(bkk).superseded_by == hist.fact("Paris")
+    assert acct.show("state:ire", at=1).data == {"mood": "calm"}
+    assert acct.show("state:ire", at=2).data == {"mood": "excited"}
+    assert acct.show("state:ire", at=3).data == {"mood": "excited"}
+    assert acct.show("state:ire").data == {"mood": "tired"}
     with pytest.raises(NotFound):
         acct.show("state:ehm", at=2)
-    assert acct.show("state:ehm", at=3)["data"] == {"matrix": [1, 2]}
-    assert acct.show("profile", at=1)["fields"] == {"name": "Ann"}
-    assert acct.show("profile", at=2)["fields"] == {"name": "Ann", "city": "Paris"}
-    assert acct.show("core", at=1)["identity"] == {"name": "EVA"} and acct.show("core", at=1)["values"] == []
-    assert acct.show("core", at=3)["values"] == ["curiosity"]
-    assert acct.show("core", at=0)["identity"] == {}
+    assert acct.show("state:ehm", at=3).data == {"matrix": [1, 2]}
+    assert acct.show("profile", at=1).fields == {"name": "Ann"}
+    assert acct.show("profile", at=2).fields == {"name": "Ann", "city": "Paris"}
+    assert acct.show("core", at=1).identity == {"name": "EVA"} and acct.show("core", at=1).values == ()
+    assert acct.show("core", at=3).values == ("curiosity",)
+    assert acct.show("core", at=0).identity == {}
     assert triples(acct.show("gks", at=1)) == {("user", "lives in", "bangkok")}
     assert triples(acct.show("gks", at=2)) == {("user", "lives in", "paris")}
     assert triples(acct.show("gks", at=3)) == {("user", "lives in", "paris"), ("user", "likes", "croissants")}
     assert triples(acct.show("gks")) == {("user", "lives in", "rome"), ("user", "likes", "croissants")}
-    assert acct.show("gks", at=0)["edges"] == []
+    assert acct.show("gks", at=0).edges == ()
     with pytest.raises(NotFound):
         acct.show(hist.fact("Rome"), at=3)  # did not exist yet
     with pytest.raises(NotFound):
@@ -375,14 +376,14 @@ def test_rollback_creates_a_new_version_equal_to_the_target(hist: History) -> No
     v = acct.rollback(1)
     assert v == n + 1 == acct.head()
     entry = acct.log()[-1]
-    assert entry["kind"] == "rollback" and entry["rolled_back_to"] == 1 and entry["parent"] == n
+    assert entry.kind == "rollback" and entry.rolled_back_to == 1 and entry.parent == n
     assert content_at(acct, v) == at1
     # records added after 1 are not visible now, but still readable at their versions
     with pytest.raises(NotFound):
         acct.record(rome)
     assert acct.record(rome, at=4).object == "Rome"
     assert acct.record(croissants, at=3).object == "croissants"
-    assert acct.show(hist.fact("Bangkok"))["superseded_by"] is None  # as it was at 1
+    assert acct.record(hist.fact("Bangkok")).superseded_by is None  # as it was at 1
     assert acct.state("ehm") is None and acct.state("ehm", at=3) is not None
     # earlier versions are unchanged by the rollback
     assert content_at(acct, 4) == at4
@@ -415,8 +416,8 @@ def test_diff_across_rollback_and_restore(hist: History) -> None:
     acct.rollback(1)
     w = acct.rollback(n)
     d = acct.diff(0, w)
-    assert rome in d["added"]["fact"]
-    assert d["retired"] == [] or all(acct.store.snapshot(w).document(p) is None for p in d["retired"])
+    assert rome in d.added["fact"]
+    assert d.retired == [] or all(acct.store.snapshot(w).document(p) is None for p in d.retired)
 
 
 def test_rollback_to_bad_versions(hist: History) -> None:
@@ -461,6 +462,6 @@ def test_diff_to_a_rollback_of_the_same_content_is_empty(hist: History) -> None:
     acct = hist.acct
     v = acct.rollback(1)
     d = acct.diff(1, v)
-    assert d["added"] == {} and d["retired"] == []
-    assert d["superseded"] == []
-    assert acct.diff(0, v)["superseded"] == []
+    assert d.added == {} and d.retired == []
+    assert d.superseded == []
+    assert acct.diff(0, v).superseded == []

@@ -18,7 +18,7 @@ def test_two_sandboxes_from_one_parent_both_land(backend: Backend) -> None:
     a, b = first.archive(), second.archive()
     assert isinstance(a, Committed) and isinstance(b, Committed)
     assert (a.version, b.version, b.plan.rebased) == (1, 2, True)
-    entry = acct.log()[-1]
+    entry = acct.log()[-1].to_json()
     assert entry["rebased"] == {"from": 0, "onto": 1} and entry["parent"] == 1
     facts = {f.object: f for f in acct.records("fact")}
     assert facts["Paris"].superseded_by == facts["Bangkok"].id  # re-validated against the newer master

@@ -209,8 +209,8 @@ def ingest(state: State, source: str, account: str, agent: str, sandbox_id: str 
 
 def _id_map(acct: Account, sandbox_id: str) -> dict[str, str]:
     """Temporary id -> permanent id, from the log entry of the version ``sandbox_id`` became."""
-    entry: dict[str, Any] = next((e for e in reversed(acct.log()) if e.get("source_sandbox") == sandbox_id), {})
-    return dict(entry.get("id_map", {}))
+    entry = next((e for e in reversed(acct.log()) if e.source_sandbox == sandbox_id), None)
+    return dict((entry.model_extra or {}).get("id_map", {})) if entry is not None else {}
 
 
 def _permanent_ids(result: IngestResult, id_map: dict[str, str]) -> IngestResult:

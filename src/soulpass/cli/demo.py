@@ -93,8 +93,8 @@ def demo(state: State, account: str) -> None:
     d = acct.diff(1, acct.head())
     table(f"Diff v1 → v{acct.head()}", ["change", "what"],
           [(f"+ {len(ids)} {kind}", ", ".join(ids[:5]) + (" …" if len(ids) > 5 else ""))
-           for kind, ids in d["added"].items()]
-          + [("~ replaced", p) for p in d["replaced"]])
+           for kind, ids in d.added.items()]
+          + [("~ replaced", p) for p in d.replaced])
     expected = [100, 100, 103, 105, 105]
     if [row[3] for row in timeline] != expected or traces or acct.head() != 3:
         raise Corrupted(f"demo check failed: episodes {[r[3] for r in timeline]} != {expected}")

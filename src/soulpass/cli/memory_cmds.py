@@ -3,7 +3,7 @@ in what was edited by hand."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -11,6 +11,9 @@ from soulpass.cli.output import console, emit_json, table
 from soulpass.cli.state import State, account_option
 from soulpass.errors import InvalidInput
 from soulpass.store.fsio import json_or_text
+
+if TYPE_CHECKING:
+    from soulpass.engine.views import FieldChanges
 
 __all__ = ["COMMANDS"]
 
@@ -39,18 +42,18 @@ def edit(state: State, record_id: str, pairs: tuple[str, ...], reason: str, acco
     """Commit a version in which RECORD_ID carries the new fields (a fact is superseded by a new one)."""
     acct = state.account(account)
     version = acct.edit(record_id, reason=reason, **_fields(pairs))
-    now = acct.log()[-1].get("edited_as", record_id)
+    now = acct.log()[-1].edited_as or record_id
     if as_json:
         emit_json({"version": version, "record": record_id, "now": now})
     else:
         console.print(f"version [bold]{version}[/]: {record_id} edited" + (f", now {now}" if now != record_id else ""))
 
 
-def _summary(changes: dict[str, Any] | None) -> str:
+def _summary(changes: FieldChanges | None) -> str:
     if changes is None:
         return "(removed)"
-    parts = [f"+{k}" for k in changes["added"]] + [f"~{k}: {v[0]!r} → {v[1]!r}" for k, v in changes["changed"].items()]
-    return "; ".join(parts + [f"-{k}" for k in changes["removed"]]) or "-"
+    parts = [f"+{k}" for k in changes.added] + [f"~{k}: {v[0]!r} → {v[1]!r}" for k, v in changes.changed.items()]
+    return "; ".join(parts + [f"-{k}" for k in changes.removed]) or "-"
 
 
 @click.command("history")
@@ -62,10 +65,10 @@ def history(state: State, record_id: str, account: str, as_json: bool) -> None:
     """Every version that wrote RECORD_ID, oldest first, with the fields each one changed."""
     rows = state.account(account).history(record_id)
     if as_json:
-        emit_json(rows)
+        emit_json([r.to_json() for r in rows])
         return
     table(f"History of {record_id}", ["version", "kind", "time (UTC)", "changes"],
-          [(r["version"], r["kind"], (r["timestamp"] or "")[:19], _summary(r["changes"])) for r in rows])
+          [(r.version, r.kind, (r.timestamp or "")[:19], _summary(r.changes)) for r in rows])
 
 
 @click.command("forget")

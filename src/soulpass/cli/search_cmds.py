@@ -61,7 +61,7 @@ def search(state: State, query: str, account: str, k: int, kinds: tuple[str, ...
     hits = acct.search(query, k, kinds=kinds, agent=agent, tags=tags, since=since, until=until,
                        session_id=session_id, persona_id=persona_id, event_id=event_id, source=source, at=at,
                        min_score=min_score)
-    names = session_names(acct.log()) if hits else {}
+    names = session_names(e.to_json() for e in acct.log()) if hits else {}
     if as_json:
         emit_json([{"id": h.id, "kind": h.kind, "version": h.version, "path": h.path,
                     "relevance": relevance(query, h), "score": h.score, "parts": h.parts, "text": h.text,

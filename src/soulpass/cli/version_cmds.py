@@ -49,10 +49,11 @@ def log(state: State, account: str, limit: int | None, as_json: bool) -> None:
     if limit is not None:
         entries = entries[-limit:]
     if as_json:
-        emit_json(entries)
+        emit_json([e.to_json() for e in entries])
         return
     rows = []
-    for e in entries:
+    for entry in entries:
+        e = entry.to_json()  # the summaries read what each kind of version logs
         note = []
         if e.get("rebased"):
             note.append(f"rebased {e['rebased']['from']}→{e['rebased']['onto']}")
@@ -94,7 +95,7 @@ def diff(state: State, a: int, b: int, account: str, internal: bool, as_json: bo
     """What changed from version A to version B: records added, superseded, replaced and retired;
     documents created, changed and removed, with the keys that changed inside them. The knowledge
     graph's own files are left out of the table unless --internal (--json gives everything)."""
-    d = state.account(account).diff(a, b)
+    d = state.account(account).diff(a, b).to_json()
     if as_json:  # for machines: the library's whole answer
         emit_json(d)
         return
@@ -131,7 +132,7 @@ def diff(state: State, a: int, b: int, account: str, internal: bool, as_json: bo
 @click.pass_obj
 def show(state: State, ref: str, account: str, at: int | None, as_json: bool) -> None:
     """Show a record (EP_…, TU_…, TL_…, SF_…, SR_…) or a document (core, profile, gks, state:NAME)."""
-    value = state.account(account).show(ref, at)
+    value = state.account(account).show(ref, at).model_dump(mode="json")
     if as_json or not console.is_terminal:  # piped or redirected: valid JSON, no line cut inside a string
         emit_json(value)
     else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from soulpass.store.contract import Snapshot
+from soulpass.store.contract import Snapshot, VersionEntry
 from soulpass.store.keys import KIND_BY_PREFIX, is_journal_path
 
 __all__ = ["document_changes"]
@@ -21,16 +21,15 @@ __all__ = ["document_changes"]
 _BOOKKEEPING = frozenset({"kind", "version", "updated_at", "key_times", "schema_version"})
 
 
-def document_changes(log: Iterable[Mapping[str, Any]], before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
+def document_changes(log: Iterable[VersionEntry], before: Snapshot, after: Snapshot) -> list[dict[str, Any]]:
     """The documents that differ between ``before`` and ``after`` (sorted by path), each as
     ``{"path", "change": "created"|"changed"|"removed", "keys": {"added", "changed", "removed"}}``
     with keys as dotted paths (``data.mood``, ``identity.name``). ``log`` holds the entries of
     the versions in between; a document written and retired within them is not listed."""
     paths: set[str] = set()
     for entry in log:
-        if before.version < int(entry["version"]) <= after.version:
-            for key in ("written", "replaced", "retired"):
-                paths.update(p for p in entry.get(key, []) if _is_document(p))
+        if before.version < entry.version <= after.version:
+            paths.update(p for p in (*entry.written, *entry.replaced, *entry.retired) if _is_document(p))
     out = []
     for path in sorted(paths):
         old, new = before.document(path), after.document(path)

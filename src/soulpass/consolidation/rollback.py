@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,7 +26,7 @@ def _record_kind(relpath: str) -> str | None:
     return kind if kind and relpath.startswith(RECORD_DIRS[kind] + "/") else None
 
 
-def plan_rollback(master: Snapshot, target: Snapshot, log: list[dict[str, Any]], now: datetime) -> Change:
+def plan_rollback(master: Snapshot, target: Snapshot, log: Sequence[VersionEntry], now: datetime) -> Change:
     """Version HEAD+1 on ``master`` (HEAD) equal to ``target``. Only keys touched after the
     target (``log``: the entries after it, with bulk id lists inlined) can differ, so the cost
     follows what changed since."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -26,17 +26,21 @@ from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.sandbox import SandboxInfo
 from soulpass.store import contract
 from soulpass.store import keys as store_keys
-from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
+from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot, VersionEntry
 from soulpass.store.versions import diff_entries
 
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
-    from pydantic import BaseModel
 
     from soulpass.consolidation.preview import ArchivePreview
     from soulpass.engine.forget import ForgetResult
     from soulpass.engine.home import Soulpass
     from soulpass.engine.journal import Journal
+    from soulpass.engine.views import Diff, HistoryStep, LogEntry
+    from soulpass.prose import JournalEntry
     from soulpass.records import CoreMemory, Document, GKSGraph, Record, StateBlob, UserProfile
+
+    # What ``show`` returns: a record, a journal entry, or a document of the account.
+    Shown = Record | JournalEntry | CoreMemory | UserProfile | GKSGraph | StateBlob
 
 logger = logging.getLogger(__name__)
 
@@ -45,11 +49,11 @@ __all__ = ["Account"]
 D = TypeVar("D", bound="Document")
 
 
-def _earlier_copy_readable(store: AccountBackend, entry: Mapping[str, Any]) -> bool:
+def _earlier_copy_readable(store: AccountBackend, entry: VersionEntry) -> bool:
     """Whether the version before ``entry`` still reads one copy ``entry`` replaced or retired
     (True when it replaced nothing a snapshot would need)."""
-    version = int(entry.get("version", 0))
-    for path in [*(entry.get("replaced") or []), *(entry.get("retired") or [])]:
+    version = entry.version
+    for path in [*entry.replaced, *entry.retired]:
         if not isinstance(path, str) or version < 2:
             continue
         stem = path.rsplit("/", 1)[-1].rsplit(".", 1)[0]
@@ -124,17 +128,18 @@ class Account:
             return known[1]
         floor = None
         for entry in reversed(self.store.log(lists=True)):
-            if not _earlier_copy_readable(self.store, entry.fields):
+            if not _earlier_copy_readable(self.store, entry):
                 floor = entry.version
                 break
         self._floor = (head, floor)  # check_version asks once per record a page reads
         return floor
 
-    def log(self) -> list[dict[str, Any]]:
+    def log(self) -> list[LogEntry]:
         """The version log as ``soulpass log`` prints it (a bulk version's id lists left out)."""
-        return [dict(e.fields) for e in self.store.log(lists=False)]
+        from soulpass.engine.views import LogEntry
+        return [LogEntry.of(e) for e in self.store.log(lists=False)]
 
-    def diff(self, a: int, b: int) -> dict[str, Any]:
+    def diff(self, a: int, b: int) -> Diff:
         """What changed from version ``a`` to ``b`` (two ints, ``a <= b``): records added, superseded,
         replaced, retired; ``documents`` created, changed or removed, with the keys inside."""
         for field, value in (("a", a), ("b", b)):
@@ -142,18 +147,17 @@ class Account:
                 raise InvalidInput(f"diff needs two version numbers; {field} is {value!r}", field=field)
             self.check_version(value)
         from soulpass.consolidation.document_diff import document_changes
-        log = [dict(e.fields) for e in self.store.log(a)]
-        out = diff_entries(log, a, b).to_json()
-        out["documents"] = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
-        return out
+        from soulpass.engine.views import Diff
+        log = self.store.log(a)
+        documents = document_changes(log, self.store.snapshot(a), self.store.snapshot(b))
+        return Diff.of(diff_entries(log, a, b), documents)
 
     def rollback(self, target: int, hook: Hook | None = None) -> int:
         """Commit a new version whose content equals version ``target``."""
         from soulpass.consolidation.rollback import plan_rollback
         version = self.check_version(target)
-        return self.commit(lambda head: plan_rollback(head, self.store.snapshot(version),
-                                                      [dict(e.fields) for e in self.store.log(version)], utc_now()),
-                           hook=hook)
+        return self.commit(lambda head: plan_rollback(head, self.store.snapshot(version), self.store.log(version),
+                                                      utc_now()), hook=hook)
 
     def commit(self, plan: Callable[[Snapshot], Change], *, first: Change | None = None,
                hook: Hook | None = None) -> int:
@@ -214,10 +218,10 @@ class Account:
             out.append(row)
         return out
 
-    def history(self, record_id: str) -> list[dict[str, Any]]:
+    def history(self, record_id: str) -> list[HistoryStep]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
         from soulpass.engine import editing
-        return editing.record_history(self.store, record_id, [dict(e.fields) for e in self.store.log()])
+        return editing.record_history(self.store, record_id, self.store.log())
 
     def forget(self, ids: Iterable[str] = (), **how: Any) -> ForgetResult:
         """Erase records from HEAD, history and index (engine/forget.py: subject, query, reason, by, dry_run)."""
@@ -268,13 +272,15 @@ class Account:
         from soulpass.consolidation.gks import assemble_graph
         return assemble_graph(self.store.snapshot(at))
 
-    def show(self, ref: str, at: int | None = None) -> dict[str, Any]:
-        """A record (by id) or a document (``core``, ``profile``, ``gks``, ``state:<name>``) at a version."""
+    def show(self, ref: str, at: int | None = None) -> Shown:
+        """A record (by id, a journal entry's too) or a document (``core``, ``profile``, ``gks``,
+        ``state:<name>``) as of version ``at`` (default HEAD): its model (``model_dump(mode="json")``
+        is what ``soulpass show`` prints)."""
         version = self.check_version(at)
         if not isinstance(ref, str):
             raise InvalidInput(f"ref (a record id or a document name) must be a string, not {type(ref).__name__}",
                                field="ref")
-        doc: BaseModel | None
+        doc: Shown | None
         if ref == "core":
             doc = self.core_memory(version)
         elif ref == "profile":
@@ -286,11 +292,11 @@ class Account:
             if doc is None:
                 raise NotFound(f"state {ref[6:]!r} does not exist at version {version}", ref=ref)
         elif ref.startswith("JE_"):
-            return self.journal().get(ref, at=version)[0].model_dump(mode="json")
+            doc = self.journal().get(ref, at=version)[0]
         else:
             store_keys.kind_of_id(ref)
             doc = self.record(ref, version)
-        return doc.model_dump(mode="json")
+        return doc
 
     # --- the derived index ---------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -21,8 +21,11 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_record_id, utc_now
 from soulpass.prose import JournalEntry, brief_summary_of, first_insight
 from soulpass.records import Record, SemanticFact
-from soulpass.store.contract import Change, DocumentPut, Snapshot, VersionEntry
+from soulpass.store.contract import AccountBackend, Change, DocumentPut, Snapshot, VersionEntry
 from soulpass.store.keys import GKS_DATA, kind_of_id, record_path
+
+if TYPE_CHECKING:
+    from soulpass.engine.views import FieldChanges, HistoryStep
 
 __all__ = ["JOURNAL_PREFIX", "adopted_fields", "field_changes", "journal_key", "plan_edit", "plan_journal_edit",
            "record_history"]
@@ -167,53 +170,52 @@ def adopted_fields(original: Mapping[str, Any], edited: Mapping[str, Any]) -> di
     return {k: v for k, v in edited.items() if k not in _FIXED and original.get(k) != v}
 
 
-def field_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> dict[str, Any]:
+def field_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any]) -> FieldChanges:
     """What changed from one copy to the next: fields added, changed (old, new) and removed."""
+    from soulpass.engine.views import FieldChanges
     before = before or {}
     keys = (set(before) | set(after)) - _BOOKKEEPING
-    return {
-        "added": {k: after[k] for k in sorted(keys) if k not in before},
-        "changed": {k: [before[k], after[k]] for k in sorted(keys) if k in before and k in after
-                    and before[k] != after[k]},
-        "removed": sorted(k for k in keys if k in before and k not in after),
-    }
+    return FieldChanges(
+        added={k: after[k] for k in sorted(keys) if k not in before},
+        changed={k: [before[k], after[k]] for k in sorted(keys) if k in before and k in after
+                 and before[k] != after[k]},
+        removed=sorted(k for k in keys if k in before and k not in after),
+    )
 
 
-def record_history(store: Any, record_id: str, log: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+def record_history(store: AccountBackend, record_id: str, log: Sequence[VersionEntry]) -> list[HistoryStep]:
     """Every version that wrote record ``record_id`` (oldest first), with what each changed.
 
     ``store`` is the account's backend and ``log`` its version log with id lists inlined; a
     version wrote the record when its entry added, restored, replaced or retired its key (a prose
     entry's key is the file name the log gives it)."""
+    from soulpass.engine.views import HistoryStep
     prose = isinstance(record_id, str) and record_id.startswith(JOURNAL_PREFIX)
     if prose:
         check_record_id(record_id, "journal entry id")
-        found = journal_key([VersionEntry(e) for e in log], record_id)
+        found = journal_key(log, record_id)
         key = found[1] if found else ""
     else:
         kind_of_id(record_id)
         key = record_path(record_id)
-    out: list[dict[str, Any]] = []
+    out: list[HistoryStep] = []
     before: Mapping[str, Any] | None = None
     for entry in log:
-        ids = [i for v in list(entry.get("added", {}).values()) + list(entry.get("restored", {}).values())
-               for i in v] + [j.get("id") for j in entry.get("journal", [])]
-        touched = {*entry.get("replaced", []), *entry.get("retired", []), *entry.get("written", [])}
+        ids = [i for v in entry.added.values() for i in v] + [j.get("id") for j in entry.fields.get("journal", [])]
+        touched = {*entry.replaced, *entry.retired, *entry.written}
         if record_id not in ids and key not in touched:
             continue
-        snap = store.snapshot(int(entry["version"]))
+        snap = store.snapshot(entry.version)
         if prose:
             doc = snap.document(key)
             after = JournalEntry.model_validate(doc).model_dump(mode="json") if doc is not None else None
         else:
             rec = snap.record(record_id)
             after = rec.model_dump(mode="json") if rec is not None else None
-        row: dict[str, Any] = {"version": int(entry["version"]), "kind": entry.get("kind"),
-                               "timestamp": entry.get("timestamp"), "present": after is not None}
-        row["changes"] = field_changes(before, after) if after is not None else None
-        if entry.get("reason"):
-            row["reason"] = entry["reason"]
-        out.append(row)
+        reason = {"reason": entry.fields["reason"]} if entry.fields.get("reason") else {}
+        out.append(HistoryStep(version=entry.version, kind=entry.fields.get("kind"),
+                               timestamp=entry.fields.get("timestamp"), present=after is not None,
+                               changes=field_changes(before, after) if after is not None else None, **reason))
         before = after
     if not out:
         raise NotFound(f"record {record_id} does not exist in any version", id=record_id)

@@ -14,6 +14,7 @@ from soulpass.errors import InvalidInput
 
 if TYPE_CHECKING:
     from soulpass.engine.account import Account
+    from soulpass.engine.views import LogEntry
 
 __all__ = ["LISTED_KINDS", "MAX_LIMIT", "log_page", "record_page"]
 
@@ -46,13 +47,13 @@ def record_page(acct: Account, kind: str, limit: int = 20, offset: int = 0, at: 
             "next_offset": offset + limit if total > offset + limit else None}
 
 
-def log_page(acct: Account, since: int = 0, limit: int = 100) -> tuple[list[dict[str, Any]], int | None]:
+def log_page(acct: Account, since: int = 0, limit: int = 100) -> tuple[list[LogEntry], int | None]:
     """The log entries of the versions after ``since``, oldest first, at most ``limit``; and the
     ``since`` of the next page (None when this one reaches HEAD)."""
     _bounds(limit)
     if type(since) is not int or since < 0:
         raise InvalidInput(f"since must be a version number, not {since!r}", field="since")
-    entries = [dict(e.fields) for e in acct.store.log(since)][:limit + 1]
-    more = len(entries) > limit
-    entries = entries[:limit]
-    return entries, (int(entries[-1]["version"]) if more and entries else None)
+    from soulpass.engine.views import LogEntry
+    logged = acct.store.log(since)[:limit + 1]
+    entries = [LogEntry.of(e) for e in logged[:limit]]
+    return entries, (entries[-1].version if len(logged) > limit and entries else None)

@@ -69,11 +69,12 @@ class MSP:
         episodes = [e.model_dump(mode="json") for e in acct.records("episode", version)]
         facts = [f.model_dump(mode="json") for f in acct.records("fact", version)]
         graph = acct.gks(version)
-        archives = [e for e in acct.log() if e.get("kind") == "archive" and int(e["version"]) <= version]
-        vdoc = next((e for e in acct.log() if int(e["version"]) == version), {})
+        log = acct.log()
+        archives = [e for e in log if e.kind == "archive" and e.version <= version]
+        vdoc = next((e for e in log if e.version == version), None)
         return MasterState(
             version=version,
-            timestamp=vdoc.get("timestamp"),
+            timestamp=vdoc.timestamp if vdoc is not None else None,
             user_id=acct.name,
             episodic_memory=tuple(episodes),
             semantic_memory={
@@ -89,7 +90,7 @@ class MSP:
                 "total_episodes": len(episodes),
                 "total_facts": len(facts),
                 "total_sessions": len(archives),
-                "last_consolidation": archives[-1]["timestamp"] if archives else None,
+                "last_consolidation": archives[-1].timestamp if archives else None,
             },
         )
 

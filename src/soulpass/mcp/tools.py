@@ -205,7 +205,8 @@ class MemoryTools:
         if limit < 1:
             raise InvalidInput("limit must be at least 1", field="limit")
         out = []
-        for entry in reversed(self.pool.get(account).log()[-limit:]):
+        for logged in reversed(self.pool.get(account).log()[-limit:]):
+            entry = logged.to_json()
             line = {k: entry.get(k) for k in ("version", "kind", "timestamp", "source_sandbox", "sandbox_name",
                                               "rebased") if k in entry}
             out.append(line | {"added": added_counts(entry), "refused": refused_counts(entry),
@@ -216,7 +217,7 @@ class MemoryTools:
 
     def get_memory(self, account: str, ref: str, at: int | None = None) -> dict[str, Any]:
         """A record by id, or a document (``core``, ``profile``, ``gks``, ``state:<name>``), as of ``at``."""
-        return self.pool.get(account).show(ref, at)
+        return self.pool.get(account).show(ref, at).model_dump(mode="json")
 
     def list_memories(self, account: str, kind: str, limit: int = 20, offset: int = 0,
                       at: int | None = None) -> dict[str, Any]:
@@ -244,7 +245,7 @@ class MemoryTools:
                 "incomplete": bool(getattr(found, "incomplete", False))}
 
     def memory_diff(self, account: str, a: int, b: int) -> dict[str, Any]:
-        return self.pool.get(account).diff(a, b)
+        return self.pool.get(account).diff(a, b).to_json()
 
     def rollback(self, account: str, version: int) -> dict[str, Any]:
         """A new version whose content equals ``version``'s (nothing in between is lost: it stays in history)."""
@@ -258,7 +259,8 @@ class MemoryTools:
 
     def read_identity(self, account: str, at: int | None = None) -> dict[str, Any]:
         acct = self.pool.get(account)
-        return {"version": acct.check_version(at), "core": acct.show("core", at), "profile": acct.show("profile", at)}
+        return {"version": acct.check_version(at), "core": acct.show("core", at).model_dump(mode="json"),
+                "profile": acct.show("profile", at).model_dump(mode="json")}
 
     def propose_core(self, account: str, section: str, value: Any, *, confidence: float, reason: str,
                      key: str | None = None, sandbox_id: str | None = None) -> dict[str, Any]:
@@ -277,11 +279,11 @@ class MemoryTools:
         """A new version in which the record carries ``fields``; ``now`` is the id to read (a new fact's)."""
         acct = self.pool.get(account)
         version = acct.edit(record_id, reason=reason, by="mcp", **fields)
-        now = next(e.get("edited_as", record_id) for e in reversed(acct.log()) if e["version"] == version)
+        now = next(e.edited_as or record_id for e in reversed(acct.log()) if e.version == version)
         return {"version": version, "record": record_id, "now": now}
 
     def memory_history(self, account: str, record_id: str) -> list[dict[str, Any]]:
-        return self.pool.get(account).history(record_id)
+        return [step.to_json() for step in self.pool.get(account).history(record_id)]
 
     def forget_memory(self, account: str, reason: str, ids: list[str] | None = None, subject: str | None = None,
                       query: str | None = None, dry_run: bool = False) -> dict[str, Any]:

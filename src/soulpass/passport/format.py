@@ -19,8 +19,8 @@ FORMAT_VERSION = 1
 MANIFEST = "MANIFEST.json"
 MANIFEST_DIGEST = "MANIFEST.sha256"
 PREFIX = "files/"
-# The carried vectors, with ``--vectors``: listed in the manifest's ``vectors`` (soulpass.index.carried).
-# The entry's name predates the word and stays, so that every passport written so far reads.
+# The carried vectors (``--vectors``), listed in the manifest's ``vectors`` (soulpass.index.carried). The
+# file name is the passport format's, kept so passports already made load: it means no seed (design).
 VECTORS = "vectors/seed.npz"
 MAX_ENTRY_BYTES = 256 << 20  # one file of an account (CLI --max-entry-bytes, SOULPASS_PASSPORT_MAX_ENTRY)
 MAX_TOTAL_BYTES = 4 << 30  # the whole account (CLI --max-total-bytes, SOULPASS_PASSPORT_MAX_TOTAL)

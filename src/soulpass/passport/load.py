@@ -83,7 +83,7 @@ def import_account(sp: Soulpass, path: str | Path, *, as_name: str | None = None
 
 
 def _vectors(zf: zipfile.ZipFile, manifest: dict[str, Any], limit: int) -> bytes | None:
-    """The verified carried-vectors file the manifest lists under ``vectors`` (None: it lists none)."""
+    """The verified vectors file the manifest lists under ``vectors`` (None: it lists none)."""
     listed = manifest.get("vectors")
     if listed is None:
         return None

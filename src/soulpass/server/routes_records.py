@@ -65,13 +65,13 @@ def records(account: AccountName, pool: Pool, kind: Annotated[Kind, Query(descri
 
 @router.get("/records/{record_id}", response_model=dict[str, Any], summary="One record, as of a version")
 def record(account: AccountName, record_id: RecordId, pool: Pool, at: At = None) -> dict[str, Any]:
-    return pool.get(account).show(record_id, at)
+    return pool.get(account).show(record_id, at).model_dump(mode="json")
 
 
 @router.get("/records/{record_id}/history", response_model=list[dict[str, Any]],
             summary="Every version that wrote a record, oldest first, with the fields each changed")
 def history(account: AccountName, record_id: RecordId, pool: Pool) -> list[dict[str, Any]]:
-    return pool.get(account).history(record_id)
+    return [step.to_json() for step in pool.get(account).history(record_id)]
 
 
 @router.patch("/records/{record_id}", response_model=EditOut,
@@ -79,7 +79,7 @@ def history(account: AccountName, record_id: RecordId, pool: Pool) -> list[dict[
 def edit(account: AccountName, record_id: RecordId, body: EditIn, pool: Pool, caller: Caller) -> EditOut:
     acct = pool.get(account)
     version = acct.edit(record_id, reason=body.reason, by=caller.key_id, **body.fields)
-    now = next(e.get("edited_as", record_id) for e in reversed(acct.log()) if e["version"] == version)
+    now = next(e.edited_as or record_id for e in reversed(acct.log()) if e.version == version)
     return EditOut(version=version, record=record_id, now=now)
 
 

@@ -31,20 +31,20 @@ def log(account: AccountName, pool: Pool, response: Response,
     if next_since is not None:
         response.headers["X-Next-Since"] = str(next_since)
         response.headers["Link"] = f'</v1/accounts/{account}/versions?since={next_since}&limit={limit}>; rel="next"'
-    return entries
+    return [e.to_json() for e in entries]
 
 
 @router.get("/diff", response_model=dict[str, Any], summary="What changed between versions a and b")
 def diff(account: AccountName, pool: Pool, a: Annotated[int, Query(ge=0)],
          b: Annotated[int, Query(ge=0)]) -> dict[str, Any]:
-    return pool.get(account).diff(a, b)
+    return pool.get(account).diff(a, b).to_json()
 
 
 @router.get("/show/{ref}", response_model=dict[str, Any],
             summary="A record (by id) or a document (core, profile, gks, state:<name>) at a version")
 def show(account: AccountName, pool: Pool, ref: Annotated[str, Path(pattern=REF_PATTERN, max_length=200)],
          at: Annotated[int | None, Query(ge=0, description="Version (default HEAD)")] = None) -> dict[str, Any]:
-    return pool.get(account).show(ref, at)
+    return pool.get(account).show(ref, at).model_dump(mode="json")
 
 
 @router.post("/rollback", response_model=VersionOut,

@@ -178,7 +178,7 @@ class DurableBatch:
     """Files written (and renamed) under ``root`` without an fsync each, made durable together by
     :meth:`sync`: one ``syncfs`` of the file system, or where that call is missing an fsync of
     every file and folder the batch touched. Until :meth:`sync` returns nothing it wrote may
-    survive a power loss, so the caller keeps what it needs to redo them (a commit's pack).
+    survive a power loss, so the caller keeps what it needs to redo them (a commit's txn pack).
 
     The folder is opened when the batch starts, before any write: ``syncfs`` reports the
     write-back errors of the file system since that moment, the batch's own included."""

@@ -2,7 +2,7 @@
 
 Every backend names documents by these keys; they are the account-relative paths of the
 plain-file layout, so exporting an account to files is the identity on names (ADR 0004). What
-only the files backend has (history copies, the commit journal, the log) is in ``store.files.layout``.
+only the files backend has (history copies, the txn packs, the log) is in ``store.files.layout``.
 """
 
 from __future__ import annotations

@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 from soulpass.errors import InvalidInput
-from soulpass.store.contract import Supersession, VersionDiff
+from soulpass.store.contract import Supersession, VersionDiff, VersionEntry
 from soulpass.store.keys import KIND_BY_PREFIX
 
 __all__ = ["diff_entries", "touched_paths"]
 
 
-def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> VersionDiff:
+def diff_entries(log: Sequence[VersionEntry], a: int, b: int) -> VersionDiff:
     """Net change from version ``a`` to ``b`` (``a <= b``) from the log entries between them."""
     if a > b:
         raise InvalidInput(f"diff needs A <= B, got {a} > {b}", field="versions")
@@ -20,7 +21,7 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> VersionDiff:
     last: dict[str, str] = {}
     kinds: dict[str, str] = {}
     retired_path: dict[str, str] = {}
-    superseded: list[dict[str, str]] = []
+    superseded: list[Supersession] = []
     replaced: set[str] = set()
     rebases: list[dict[str, Any]] = []
     conflicts: list[dict[str, Any]] = []
@@ -29,32 +30,31 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> VersionDiff:
         first.setdefault(rid, op)
         last[rid] = op
 
-    for entry in sorted(log, key=lambda e: int(e["version"])):
-        v = int(entry["version"])
+    for entry in sorted(log, key=lambda e: e.version):
+        v = entry.version
         if not a < v <= b:
             continue
-        for key in ("added", "restored"):
-            for kind, ids in entry.get(key, {}).items():
-                for rid in ids:
-                    kinds[rid] = kind
-                    change(rid, "add")
-        for item in entry.get("journal", []):  # prose records are named by path, like documents
+        for kind, ids in entry.added.items():  # a rollback's restored ids too
+            for rid in ids:
+                kinds[rid] = kind
+                change(rid, "add")
+        for item in entry.fields.get("journal", []):  # prose records are named by path, like documents
             kinds[item["path"]] = "journal"
-        for path in [*entry.get("written", []), *entry.get("replaced", [])]:
+        for path in [*entry.written, *entry.replaced]:
             change(path, "add")  # a document written again after a retire is back
-        for path in entry.get("retired", []):
+        for path in entry.retired:
             name = path.rsplit("/", 1)[-1].removesuffix(".json")
             rid = name if name[:2] in KIND_BY_PREFIX and "/" in path and name[2:3] == "_" else path
             retired_path[rid] = path
             change(rid, "retire")
-        superseded.extend(entry.get("superseded", []))
-        replaced.update(entry.get("replaced", []))
-        if entry.get("rebased"):
-            rebases.append({"version": v, **entry["rebased"]})
-        conflicts.extend({"version": v, **c} for c in entry.get("conflicts", []))
+        superseded.extend(entry.superseded)
+        replaced.update(entry.replaced)
+        if entry.fields.get("rebased"):
+            rebases.append({"version": v, **entry.fields["rebased"]})
+        conflicts.extend({"version": v, **c} for c in entry.fields.get("conflicts", []))
     # A supersession counts only while its superseding fact is still there at B.
     present = {rid for rid, op in last.items() if op == "add"}
-    superseded = [s for s in superseded if s["by"] in present]
+    superseded = [s for s in superseded if s.by in present]
     # Net effect: present at B but not at A is added; present at A but not at B is retired.
     added: dict[str, list[str]] = defaultdict(list)
     retired: list[str] = []
@@ -65,22 +65,22 @@ def diff_entries(log: list[dict[str, Any]], a: int, b: int) -> VersionDiff:
             retired.append(retired_path[rid])
     return VersionDiff(
         from_version=a, to_version=b, added={k: tuple(v) for k, v in sorted(added.items()) if v},
-        superseded=tuple(Supersession(s["fact"], s["by"]) for s in superseded), replaced=tuple(sorted(replaced)),
+        superseded=tuple(superseded), replaced=tuple(sorted(replaced)),
         retired=tuple(sorted(retired)), rebases=tuple(rebases), conflicts=tuple(conflicts),
     )
 
 
-def touched_paths(log: list[dict[str, Any]], after: int) -> set[str]:
+def touched_paths(log: Sequence[VersionEntry], after: int) -> set[str]:
     """Every core path that versions after ``after`` wrote, replaced or retired."""
     from soulpass.store.keys import record_path
 
     paths: set[str] = set()
     for entry in log:
-        if int(entry["version"]) <= after:
+        if entry.version <= after:
             continue
-        for ids in list(entry.get("added", {}).values()) + list(entry.get("restored", {}).values()):
+        for ids in entry.added.values():  # a rollback's restored ids too
             paths.update(record_path(i) for i in ids)
-        paths.update(entry.get("replaced", []))
-        paths.update(entry.get("written", []))
-        paths.update(entry.get("retired", []))
+        paths.update(entry.replaced)
+        paths.update(entry.written)
+        paths.update(entry.retired)
     return paths

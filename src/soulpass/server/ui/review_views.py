@@ -69,7 +69,7 @@ def _value(value: Any) -> str:
 
 def _fact_text(acct: Account, fact_id: str, at: int) -> str:
     try:
-        return str(acct.show(fact_id, at).get("text", ""))
+        return str(acct.show(fact_id, at).model_dump(mode="json").get("text", ""))
     except SoulpassError:
         return "(not readable at this version)"
 

@@ -76,7 +76,7 @@ def timeline(acct: Account, before: int | None = None, page: int = PAGE) -> dict
     top = head if before is None else max(0, min(before - 1, head))
     since = max(0, top - page)
     entries, _ = log_page(acct, since, top - since) if top > since else ([], None)
-    rows = [_summary(e) for e in reversed(entries)]
+    rows = [_summary(e.to_json()) for e in reversed(entries)]
     tallest = max((sum(r["counts"].values()) for r in rows), default=0) or 1
     bars = []
     step = max(12, min(40, 600 // max(len(rows), 1)))
@@ -98,7 +98,7 @@ def _texts(acct: Account, ids: Iterable[str], at: int) -> list[dict[str, Any]]:
     out = []
     for rid in ids:
         try:
-            body = acct.show(rid, at)
+            body = acct.show(rid, at).model_dump(mode="json")
         except SoulpassError:  # a document's path (a journal file), or gone by then
             body = {"id": rid, "text": "" if "/" in rid else "(not readable at this version)"}
         out.append({"id": rid, "kind": body.get("kind", ""), "text": str(body.get("text", ""))[:300]})
@@ -119,9 +119,9 @@ def diff_view(acct: Account, a: int, b: int, internal: bool = False) -> dict[str
     """What changed from ``a`` to ``b``: records added (with their text, the first ``SHOWN`` of a
     kind), facts superseded old → new, records retired, documents changed key by key. The
     knowledge graph's own files are left out (``hidden`` counts them) unless ``internal``."""
-    d, hidden = personal_diff(acct.diff(a, b))
+    d, hidden = personal_diff(acct.diff(a, b).to_json())
     if internal:
-        d, hidden = acct.diff(a, b), 0
+        d, hidden = acct.diff(a, b).to_json(), 0
     added = {kind: {"total": len(ids), "rows": _texts(acct, ids[:SHOWN], b)}
              for kind, ids in sorted((d.get("added") or {}).items()) if ids}
     superseded = []
@@ -168,9 +168,9 @@ def rejected_rows(entry: dict[str, Any]) -> list[dict[str, str]]:
 def version_view(acct: Account, version: int) -> dict[str, Any]:
     """One version: its log entry and what it changed from the one before."""
     entries, _ = log_page(acct, version - 1, 1) if version >= 1 else ([], None)
-    if not entries or int(entries[0]["version"]) != version:
+    if not entries or entries[0].version != version:
         raise NotFound(f"version {version} is not in the log of {acct.name!r} (HEAD is {acct.head()})")
-    entry = entries[0]
+    entry = entries[0].to_json()
     return {"entry": entry, "summary": _summary(entry), "diff": diff_view(acct, version - 1, version),
             "rejected": rejected_rows(entry), "head": acct.head()}
 
@@ -180,12 +180,11 @@ def forgotten(acct: Account, record_id: str, at: int | None) -> dict[str, Any] |
     no version did (then the record never existed there)."""
     top = acct.head() if at is None else at
     for entry in reversed(acct.log()):
-        if int(entry["version"]) > top or entry.get("kind") != "forget":
+        if entry.version > top or entry.kind != "forget":
             continue
-        if record_id in (entry.get("forgotten") or []):
-            when = str(entry.get("timestamp", ""))[:19].replace("T", " ")
-            return {"version": int(entry["version"]), "reason": str(entry.get("reason") or ""),
-                    "by": str(entry.get("by") or ""), "timestamp": when}
+        if record_id in entry.forgotten:
+            when = (entry.timestamp or "")[:19].replace("T", " ")
+            return {"version": entry.version, "reason": entry.reason or "", "by": entry.by or "", "timestamp": when}
     return None
 
 
@@ -203,7 +202,7 @@ def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]
     """A record as of ``at`` with what surrounds it: an episode's turns, a turn's episode, a
     journal entry's Markdown, a fact's history and sources."""
     version = acct.check_version(at)
-    body = acct.show(record_id, version)
+    body = acct.show(record_id, version).model_dump(mode="json")
     kind = str(body.get("kind", ""))
     out: dict[str, Any] = {"id": record_id, "kind": kind, "at": version, "head": acct.head(), "body": body,
                            "related": [], "html": None}
@@ -221,7 +220,7 @@ def record_view(acct: Account, record_id: str, at: int | None) -> dict[str, Any]
     if kind == "journal":
         out["html"] = markdown(str(body.get("text") or ""))
     try:
-        out["history"] = acct.history(record_id)
+        out["history"] = [step.to_json() for step in acct.history(record_id)]
     except SoulpassError:  # journal entries are documents: their history is the versions' diffs
         out["history"] = []
     return out
@@ -233,9 +232,9 @@ def _superseded_by(acct: Account, version: int, limit: int, in_force: set[str]) 
     fact restored and superseded again is in the log twice)."""
     found: dict[str, None] = {}
     for entry in reversed(acct.log()):
-        if int(entry["version"]) > version:
+        if entry.version > version:
             continue
-        for s in entry.get("superseded") or []:
+        for s in entry.superseded:
             fact = str(s.get("fact") or "") if isinstance(s, dict) else ""
             if fact and fact not in in_force:
                 found.setdefault(fact)
@@ -266,7 +265,7 @@ def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit:
         for ref in refs:
             if ref not in facts:
                 try:
-                    facts[ref] = acct.show(ref, version)
+                    facts[ref] = acct.show(ref, version).model_dump(mode="json")
                 except NotFound:
                     facts[ref] = {}
             states.append(facts[ref].get("superseded_by") is not None)
@@ -281,7 +280,7 @@ def fact_graph(acct: Account, at: int | None, subject: str | None = None, limit:
     in_force = {ref for ref, body in facts.items() if body and body.get("superseded_by") is None}
     for n, old_id in enumerate(_superseded_by(acct, version, limit - len(edges), in_force)):
         try:
-            old = acct.show(old_id, version)
+            old = acct.show(old_id, version).model_dump(mode="json")
         except SoulpassError:
             continue
         if old.get("superseded_by") is None:  # restored by a rollback (and outside the subject asked for)

@@ -2,7 +2,7 @@
 
 Steps, each reported to an optional test hook by name:
 
-1. ``txn_file``        each new file's bytes appended to the pack ``txn/<N+1>/pack.tmp``
+1. ``txn_file``        each new file's bytes appended to the txn pack ``txn/<N+1>/pack.tmp``
 2. ``txn_written``     the pack (a manifest line, then every file's bytes) fsynced
 3. ``committed``       the pack renamed to ``txn/<N+1>/COMMITTED``, its folders fsynced: the
                        commit point
@@ -107,7 +107,7 @@ class Applied:
 
 
 @dataclass(frozen=True)
-class _Pack:
+class _TxnPack:
     """A committed txn: its manifest, the new files' bytes, the replaced ``core/`` files' old bytes."""
 
     manifest: dict[str, Any]
@@ -134,7 +134,7 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> Applied:
             raise Corrupted(f"txn {txn.name} is committed but was not recovered", path=str(txn))
         shutil.rmtree(txn)
     try:
-        pack = _pack(account, txn, cs, hook)
+        pack = _stage_pack(account, txn, cs, hook)
     except OSError as exc:  # before the commit point: nothing of it stays
         _discard(account, txn)
         raise OSError(exc.errno, f"{exc.strerror or exc}; version {version} was not committed and nothing of "
@@ -152,7 +152,7 @@ def commit(account: Path, cs: Changeset, hook: Hook | None = None) -> Applied:
     return Applied(version)
 
 
-def _pack(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Pack:
+def _stage_pack(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _TxnPack:
     """Steps 1-3 up to the rename that commits (its folders not fsynced yet): the pack, and
     a bulk change's files put straight into place."""
     version = cs.version
@@ -181,7 +181,7 @@ def _pack(account: Path, txn: Path, cs: Changeset, hook: Hook) -> _Pack:
     }
     _write_pack(txn, manifest, staged, history, hook)
     os.replace(txn / "pack.tmp", txn / "COMMITTED")
-    return _Pack(manifest, staged, history)
+    return _TxnPack(manifest, staged, history)
 
 
 def _discard(account: Path, txn: Path) -> None:
@@ -203,7 +203,7 @@ def _finish_later(account: Path, txn: Path, version: int) -> Applied:
         return Applied(version, f"version {version} is committed, but putting its files in place failed "
                                 f"({again.strerror or again}); recovery finishes it at the next commit or open")
     except Corrupted as again:  # the pack cannot be read back: recovery will say the same
-        return Applied(version, f"version {version} is committed, but its pack could not be read back to "
+        return Applied(version, f"version {version} is committed, but its txn pack could not be read back to "
                                 f"finish it ({again}); recovery retries at the next commit or open")
     return Applied(version)  # the fault passed: everything is in place
 
@@ -240,7 +240,7 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[os.write(fd, view):]
 
 
-def _read_pack(txn: Path) -> _Pack:
+def _read_pack(txn: Path) -> _TxnPack:
     """The committed txn's pack; an older release's txn (``manifest.json`` + ``files/``) too."""
     path = txn / "COMMITTED"
     data = path.read_bytes()
@@ -260,11 +260,11 @@ def _read_pack(txn: Path) -> _Pack:
         blobs.append(data[at:at + n])
         at += n
     count = len(manifest["writes"])
-    return _Pack(manifest, [(rel, b) for (rel, _n), b in zip(manifest["writes"], blobs[:count], strict=True)],
+    return _TxnPack(manifest, [(rel, b) for (rel, _n), b in zip(manifest["writes"], blobs[:count], strict=True)],
                     [(rel, b) for (rel, _n), b in zip(manifest["history"], blobs[count:], strict=True)])
 
 
-def _read_legacy(txn: Path) -> _Pack:
+def _read_legacy(txn: Path) -> _TxnPack:
     """A txn an older release committed: its files are under ``files/`` until moved into place, and
     a ``core/`` file's old copy is the one still in place."""
     manifest = load_json(txn / "manifest.json")
@@ -278,10 +278,10 @@ def _read_legacy(txn: Path) -> _Pack:
         old = _read_or_none(account / rel) if rel.startswith(CORE + "/") else None
         if old is not None:
             history.append((rel, old))
-    return _Pack(manifest, writes, history)
+    return _TxnPack(manifest, writes, history)
 
 
-def apply_txn(account: Path, txn: Path, hook: Hook | None = None, pack: _Pack | None = None) -> None:
+def apply_txn(account: Path, txn: Path, hook: Hook | None = None, pack: _TxnPack | None = None) -> None:
     """Redo a committed txn from its pack; every step is idempotent. Nothing is fsynced until
     the one flush at the end: the txn stays until then, so a power loss before it redoes it."""
     hook = hook or _noop
