@@ -183,10 +183,10 @@ def test_index_rebuild_graph_builds_the_vector_graph_again_from_the_stored_vecto
     from datetime import UTC, datetime, timedelta
 
     from soulpass.ids import new_temp_id
-    from soulpass.index.vectors import hnsw
     from soulpass.records import TurnUser
+    from soulpass.vectors import hnsw
 
-    monkeypatch.setattr("soulpass.index.vectors.HnswIndex",
+    monkeypatch.setattr("soulpass.vectors.HnswIndex",
                         functools.partial(hnsw.HnswIndex, ann_threshold=64, seal_rows=48))
     run("account", "create", "ann")
     assert json.loads(run("index", "rebuild", "--graph", "-a", "ann", "--json"))["graph_rows"] == 0
@@ -269,7 +269,7 @@ def test_startup_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
 # and backends not in use.
 WRITE_ONLY_MODULES = ("yaml", "soulpass.prose", "soulpass.consolidation.plan", "soulpass.consolidation.gks",
                       "soulpass.consolidation.rules", "soulpass.editing", "soulpass.forgetting", "soulpass.journal",
-                      "soulpass.embed.minilm", "soulpass.embed.remote", "soulpass.index.vectors.chroma")
+                      "soulpass.embed.minilm", "soulpass.embed.remote", "soulpass.vectors.chroma")
 
 
 def test_a_search_in_a_fresh_process_builds_no_validator(tmp_path: Path) -> None:

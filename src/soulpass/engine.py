@@ -27,7 +27,6 @@ from soulpass.index.catalog import CatalogRow, Filters, FullText
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
-from soulpass.index.vectors import Backend
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.buffer import Limits
@@ -38,6 +37,7 @@ from soulpass.store.contract import AccountBackend, Change, Hook, Snapshot
 from soulpass.store.location import locate
 from soulpass.store.open import open_backend
 from soulpass.store.versions import diff_entries
+from soulpass.vectors import VectorBackend
 
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
     from pydantic import BaseModel
@@ -74,7 +74,7 @@ Indexing = Literal["inline", "background", "deferred"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
+         embedder: EmbedderChoice = "auto", vector_backend: VectorBackend = "hnsw", reranker: RerankerChoice = "none",
          indexing: Indexing = "inline", fulltext: FullText | None = None) -> Soulpass:
     """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
 
@@ -98,8 +98,9 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
 @library_boundary
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-                 indexing: Indexing = "inline", fulltext: FullText | None = None) -> None:
+                 embedder: EmbedderChoice = "auto", vector_backend: VectorBackend = "hnsw",
+                 reranker: RerankerChoice = "none", indexing: Indexing = "inline",
+                 fulltext: FullText | None = None) -> None:
         if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
             raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
         if indexing not in ("inline", "background", "deferred"):

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
-from soulpass.index.vectors.abilities import RowMask
-from soulpass.index.vectors.base import (
+from soulpass.vectors.abilities import RowMask
+from soulpass.vectors.base import (
     IndexMeta,
     as_id_set,
     check_ids,
@@ -24,9 +24,9 @@ from soulpass.index.vectors.base import (
     unit_query,
     unit_rows,
 )
-from soulpass.index.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
-from soulpass.index.vectors.os_memory import one_blas_thread
-from soulpass.index.vectors.rows import RowStore
+from soulpass.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
+from soulpass.vectors.os_memory import one_blas_thread
+from soulpass.vectors.rows import RowStore
 
 __all__ = ["NO_ROW", "ExactIndex", "top_k"]
 
