@@ -36,7 +36,7 @@ def measure(size: int, widths: list[int], queries: int, dim: int, k: int = 10,
             projection_counts: tuple[int, ...] = (1, 2), expansions: tuple[int, ...] = (64,)) -> dict[str, Any]:
     from usearch.index import Index
 
-    from soulpass.index.vectors.hnsw import graph_bits
+    from soulpass.vectors.hnsw import graph_bits
 
     data = np.concatenate(list(clustered_chunks(size, dim, 42, 1)))
     asked = next(clustered_chunks(queries, dim, 42, 7))

@@ -37,9 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plain", action="store_true", help="copy into ordinary pages (no huge pages)")
     ap.add_argument("--json", type=Path, default=HERE / "results" / "graph_pages.json")
     args = ap.parse_args(argv)
-    from soulpass.index.vectors import HnswIndex
-    from soulpass.index.vectors import os_memory as base
-    from soulpass.index.vectors.hnsw import _b1_candidates, _usearch_index_class
+    from soulpass.vectors import HnswIndex
+    from soulpass.vectors import os_memory as base
+    from soulpass.vectors.hnsw import _b1_candidates, _usearch_index_class
 
     queries = np.load(args.queries).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)

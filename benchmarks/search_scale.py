@@ -81,7 +81,7 @@ BACKENDS = ("hnsw", "chroma", "exact", "hnsw-f16")  # hnsw-f16: our graph over f
 
 
 def open_backend(backend: str, folder: Path, dim: int) -> Any:
-    from soulpass.index.vectors import HnswIndex, open_vector_index
+    from soulpass.vectors import HnswIndex, open_vector_index
 
     if backend == "hnsw-f16":
         return HnswIndex(folder, model_id=MODEL_ID, dim=dim, quantization="f16")

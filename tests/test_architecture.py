@@ -1,9 +1,10 @@
-"""Layer order of DESIGN §9: records/ids/errors -> store -> index/embed -> sessions/consolidation
--> engine -> cli/server/mcp/worker. Imports point one way (relative, lazy and type-only imports
-count), no two modules import each other even through others (a type-only import between two
-modules of one package excepted: see ``import_graph``), nothing outside ``store/`` imports
-a backend (files, PostgreSQL) or joins paths into an account, nothing outside ``index/`` reaches
-into an index folder, consolidation plans without the index, and only entry points read the
+"""Layer order of DESIGN §9: records/ids/errors -> store -> vectors -> index/embed ->
+sessions/consolidation -> engine -> cli/server/mcp/worker. Imports point one way (relative, lazy and
+type-only imports count), no two modules import each other even through others (a type-only import
+between two modules of one package excepted: see ``import_graph``), nothing outside ``store/``
+imports a backend (files, PostgreSQL) or joins paths into an account, nothing outside ``index/``
+reaches into an index folder, consolidation plans without the index, the vector store stands alone
+(of the store it takes only ``store.fsio``), and only entry points read the
 environment."""
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("foundation", ("errors", "ids", "sentences", "records", "prose")),
     ("store", ("store",)),
+    # The vector store (ids -> unit vectors in a folder, nearest search): no accounts, records or catalogs.
+    ("vectors", ("vectors",)),
     ("index", ("index", "embed")),
     # retrieval: reading questions and standing instructions, and plans over the index's public search.
     ("sessions", ("sessions", "consolidation", "retrieval")),
@@ -41,6 +44,8 @@ LAYER_NAMES = tuple(name for name, _ in LAYERS)
 ENTRY_POINTS = ("soulpass.cli", "soulpass.server", "soulpass.mcp", "soulpass.worker")
 FILES_BACKEND = "soulpass.store.files"
 BACKENDS = (FILES_BACKEND, "soulpass.store.postgres")  # only soulpass.store names them
+VECTORS = "soulpass.vectors"
+VECTORS_MAY_IMPORT = ("soulpass.store.fsio",)  # besides itself and the foundation layer
 
 
 def layer_of(module: str) -> int:
@@ -310,6 +315,24 @@ def test_consolidation_plans_without_the_index(module: str, path: Path) -> None:
                      "committed (read the Snapshot):\n" + "\n".join(bad))
 
 
+def vector_store_imports(module: str, path: Path, known: frozenset[str] = KNOWN) -> list[str]:
+    """The imports by a ``soulpass.vectors`` module of anything but the vector store itself, the
+    foundation layer and ``VECTORS_MAY_IMPORT``."""
+    if not (module == VECTORS or module.startswith(VECTORS + ".")):
+        return []
+    foundation = LAYER_NAMES.index("foundation")
+    return [f"{path.name}:{i.line} imports {i.target}" for i in imports_of(module, path, known)
+            if not (i.target == VECTORS or i.target.startswith(VECTORS + ".") or i.target in VECTORS_MAY_IMPORT
+                    or layer_of(i.target) == foundation)]
+
+
+@pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
+def test_the_vector_store_stands_alone(module: str, path: Path) -> None:
+    bad = vector_store_imports(module, path)
+    assert not bad, ("soulpass.vectors knows no accounts, records, catalogs or store backends (it may "
+                     f"import only itself, the foundation and {', '.join(VECTORS_MAY_IMPORT)}):\n" + "\n".join(bad))
+
+
 @pytest.mark.parametrize(("module", "path"), MODULES, ids=IDS)
 def test_no_account_paths_outside_store(module: str, path: Path) -> None:
     if module == "soulpass.store" or module.startswith("soulpass.store."):
@@ -416,8 +439,30 @@ def test_the_planning_rule_catches_an_index_import(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("code", [
+    "from soulpass.index.tuning import SAVE_MIN_ROWS\n",
+    "from soulpass.store.contract import LocalIndex\n",
+    "from soulpass.engine import Soulpass\n",
+    "from soulpass.consolidation.archive import plan\n",
+    "def f():\n    from soulpass.store.postgres.url import masked\n",
+    "from ..index import tuning\n",
+])
+def test_the_vector_store_rule_catches_an_import(tmp_path: Path, code: str) -> None:
+    bad = _write(tmp_path, "bad.py", code)
+    known = KNOWN | {"soulpass.store.postgres.url"}
+    assert vector_store_imports("soulpass.vectors.bad", bad, known)
+    assert vector_store_imports("soulpass.index.bad", bad, known) == []
+
+
+def test_the_vector_store_rule_lets_it_use_fsio_and_the_foundation(tmp_path: Path) -> None:
+    ok = _write(tmp_path, "ok.py", "from soulpass.errors import Corrupted\n"
+                                   "from soulpass.store.fsio import atomic_write\n"
+                                   "from soulpass.vectors.base import VectorIndex\nfrom . import rows\n")
+    assert vector_store_imports("soulpass.vectors.ok", ok) == []
+
+
+@pytest.mark.parametrize("code", [
     "p = folder / 'catalog.sqlite'\n",
-    "from soulpass.index.vectors import VECTORS_DIR\n",
+    "from soulpass.index.opening import VECTORS_DIR\n",
     "from soulpass.index.carried import carried_name\n",
     "folder = store.index_location().folder\n",
     "folder = acct.store.index_dir()\n",

@@ -191,8 +191,8 @@ def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     both timed, and the two answer alike (the same bytes)."""
     if importlib.util.find_spec("usearch") is None:  # not imported here: ONNX Runtime must load first
         pytest.skip("usearch (the search extra) is not installed")
-    from soulpass.index.vectors import HnswIndex
-    from soulpass.index.vectors.os_memory import huge_pages_on_request
+    from soulpass.vectors import HnswIndex
+    from soulpass.vectors.os_memory import huge_pages_on_request
 
     if not huge_pages_on_request():
         pytest.skip("this kernel gives no transparent huge pages on request: the benchmark has nothing to compare")

@@ -183,10 +183,10 @@ def test_index_rebuild_graph_builds_the_vector_graph_again_from_the_stored_vecto
     from datetime import UTC, datetime, timedelta
 
     from soulpass.ids import new_temp_id
-    from soulpass.index.vectors import hnsw
     from soulpass.records import TurnUser
+    from soulpass.vectors import hnsw
 
-    monkeypatch.setattr("soulpass.index.vectors.HnswIndex",
+    monkeypatch.setattr("soulpass.vectors.HnswIndex",
                         functools.partial(hnsw.HnswIndex, ann_threshold=64, seal_rows=48))
     run("account", "create", "ann")
     assert json.loads(run("index", "rebuild", "--graph", "-a", "ann", "--json"))["graph_rows"] == 0
@@ -270,7 +270,7 @@ def test_startup_benchmark_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[s
 WRITE_ONLY_MODULES = ("yaml", "soulpass.prose", "soulpass.consolidation.plan", "soulpass.consolidation.gks",
                       "soulpass.consolidation.rules", "soulpass.engine.editing", "soulpass.engine.forget",
                       "soulpass.engine.journal",
-                      "soulpass.embed.minilm", "soulpass.embed.remote", "soulpass.index.vectors.chroma")
+                      "soulpass.embed.minilm", "soulpass.embed.remote", "soulpass.vectors.chroma")
 
 
 def test_a_search_in_a_fresh_process_builds_no_validator(tmp_path: Path) -> None:

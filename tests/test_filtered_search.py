@@ -26,9 +26,9 @@ from soulpass.index.catalog.columns import CatalogColumns
 from soulpass.index.dense import LocalDense
 from soulpass.index.filtered import MaskedDense
 from soulpass.index.recipe import SEARCHABLE_KINDS
-from soulpass.index.vectors import ExactIndex, HnswIndex
-from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.records import TurnLLM, TurnUser
+from soulpass.vectors import ExactIndex, HnswIndex
+from soulpass.vectors.signs import SignBits, hamming, nearest
 from test_vector_index import clustered
 
 HAS_USEARCH = importlib.util.find_spec("usearch") is not None
@@ -256,7 +256,7 @@ def test_sign_bits_are_saved_reloaded_and_recomputed_when_short(tmp_path: Path) 
 
 @pytest.mark.parametrize("dim", [64, 100, 384])  # one word, bytes (not whole words), six words
 def test_hamming_counts_the_differing_bits_in_steps(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    from soulpass.index.vectors import signs as signs_mod
+    from soulpass.vectors import signs as signs_mod
 
     monkeypatch.setattr(signs_mod, "CHUNK_ROWS", 64)  # 1000 rows: 16 steps, the last one short
     packed = np.packbits(clustered(1000, dim) > 0, axis=-1)

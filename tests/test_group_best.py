@@ -18,10 +18,10 @@ import soulpass
 from soulpass import Committed
 from soulpass.index import passages
 from soulpass.index.dense import LocalDense
-from soulpass.index.vectors import ExactIndex, HnswIndex
-from soulpass.index.vectors.base import IndexMeta
-from soulpass.index.vectors.groups import GroupBest, RowGroups
-from soulpass.index.vectors.shared import open_shared
+from soulpass.vectors import ExactIndex, HnswIndex
+from soulpass.vectors.base import IndexMeta
+from soulpass.vectors.groups import GroupBest, RowGroups
+from soulpass.vectors.shared import open_shared
 
 DIM = 16
 # Looked up, not imported: ``import usearch`` before ONNX Runtime segfaults the process at the later

@@ -19,7 +19,7 @@ from click.testing import CliRunner
 import soulpass
 from soulpass.cli.main import cli
 from soulpass.embed.base import Vectors
-from soulpass.index.vectors import SharedIndex
+from soulpass.vectors import SharedIndex
 
 WORDS = 64
 

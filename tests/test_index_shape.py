@@ -7,8 +7,8 @@ import ast
 import re
 from pathlib import Path
 
-from soulpass.index.vectors import ExactIndex, HnswIndex
-from soulpass.index.vectors.abilities import abilities_of
+from soulpass.vectors import ExactIndex, HnswIndex
+from soulpass.vectors.abilities import abilities_of
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 ORCHESTRATOR_INDEX_IMPORTS = 8
@@ -25,7 +25,7 @@ def _index_modules_imported(path: Path) -> set[str]:
 def test_the_search_orchestrator_imports_at_most_eight_index_modules() -> None:
     imported = _index_modules_imported(SRC / "index" / "search.py")
     assert len(imported) <= ORCHESTRATOR_INDEX_IMPORTS, sorted(imported)
-    assert not {m for m in imported if m.startswith(("soulpass.index.pg", "soulpass.index.vectors"))}, (
+    assert not {m for m in imported if m.startswith(("soulpass.index.pg", "soulpass.vectors"))}, (
         "the orchestrator knows no backend")
 
 

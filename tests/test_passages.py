@@ -16,7 +16,7 @@ from soulpass.embed import embed_query
 from soulpass.index import passages
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.recipe import embed_passages, embed_text
-from soulpass.index.vectors import open_vector_index
+from soulpass.vectors import open_vector_index
 
 T0 = datetime(2025, 3, 1, 9, 0, tzinfo=UTC)
 

@@ -21,9 +21,9 @@ import numpy.typing as npt
 import pytest
 
 from soulpass.errors import BackendUnavailable, ConfigError, InvalidInput
-from soulpass.index.vectors import ChromaIndex, ExactIndex, HnswIndex, SharedIndex, VectorIndex, open_vector_index
-from soulpass.index.vectors.abilities import ScoresRows
-from soulpass.index.vectors.exact import NO_ROW
+from soulpass.vectors import ChromaIndex, ExactIndex, HnswIndex, SharedIndex, VectorIndex, open_vector_index
+from soulpass.vectors.abilities import ScoresRows
+from soulpass.vectors.exact import NO_ROW
 
 DIM = 32
 MODEL = "test/model-a"
@@ -292,7 +292,7 @@ def test_torn_writes_are_cut_off_on_open(name: str, tmp_path: Path) -> None:
     index = OPENERS[name](folder, model_id=MODEL, dim=DIM)
     index.upsert([f"r{i}" for i in range(100)], data[:100])
     index.close()
-    # a crash mid-upsert: vector bytes written, journal frame torn
+    # a crash mid-upsert: vector bytes written, row log frame torn
     with open(next(folder.glob("vectors-*.f32")), "ab") as fh:
         fh.write(data[100:150].tobytes())
     with open(next(folder.glob("journal-*.log")), "ab") as fh:
@@ -400,7 +400,7 @@ def test_a_sign_bit_graph_holds_the_signs_of_a_rotation_too(tmp_path: Path, monk
     """A new sign-bit graph holds 2 x dim bits a row (the vector's signs, then its rotation's), which
     find more of the exact top 10 among the same number of re-scored candidates than the signs alone;
     a graph saved with dim bits (before) is searched as it is, not rebuilt."""
-    from soulpass.index.vectors import hnsw
+    from soulpass.vectors import hnsw
 
     dim, n = 128, 4000
     data, queries = clustered(n, dim=dim), clustered(60, dim=dim, sample_seed=5)
@@ -440,7 +440,7 @@ def test_a_graph_notes_how_widely_it_was_built_and_is_searched_by_it(tmp_path: P
     """A saved graph has a note beside it (``graph-G-R.json``) with the expansion_add its rows joined
     with; a graph built with EXPANSION_ADD re-scores fewer candidates, one without a note (saved
     before) is taken as built with 64 and keeps its width, also after rows are added to it."""
-    from soulpass.index.vectors import hnsw
+    from soulpass.vectors import hnsw
 
     assert hnsw._b1_candidates(10, 1_000_000, projections=2) == 220  # built with 64
     assert hnsw._b1_candidates(10, 1_000_000, projections=2, expansion_add=hnsw.EXPANSION_ADD) == 170
@@ -531,7 +531,7 @@ def test_a_graph_opened_before_the_embedder_does_not_crash_the_process(tmp_path:
 
     script = (
         "import numpy as np\n"
-        "from soulpass.index.vectors import HnswIndex\n"
+        "from soulpass.vectors import HnswIndex\n"
         f"idx = HnswIndex({str(tmp_path / 'v')!r}, model_id='m', dim=8, ann_threshold=64, seal_rows=32)\n"
         "rng = np.random.default_rng(1)\n"
         "idx.upsert([f'r{i}' for i in range(200)], rng.normal(size=(200, 8)))\n"
@@ -545,8 +545,8 @@ def test_a_graph_opened_before_the_embedder_does_not_crash_the_process(tmp_path:
 
 def test_row_store_replays_a_batch_with_an_id_twice(tmp_path: Path) -> None:
     """New ids are taken in one step (append and replay on open); an id twice in one batch (which
-    ``upsert`` refuses, but a journal may hold) keeps its last row, and an update kills the old row."""
-    from soulpass.index.vectors.rows import RowStore
+    ``upsert`` refuses, but a row log may hold) keeps its last row, and an update kills the old row."""
+    from soulpass.vectors.rows import RowStore
 
     data = clustered(8)
     rows = RowStore(tmp_path / "v", DIM)
@@ -561,21 +561,21 @@ def test_row_store_replays_a_batch_with_an_id_twice(tmp_path: Path) -> None:
     again.close()
 
 
-def _journal_frames(folder: Path) -> list[dict[str, object]]:
-    from soulpass.index.vectors.rows import _read_frames
+def _row_log_frames(folder: Path) -> list[dict[str, object]]:
+    from soulpass.vectors.rows import _read_frames
 
     return [frame for _end, frame in _read_frames(folder / "journal-0.log")]
 
 
 def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_path: Path) -> None:
     """Each frame names the rows it kills, so opening replays rows and liveness without an id -> row
-    map (1M rows: ~0.5 s saved); the map is built on first use, and the same either way. A journal
+    map (1M rows: ~0.5 s saved); the map is built on first use, and the same either way. A row log
     of an earlier release (no row lists) is still replayed, by id."""
     import json
     import struct
     import zlib
 
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors.rows import RowStore
 
     data = clustered(10)
     rows = RowStore(tmp_path / "v", DIM)
@@ -587,7 +587,7 @@ def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_
     assert state == (["a", None, None, "b", None, "d", "e"], {"a": 0, "b": 3, "d": 5, "e": 6},
                      [True, False, False, True, False, True, True], 4)
     rows.close()
-    assert _journal_frames(tmp_path / "v") == [
+    assert _row_log_frames(tmp_path / "v") == [
         {"u": ["a", "b", "c"], "at": 0, "dead": []}, {"u": ["b", "d", "d"], "at": 3, "dead": [1, 4]},
         {"d": ["c"], "rows": [2]}, {"u": ["e"], "at": 6, "dead": []}]
 
@@ -616,14 +616,14 @@ def test_row_store_frames_name_their_dead_rows_and_opening_builds_no_id_map(tmp_
 
 def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: Path,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """Past ``CHECKPOINT_MIN_ROWS`` rows (each time they grow by a quarter) the live ids are saved
+    """Past ``SAVE_MIN_ROWS`` rows (each time they grow by a quarter) the live ids are saved
     sorted with their rows; a fresh open finds ids' rows by binary search there and by a small map
     of the rows after it, never building the whole map. Forgotten, moved and unknown ids come out
     right, and a damaged checkpoint is only ignored."""
-    from soulpass.index.vectors import rows as rows_mod
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors import rows as rows_mod
+    from soulpass.vectors.rows import RowStore
 
-    monkeypatch.setattr(rows_mod, "CHECKPOINT_MIN_ROWS", 8)
+    monkeypatch.setattr(rows_mod, "SAVE_MIN_ROWS", 8)
     data = clustered(40)
     folder = tmp_path / "v"
     store = RowStore(folder, DIM)
@@ -660,7 +660,7 @@ def test_row_store_finds_ids_by_its_sorted_checkpoint_without_the_map(tmp_path: 
 
 def test_row_ids_slices_span_the_checkpoint_and_the_tail() -> None:
     """``RowIds`` (ids by row: a checkpoint's array, then a list) slices like the list of its ids."""
-    from soulpass.index.vectors.row_ids import RowIds
+    from soulpass.vectors.row_ids import RowIds
 
     ids = RowIds(np.array([b"a", b"", "é".encode(), b"c"], dtype="S4"))
     ids.extend(["d", None, "f"])
@@ -679,14 +679,14 @@ def test_row_ids_slices_span_the_checkpoint_and_the_tail() -> None:
 
 
 def test_a_writer_closing_far_past_its_checkpoint_saves_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A writer that closes with at least ``CHECKPOINT_MIN_ROWS`` rows (and a 32nd of the covered
+    """A writer that closes with at least ``SAVE_MIN_ROWS`` rows (and a 32nd of the covered
     ones) after its checkpoint saves a new one, so the next open replays none of them; fewer rows,
     a reader, or a checkpoint that cannot be written (a full disk) change nothing else: the store
     still closes and lets go of its folder."""
-    from soulpass.index.vectors import rows as rows_mod
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors import rows as rows_mod
+    from soulpass.vectors.rows import RowStore
 
-    monkeypatch.setattr(rows_mod, "CHECKPOINT_MIN_ROWS", 8)
+    monkeypatch.setattr(rows_mod, "SAVE_MIN_ROWS", 8)
     data = clustered(60)
     folder = tmp_path / "v"
     store = RowStore(folder, DIM)
@@ -717,16 +717,16 @@ def test_a_writer_closing_far_past_its_checkpoint_saves_one(tmp_path: Path, monk
     again.close()
 
 
-def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_it(
+def test_row_store_opens_from_its_checkpoint_and_replays_only_the_row_log_after_it(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A checkpoint that says where in the journal it was taken gives the rows it covers (their ids
+    """A checkpoint that says where in the row log it was taken gives the rows it covers (their ids
     decoded when asked for); only later frames are replayed, kills of its rows included. The state
-    is the one a full replay gives; a damaged note, changed arrays or a journal that does not follow
+    is the one a full replay gives; a damaged note, changed arrays or a row log that does not follow
     on fall back to replaying it all."""
-    from soulpass.index.vectors import rows as rows_mod
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors import rows as rows_mod
+    from soulpass.vectors.rows import RowStore
 
-    monkeypatch.setattr(rows_mod, "CHECKPOINT_MIN_ROWS", 8)
+    monkeypatch.setattr(rows_mod, "SAVE_MIN_ROWS", 8)
     data = clustered(20)
     folder = tmp_path / "v"
     store = RowStore(folder, DIM)
@@ -758,18 +758,18 @@ def test_row_store_opens_from_its_checkpoint_and_replays_only_the_journal_after_
         replayed.close()
     at = json.loads(saved)
     keys, rows = np.load(folder / "ids-0-10.keys.npy"), np.load(folder / "ids-0-10.rows.npy")
-    journal = (folder / "journal-0.log").read_bytes()
+    row_log = (folder / "journal-0.log").read_bytes()  # the row log keeps its old file name and key
     for end in (at["journal_end"] - 3, at["journal_end"] + 5):  # vouched for, yet not where a frame starts
         note.write_bytes(json.dumps({"journal_end": end, "crc32": rows_mod._crc(keys, rows, end)}).encode())
         replayed = RowStore(folder, DIM)
         assert len(replayed.ids._head) == 0 and state(replayed) == full
         replayed.close()
-        assert (folder / "journal-0.log").read_bytes() == journal, "the journal is never cut short"
+        assert (folder / "journal-0.log").read_bytes() == row_log, "the row log is never cut short"
 
 
 def test_huge_copy_holds_the_files_bytes_where_the_kernel_gives_huge_pages(tmp_path: Path,
                                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    from soulpass.index.vectors import os_memory as base
+    from soulpass.vectors import os_memory as base
 
     path = tmp_path / "graph.bin"
     path.write_bytes(bytes(range(256)) * 40_000)  # ~10 MB
@@ -790,7 +790,7 @@ def test_a_graph_opened_memory_mapped_takes_new_rows(tmp_path: Path, monkeypatch
     """The saved graph is memory-mapped on open (read-only), from the file or, a large one, from its
     copy in huge pages (the threshold lowered here); the first seal after it copies it into memory,
     adds the tail and saves it, and a later open finds every row."""
-    from soulpass.index.vectors import os_memory as base
+    from soulpass.vectors import os_memory as base
 
     if copied:
         if not base.huge_pages_on_request():
@@ -849,7 +849,7 @@ def test_a_first_search_is_answered_from_the_saved_sign_bits(tmp_path: Path) -> 
     assert np.mean(cold_recall) >= np.mean(graph_recall) - 0.01 and np.mean(cold_recall) >= 0.9
 
     script = ("import sys, numpy as np\n"
-              "from soulpass.index.vectors import HnswIndex\n"
+              "from soulpass.vectors import HnswIndex\n"
               f"index = HnswIndex({str(folder)!r}, model_id={MODEL!r}, dim={dim}, ann_threshold=64, seal_rows=48,"
               " exact_allowed=8, quantization='b1')\n"
               f"hits = index.search(np.load({str(tmp_path / 'q.npy')!r}), 3)\n"
@@ -875,7 +875,7 @@ def _mapped_kib(path: Path) -> int:
 def test_populate_maps_every_page_of_a_file_mapping(tmp_path: Path) -> None:
     """``base.populate`` faults a file mapping's pages in at once (an array's, or every mapping of a
     file another library made), so searches do not fault their rows in one by one."""
-    from soulpass.index.vectors.os_memory import populate
+    from soulpass.vectors.os_memory import populate
 
     path, other = tmp_path / "rows.f32", tmp_path / "graph.bin"
     np.ones((2048, 1024), dtype=np.float32).tofile(path)  # 8 MiB each

@@ -17,11 +17,11 @@ from soulpass.engine.sandbox import Sandbox
 from soulpass.errors import BackendUnavailable, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.index.catalog import FullText
-from soulpass.index.vectors import Backend
 from soulpass.sessions.arguments import library_boundary
 from soulpass.sessions.buffer import Limits
 from soulpass.store.location import locate
 from soulpass.store.open import open_backend
+from soulpass.vectors import VectorBackend
 
 if TYPE_CHECKING:
     from soulpass.consolidation.rules import Rules
@@ -36,8 +36,9 @@ Indexing = Literal["inline", "background", "deferred"]
 
 
 def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-         embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-         indexing: Indexing = "inline", fulltext: FullText | None = None, late: LateChoice = "none") -> Soulpass:
+         embedder: EmbedderChoice = "auto", vector_backend: VectorBackend = "hnsw",
+         reranker: RerankerChoice = "none", indexing: Indexing = "inline", fulltext: FullText | None = None,
+         late: LateChoice = "none") -> Soulpass:
     """Open (or start) a Soulpass home folder, or the accounts of a ``postgresql://`` URL (extra ``postgres``).
 
     ``embedder``: "auto" loads the embedded MiniLM when the ``embed`` extra is installed (full text
@@ -63,8 +64,9 @@ def open(home: str | Path, *, rules: Rules | None = None, limits: Limits | None 
 @library_boundary
 class Soulpass:
     def __init__(self, home: str | Path, *, rules: Rules | None = None, limits: Limits | None = None,
-                 embedder: EmbedderChoice = "auto", vector_backend: Backend = "hnsw", reranker: RerankerChoice = "none",
-                 indexing: Indexing = "inline", fulltext: FullText | None = None, late: LateChoice = "none") -> None:
+                 embedder: EmbedderChoice = "auto", vector_backend: VectorBackend = "hnsw",
+                 reranker: RerankerChoice = "none", indexing: Indexing = "inline", fulltext: FullText | None = None,
+         late: LateChoice = "none") -> None:
         if not isinstance(home, str | os.PathLike) or "\x00" in str(home):
             raise InvalidInput(f"home must be a folder or a postgresql:// URL, not {reprlib.repr(home)}", field="home")
         if indexing not in ("inline", "background", "deferred"):

@@ -36,15 +36,15 @@ from soulpass.ids import MAX_NAME_LENGTH, check_name, new_temp_id
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.contract import SearchCatalog
 from soulpass.index.search import Hit
-from soulpass.index.vectors import Backend
 from soulpass.records import EPOCH, TurnLLM, TurnUser
+from soulpass.vectors import VectorBackend
 
 __all__ = ["MemoryManager", "Stored"]
 
 log = logging.getLogger(__name__)
 
 CONFIG_KEYS = ("account", "embedding_model", "memory_path", "vector_db_type")
-VECTOR_DB_TYPES: dict[str, Backend] = {"default": "hnsw", "hnsw": "hnsw", "exact": "exact", "chroma": "chroma"}
+VECTOR_DB_TYPES: dict[str, VectorBackend] = {"default": "hnsw", "hnsw": "hnsw", "exact": "exact", "chroma": "chroma"}
 EMBEDDING_MODELS = ("sentence-transformers/all-MiniLM-L6-v2", "all-MiniLM-L6-v2")  # the embedded MiniLM
 DEFAULT_ACCOUNT = "skynet"
 
@@ -236,7 +236,7 @@ class MemoryManager:
 # --- config and input ----------------------------------------------------------------------
 
 
-def _parse_config(config: object) -> tuple[Path, Backend, EmbedderChoice, str]:
+def _parse_config(config: object) -> tuple[Path, VectorBackend, EmbedderChoice, str]:
     if not isinstance(config, Mapping):
         raise ConfigError(f"the memory config must be a dict, not {type(config).__name__}")
     unknown = sorted(str(k) for k in config if k not in CONFIG_KEYS)

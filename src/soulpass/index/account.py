@@ -3,7 +3,7 @@
 Opening is the one place a backend is chosen (``match store.index_location()``): the store keeps
 the index beside it in its PostgreSQL database (``soulpass.index.pg``), or the index is a SQLite catalog and a vector
 index in a local folder. The optional abilities of the vectors are read there, once
-(``soulpass.index.vectors.abilities``), into the parts a search uses: a ``DenseScores``
+(``soulpass.vectors.abilities``), into the parts a search uses: a ``DenseScores``
 (``soulpass.index.dense``), a ``Follower`` that catches up with the store (``soulpass.index.follow``)
 and a ``HybridSearch`` (``soulpass.index.search``).
 """
@@ -28,12 +28,13 @@ from soulpass.index.contract import IndexCatalog
 from soulpass.index.dense import DatabaseDense, DenseScores, LocalDense
 from soulpass.index.filtered import MaskedDense
 from soulpass.index.follow import Follower, IndexStatus
+from soulpass.index.opening import account_vectors_folder
 from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.recipe import SEARCHABLE_KINDS, embed_passages, embed_text
 from soulpass.index.search import Candidates, Hit, HybridSearch
-from soulpass.index.vectors import Backend, VectorIndex, account_vectors_folder, open_vector_index
-from soulpass.index.vectors.abilities import GivesVectors, RebuildsGraph
 from soulpass.store.contract import AccountBackend, DatabaseIndex, LocalIndex
+from soulpass.vectors import VectorBackend, VectorIndex, open_vector_index
+from soulpass.vectors.abilities import GivesVectors, RebuildsGraph
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgBacklog
@@ -46,7 +47,7 @@ QUERY_VECTORS_KEPT = 256  # query vectors kept per open index: a repeated query 
 class AccountIndex:
     """The derived index of one account: catalog, vectors and their backlog, opened for its store."""
 
-    def __init__(self, store: AccountBackend, embedder: Embedder | None = None, *, backend: Backend = "hnsw",
+    def __init__(self, store: AccountBackend, embedder: Embedder | None = None, *, backend: VectorBackend = "hnsw",
                  reranker: Reranker | None = None, late: LateScorer | None = None, embed_inline: bool = True,
                  fulltext: FullText | None = None) -> None:
         """``embed_inline``: ``catch_up`` embeds the new records before returning; when False they
@@ -70,7 +71,7 @@ class AccountIndex:
             query_vectors=QueryVectors(embedder, QUERY_VECTORS_KEPT) if embedder is not None else None,
             buffer=BufferVectors(embedder) if embedder is not None else None)
 
-    def _open_local(self, index_folder: Path, backend: Backend, fulltext: FullText | None,
+    def _open_local(self, index_folder: Path, backend: VectorBackend, fulltext: FullText | None,
                     embed_inline: bool) -> tuple[DenseScores | None, Follower]:
         """The SQLite catalog and a vector index of ``backend`` in the index folder."""
         store = self.store

@@ -37,8 +37,8 @@ from soulpass.index.carried import load_carried
 from soulpass.index.catalog import CatalogRow
 from soulpass.index.catalog.rows import COLUMNS
 from soulpass.index.catalog.schema import configure, transaction
-from soulpass.index.vectors import VectorIndex
-from soulpass.index.vectors.abilities import SharesFolder
+from soulpass.vectors import VectorIndex
+from soulpass.vectors.abilities import SharesFolder
 
 __all__ = ["EmbedBacklog", "EmbedFn", "CarriedFirst", "drain_until_empty", "embedded_state", "indexing_embed",
            "text_hash"]

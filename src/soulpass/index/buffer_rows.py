@@ -20,7 +20,7 @@ from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.catalog.query import SOURCE_TAG, as_utc, fts_query
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.recipe import embed_passages, embed_text
-from soulpass.index.vectors.base import unit_query
+from soulpass.vectors.base import unit_query
 
 __all__ = ["BufferVectors", "buffer_fts", "buffer_links", "passes"]
 

@@ -15,9 +15,9 @@ import numpy.typing as npt
 
 from soulpass.errors import Corrupted
 from soulpass.index.recipe import EMBED_RECIPE
-from soulpass.index.vectors import model_tag
 from soulpass.store.contract import AccountBackend
 from soulpass.store.fsio import atomic_write
+from soulpass.vectors import model_tag
 
 __all__ = ["CarriedVectors", "carried_bytes", "carried_name", "embedding_key", "load_carried", "place_carried"]
 

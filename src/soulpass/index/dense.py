@@ -18,8 +18,8 @@ from soulpass.index import passages
 from soulpass.index.catalog import Filters
 from soulpass.index.contract import SearchCatalog
 from soulpass.index.filtered import MaskedDense
-from soulpass.index.vectors import SharedIndex, VectorIndex
-from soulpass.index.vectors.groups import GroupBest
+from soulpass.vectors import SharedIndex, VectorIndex
+from soulpass.vectors.groups import GroupBest
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgVectors

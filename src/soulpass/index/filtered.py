@@ -37,9 +37,9 @@ from soulpass.index.recipe import SEARCHABLE_KINDS
 if TYPE_CHECKING:
     from soulpass.index.catalog import Catalog
     from soulpass.index.catalog.columns import ColumnStamp
-    from soulpass.index.vectors import SharedIndex
-    from soulpass.index.vectors.abilities import SearchesMasked
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors import SharedIndex
+    from soulpass.vectors.abilities import SearchesMasked
+    from soulpass.vectors.rows import RowStore
 
 __all__ = ["MaskedDense", "VectorCatalogRows"]
 

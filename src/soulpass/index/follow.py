@@ -18,8 +18,8 @@ from soulpass.index.catalog import CatchUpReport
 from soulpass.index.catalog.sync import Progress
 from soulpass.index.contract import IndexCatalog
 from soulpass.index.filtered import MaskedDense
-from soulpass.index.vectors import VectorIndex
 from soulpass.store.contract import AccountBackend
+from soulpass.vectors import VectorIndex
 
 if TYPE_CHECKING:
     from soulpass.index.pg import PgBacklog

@@ -27,9 +27,9 @@ from soulpass.errors import BackendUnavailable, Corrupted
 from soulpass.index.catalog import Catalog, CatalogRow, catalog_file, remove_catalog
 from soulpass.index.catalog.make_rows import make_row
 from soulpass.index.catalog.rows import is_catalogued
-from soulpass.index.opening import open_catalog
-from soulpass.index.vectors import VECTORS_DIR, model_tag, open_vector_index
+from soulpass.index.opening import VECTORS_DIR, open_catalog
 from soulpass.store.contract import AccountBackend, UnreadableCopy
+from soulpass.vectors import model_tag, open_vector_index
 
 __all__ = ["Finding", "IndexHealth", "catalog_readable", "check_index", "drop_catalog", "prune_orphans"]
 

@@ -6,12 +6,16 @@ catalog in that folder; ``DatabaseIndex``: the catalog kept in the store's datab
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 from typing import Any
 
 from soulpass.index.catalog import Catalog
 from soulpass.store.contract import AccountBackend, Database, DatabaseIndex, LocalIndex
+from soulpass.vectors import VectorBackend, model_tag
 
-__all__ = ["drop_index", "index_database", "open_catalog"]
+__all__ = ["VECTORS_DIR", "account_vectors_folder", "drop_index", "index_database", "open_catalog"]
+
+VECTORS_DIR = "vectors"
 
 
 def open_catalog(store: AccountBackend, **options: Any) -> Any:
@@ -25,6 +29,13 @@ def open_catalog(store: AccountBackend, **options: Any) -> Any:
             return PgCatalog(index_database(where), account, store.name)
         case LocalIndex():
             return Catalog.open(store, **options)
+
+
+def account_vectors_folder(index_dir: Path, backend: VectorBackend, model_id: str) -> Path:
+    """The folder of an account's vectors of ``backend`` for embedder ``model_id``, under the index
+    folder its store hands out (``index_location().folder``): one folder per backend and
+    embedder, so another model means other vectors, never mixed."""
+    return index_dir / VECTORS_DIR / f"{backend}-{model_tag(model_id)}"
 
 
 def drop_index(store: AccountBackend) -> None:

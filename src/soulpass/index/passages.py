@@ -34,8 +34,8 @@ from itertools import pairwise
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.index.vectors.base import Matrix, VectorIndex
 from soulpass.sentences import sentences as split_sentences
+from soulpass.vectors.base import Matrix, VectorIndex
 
 __all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_in_array",
            "best_of", "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",

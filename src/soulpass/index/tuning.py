@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from soulpass.vectors.base import SAVE_MIN_ROWS
+
 __all__ = ["SAVE_MIN_ROWS"]
 
-# Derived state of fewer rows (the catalog's filter columns, the vectors' sign bits, the vector row ->
-# catalog row map) is rebuilt in memory when needed, not written to disk: building it costs next to
-# nothing. From this size on it is saved, and again each time its rows grow by a quarter.
-SAVE_MIN_ROWS = 16_384
+# The index saves its own derived state (the catalog's filter columns, the vector row -> catalog row
+# map) by the vector store's rule: rebuilt in memory below SAVE_MIN_ROWS rows, saved from there on
+# and again each time it grows by a quarter. One rule, defined in the vector store.

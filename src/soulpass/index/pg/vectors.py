@@ -8,7 +8,7 @@ never crowd it out. A search among given ids (a session, "as of version") is exa
 
 Without pgvector in the database (``CREATE EXTENSION vector`` fails) the vectors are kept in a
 ``bytea`` column and searched with an index derived beside them in the account's local index
-folder (``soulpass.index.vectors``, HNSW above a few thousand rows), brought up to date from the
+folder (``soulpass.vectors``, HNSW above a few thousand rows), brought up to date from the
 table's change counter before each search. A warning says so, once per database.
 """
 
@@ -28,10 +28,10 @@ import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
 from soulpass.index.passages import best_in_array, passage_id, record_of
-from soulpass.index.vectors import SharedIndex, model_tag, open_vector_index
-from soulpass.index.vectors.base import IndexMeta, check_ids, unit_query, unit_rows
 from soulpass.store.contract import Database
 from soulpass.store.fsio import atomic_write, dump_json, load_json
+from soulpass.vectors import SharedIndex, model_tag, open_vector_index
+from soulpass.vectors.base import IndexMeta, check_ids, unit_query, unit_rows
 
 log = logging.getLogger(__name__)
 

@@ -16,25 +16,25 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import ConfigError
-from soulpass.index.vectors.abilities import ScoresRows, abilities_of
-from soulpass.index.vectors.base import IndexMeta, VectorIndex
+from soulpass.vectors.abilities import ScoresRows, abilities_of
+from soulpass.vectors.base import IndexMeta, VectorIndex
 
-__all__ = ["LocalIndex", "SharedIndex", "open_shared"]
+__all__ = ["LocalVectorIndex", "SharedIndex", "open_shared"]
 
 
-class LocalIndex(VectorIndex, ScoresRows, Protocol):
+class LocalVectorIndex(VectorIndex, ScoresRows, Protocol):
     """A vector index kept in a local folder: it also scores given rows exactly."""
 
 
 _guard = threading.Lock()
-_open: dict[Path, tuple[LocalIndex, int]] = {}  # folder -> (the index, handles on it)
+_open: dict[Path, tuple[LocalVectorIndex, int]] = {}  # folder -> (the index, handles on it)
 
 
 class SharedIndex:
     """A handle on a process-wide open index: a ``VectorIndex`` whose ``close`` releases this handle.
     ``abilities`` says, once, what the index behind it can do besides (``abilities.py``)."""
 
-    def __init__(self, folder: Path, index: LocalIndex) -> None:
+    def __init__(self, folder: Path, index: LocalVectorIndex) -> None:
         self._folder, self._index, self._closed = folder, index, False
         self.abilities = abilities_of(index)
 
@@ -76,7 +76,7 @@ class SharedIndex:
             index.close()
 
 
-def open_shared(folder: str | Path, wanted: IndexMeta, opener: Callable[[Path], LocalIndex]) -> SharedIndex:
+def open_shared(folder: str | Path, wanted: IndexMeta, opener: Callable[[Path], LocalVectorIndex]) -> SharedIndex:
     """A handle on the index in ``folder``: the one already open in this process, else ``opener``'s."""
     key = Path(folder).resolve()
     with _guard:

@@ -15,8 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
-from soulpass.index.vectors.abilities import RowMask
-from soulpass.index.vectors.base import (
+from soulpass.vectors.abilities import RowMask
+from soulpass.vectors.base import (
     IndexMeta,
     as_id_set,
     check_ids,
@@ -24,9 +24,9 @@ from soulpass.index.vectors.base import (
     unit_query,
     unit_rows,
 )
-from soulpass.index.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
-from soulpass.index.vectors.os_memory import one_blas_thread
-from soulpass.index.vectors.rows import RowStore
+from soulpass.vectors.groups import GROUPED_MOST, GroupBest, RowGroups
+from soulpass.vectors.os_memory import one_blas_thread
+from soulpass.vectors.rows import RowStore
 
 __all__ = ["NO_ROW", "ExactIndex", "top_k"]
 
@@ -60,7 +60,6 @@ class ExactIndex:
         self._meta = open_meta(self.folder, IndexMeta(backend=self.BACKEND, model_id=model_id, dim=dim))
         self._rows = RowStore(self.folder, dim)
         self._lock = threading.RLock()  # one writer or searcher at a time (the server runs a threadpool)
-        self._whole: tuple[bytes, int, Scores] | None = None  # the last query, the rows' generation, scores
         self._groups: RowGroups | None = None
         self._group_best: tuple[tuple[bytes, int, int, int], GroupBest] | None = None  # the last query's
 
@@ -232,14 +231,8 @@ class ExactIndex:
 
     def _scores(self, query: Scores, rows: Rows) -> Scores:
         """The exact scores of ``rows`` (live, sorted, at least one), in their order: a gather then
-        one product, or one product over the whole map when most rows are asked for. The whole map's
-        scores are kept for the last query: a search's candidates then take theirs from them (a
-        hybrid search asks for the cosines of its candidates after searching with the same vector)."""
+        one product, or one product over the whole map when most rows are asked for."""
         matrix = self._rows.matrix()
-        kept = self._whole
-        if (kept is not None and kept[1] == self._rows.generation and int(rows[-1]) < len(kept[2])
-                and kept[0] == query.tobytes()):
-            return kept[2][rows]
         gather = 4 * len(rows) <= len(matrix)  # most rows: one product over the whole map beats a gather
         block = matrix[rows] if gather else matrix
         scores: Scores
@@ -248,7 +241,4 @@ class ExactIndex:
         else:
             with one_blas_thread():
                 scores = np.asarray(block @ query, dtype=np.float32)
-        if gather:
-            return scores
-        self._whole = (query.tobytes(), self._rows.generation, scores)  # a row is never rewritten in place
-        return scores[rows]
+        return scores if gather else scores[rows]

@@ -48,11 +48,11 @@ from typing import Any, Literal
 import numpy as np
 
 from soulpass.errors import BackendUnavailable
-from soulpass.index.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
-from soulpass.index.vectors.os_memory import huge_copy, one_blas_thread, populate
-from soulpass.index.vectors.rows import numbered_files
-from soulpass.index.vectors.signs import SignBits, hamming, nearest
 from soulpass.store.fsio import atomic_write, dump_json, fsync_dir
+from soulpass.vectors.exact import SMALL_PRODUCT, ExactIndex, Rows, Scores
+from soulpass.vectors.os_memory import huge_copy, one_blas_thread, populate
+from soulpass.vectors.rows import numbered_files
+from soulpass.vectors.signs import SignBits, hamming, nearest
 
 __all__ = ["HnswIndex"]
 

@@ -1,4 +1,7 @@
-"""Vector indexes: one ``VectorIndex`` protocol, one module per backend.
+"""The vector store: record ids -> unit vectors in a folder, nearest search by cosine. One
+``VectorIndex`` protocol, one module per backend; the optional abilities are Protocols of their own
+(``abilities.py``). It knows nothing of accounts, records or catalogs: ``soulpass.index`` consumes it
+through those Protocols (docs/adr/0008-the-index-seam.md).
 
 * ``hnsw``   (default) exact numpy search while small, above ``ann_threshold`` rows a usearch HNSW
              graph (over sign bits from 256-d on) whose candidates are re-scored exactly
@@ -15,30 +18,28 @@ import hashlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from soulpass.index.vectors.base import IndexMeta, VectorIndex
-from soulpass.index.vectors.exact import ExactIndex
-from soulpass.index.vectors.hnsw import HnswIndex
-from soulpass.index.vectors.shared import LocalIndex, SharedIndex, open_shared
+from soulpass.vectors.base import SAVE_MIN_ROWS, IndexMeta, VectorIndex
+from soulpass.vectors.exact import ExactIndex
+from soulpass.vectors.hnsw import HnswIndex
+from soulpass.vectors.shared import LocalVectorIndex, SharedIndex, open_shared
 
 if TYPE_CHECKING:  # loaded when first asked for: most processes never use ChromaDB
-    from soulpass.index.vectors.chroma import ChromaIndex
+    from soulpass.vectors.chroma import ChromaIndex
 
 __all__ = [
-    "VECTORS_DIR",
-    "Backend",
+    "SAVE_MIN_ROWS",
     "ChromaIndex",
     "ExactIndex",
     "HnswIndex",
     "IndexMeta",
     "SharedIndex",
+    "VectorBackend",
     "VectorIndex",
-    "account_vectors_folder",
     "model_tag",
     "open_vector_index",
 ]
 
-Backend = Literal["hnsw", "exact", "chroma"]
-VECTORS_DIR = "vectors"
+VectorBackend = Literal["hnsw", "exact", "chroma"]
 
 
 def model_tag(model_id: str) -> str:
@@ -46,14 +47,7 @@ def model_tag(model_id: str) -> str:
     return hashlib.sha256(model_id.encode("utf-8")).hexdigest()[:10]
 
 
-def account_vectors_folder(index_dir: Path, backend: Backend, model_id: str) -> Path:
-    """The folder of an account's vectors of ``backend`` for embedder ``model_id``, under the index
-    folder its store hands out (``index_location().folder``): one folder per backend and
-    embedder, so another model means other vectors, never mixed."""
-    return index_dir / VECTORS_DIR / f"{backend}-{model_tag(model_id)}"
-
-
-def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: Backend = "hnsw") -> SharedIndex:
+def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: VectorBackend = "hnsw") -> SharedIndex:
     """Open (or create) the vector index of ``backend`` in ``folder`` for embedder ``model_id``.
 
     Handles opened in one process on one folder share one open index (``shared.py``); when another
@@ -62,21 +56,21 @@ def open_vector_index(folder: str | Path, *, model_id: str, dim: int, backend: B
                        lambda path: _open_backend(path, model_id=model_id, dim=dim, backend=backend))
 
 
-def _open_backend(folder: Path, *, model_id: str, dim: int, backend: Backend) -> LocalIndex:
+def _open_backend(folder: Path, *, model_id: str, dim: int, backend: VectorBackend) -> LocalVectorIndex:
     match backend:
         case "hnsw":
             return HnswIndex(folder, model_id=model_id, dim=dim)
         case "exact":
             return ExactIndex(folder, model_id=model_id, dim=dim)
         case "chroma":
-            from soulpass.index.vectors.chroma import ChromaIndex
+            from soulpass.vectors.chroma import ChromaIndex
 
             return ChromaIndex(folder, model_id=model_id, dim=dim)
 
 
 def __getattr__(name: str) -> Any:
     if name == "ChromaIndex":
-        from soulpass.index.vectors.chroma import ChromaIndex
+        from soulpass.vectors.chroma import ChromaIndex
 
         return ChromaIndex
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -22,6 +22,7 @@ from soulpass.store.fsio import atomic_write, dump_json, load_json
 
 __all__ = [
     "FORMAT",
+    "SAVE_MIN_ROWS",
     "IndexMeta",
     "Matrix",
     "VectorIndex",
@@ -34,6 +35,11 @@ __all__ = [
 
 FORMAT = 1
 META_FILE = "meta.json"
+
+# Derived state of fewer rows (the sign bits; the index's filter columns and row map read it too) is
+# rebuilt in memory when needed, not written to disk: building it costs next to nothing. From this
+# size on it is saved, and again each time its rows grow by a quarter.
+SAVE_MIN_ROWS = 16_384
 
 Matrix = npt.NDArray[np.float32]
 

@@ -21,8 +21,8 @@ import numpy as np
 import numpy.typing as npt
 
 if TYPE_CHECKING:
-    from soulpass.index.vectors.groups import GroupBest
-    from soulpass.index.vectors.rows import RowStore
+    from soulpass.vectors.groups import GroupBest
+    from soulpass.vectors.rows import RowStore
 
 __all__ = ["Abilities", "GivesVectors", "GroupsRows", "RebuildsGraph", "RowMask", "ScoresRows", "SearchesMasked",
            "SharesFolder", "abilities_of"]

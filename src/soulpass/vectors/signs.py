@@ -23,11 +23,10 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.index import tuning
-from soulpass.index.vectors.base import Matrix
-from soulpass.index.vectors.os_memory import populate
-from soulpass.index.vectors.rows import numbered_files
 from soulpass.store.fsio import fsync_dir
+from soulpass.vectors.base import SAVE_MIN_ROWS, Matrix
+from soulpass.vectors.os_memory import populate
+from soulpass.vectors.rows import numbered_files
 
 __all__ = ["SignBits", "hamming", "nearest"]
 
@@ -108,7 +107,7 @@ class SignBits:
         at = start - len(self._saved)
         self._tail[at:at + upto - start] = np.packbits(np.asarray(matrix[start:upto]) > 0, axis=-1)
         self._tail_rows = upto - len(self._saved)
-        if not self.read_only and self._tail_rows >= max(tuning.SAVE_MIN_ROWS, len(self._saved) // 4):
+        if not self.read_only and self._tail_rows >= max(SAVE_MIN_ROWS, len(self._saved) // 4):
             self._save()
 
     def save_if_unsaved(self) -> None:

@@ -58,20 +58,28 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, Corrupted
-from soulpass.index.vectors.base import Matrix
-from soulpass.index.vectors.row_ids import RowIds
 from soulpass.store.fsio import atomic_write, dump_json, file_lock, fsync_dir, load_json, makedirs_durable
+from soulpass.vectors.base import SAVE_MIN_ROWS, Matrix
+from soulpass.vectors.row_ids import RowIds
 
 __all__ = ["RowIds", "RowStore", "numbered_files"]
 
 _HEADER = struct.Struct("<II")
+# The row log's file name and its checkpoint key say "journal": names kept from earlier releases, so
+# their folders open as they are (and their code opens ours). In the code it is the row log.
+_AT_LOG_END = "journal_end"
+
 _GEN_FILE = re.compile(
     r"^(vectors|journal|graph|ids|signs)-(\d+)(-\d+)?\.(f32|log|usearch|json|keys\.npy|rows\.npy|at\.json|b1)$")
-CHECKPOINT_MIN_ROWS = 16_384  # no sorted-ids checkpoint below this; then one each time rows grow by a quarter
+# A sorted-ids checkpoint from SAVE_MIN_ROWS rows on, then one each time the rows grow by a quarter
 # ... and on a writer's close when rows grew by a 32nd since: an import that ends 44k rows after the
 # last checkpoint (1M rows) made every later open replay them and map their ids (~13 ms); saving one
 # costs ~0.2 s at 1M, against the minutes that embedding those rows took.
 CLOSE_CHECKPOINT_SHARE = 32
+
+
+def _row_log_name(generation: int) -> str:
+    return f"journal-{generation}.log"
 
 
 def numbered_files(folder: Path, prefix: str, suffix: str) -> list[tuple[int, Path]]:
@@ -178,7 +186,7 @@ class RowStore:
         self._replay_upsert(ids, first, dead)
         self._remap()
         covered = self._checkpoint[2] if self._checkpoint is not None else 0
-        if self.rows >= CHECKPOINT_MIN_ROWS and self.rows - covered >= max(CHECKPOINT_MIN_ROWS, covered // 4):
+        if self.rows >= SAVE_MIN_ROWS and self.rows - covered >= max(SAVE_MIN_ROWS, covered // 4):
             self._save_checkpoint()
 
     def forget(self, ids: list[str]) -> None:
@@ -207,7 +215,7 @@ class RowStore:
             fh.flush()
             os.fsync(fh.fileno())
         payload = json.dumps({"u": ids, "at": 0, "dead": []}).encode()
-        with open(self.folder / f"journal-{new}.log", "wb") as fh:
+        with open(self.folder / _row_log_name(new), "wb") as fh:
             fh.write(_HEADER.pack(len(payload), zlib.crc32(payload)) + payload)
             fh.flush()
             os.fsync(fh.fileno())
@@ -215,7 +223,7 @@ class RowStore:
         atomic_write(self.folder / "state.json", dump_json({"generation": new}))
         self._close_files()
         self._open_generation()
-        if self.rows >= CHECKPOINT_MIN_ROWS:
+        if self.rows >= SAVE_MIN_ROWS:
             self._save_checkpoint()
 
     def refresh(self) -> bool:
@@ -243,8 +251,8 @@ class RowStore:
         if self._closed:
             return
         covered = self._checkpoint[2] if self._checkpoint is not None else 0
-        if (not self.read_only and self.rows >= CHECKPOINT_MIN_ROWS
-                and self.rows - covered >= max(CHECKPOINT_MIN_ROWS, covered // CLOSE_CHECKPOINT_SHARE)):
+        if (not self.read_only and self.rows >= SAVE_MIN_ROWS
+                and self.rows - covered >= max(SAVE_MIN_ROWS, covered // CLOSE_CHECKPOINT_SHARE)):
             with contextlib.suppress(OSError):  # derived (a full disk): the next open replays them instead
                 self._save_checkpoint()  # the next open replays (and maps) none of these rows
         self._closed = True
@@ -332,7 +340,7 @@ class RowStore:
         keys, rows, covered = found
         try:
             at = load_json(self._checkpoint_paths(covered)[2])
-            end, crc = int(at["journal_end"]), int(at["crc32"])
+            end, crc = int(at[_AT_LOG_END]), int(at["crc32"])
         except (OSError, ValueError, KeyError, TypeError, Corrupted):  # derived: not there, or damaged
             return 0
         if end > os.fstat(self._log_fd).st_size or _crc(keys, rows, end) != crc:
@@ -379,7 +387,7 @@ class RowStore:
 
     @property
     def row_log_path(self) -> Path:
-        return self.folder / f"journal-{self._generation}.log"
+        return self.folder / _row_log_name(self._generation)
 
     def _checkpoint_paths(self, covered: int) -> tuple[Path, Path, Path]:
         stem = f"ids-{self._generation}-{covered}"
@@ -400,7 +408,7 @@ class RowStore:
             os.replace(tmp, path)
         if not nul:  # fixed-width bytes would lose a trailing NUL
             end = os.lseek(self._log_fd, 0, os.SEEK_CUR)
-            at = {"journal_end": end, "crc32": _crc(sorted_keys, sorted_rows, end)}
+            at = {_AT_LOG_END: end, "crc32": _crc(sorted_keys, sorted_rows, end)}
             tmp = at_path.with_name(f".{at_path.name}.tmp")
             tmp.write_bytes(dump_json(at))
             os.replace(tmp, at_path)
@@ -520,11 +528,11 @@ def _ids(values: Any) -> list[str]:
     return [str(v) for v in values]
 
 
-def _crc(keys: npt.NDArray[Any], rows: npt.NDArray[np.int64], journal_end: int) -> int:
+def _crc(keys: npt.NDArray[Any], rows: npt.NDArray[np.int64], log_end: int) -> int:
     """crc32 of a checkpoint's keys, rows and row log offset (what its ``.at.json`` vouches for)."""
     crc = zlib.crc32(np.ascontiguousarray(keys).view(np.uint8).data)
     crc = zlib.crc32(np.ascontiguousarray(rows).view(np.uint8).data, crc)
-    return zlib.crc32(str(journal_end).encode(), crc)
+    return zlib.crc32(str(log_end).encode(), crc)
 
 
 def _generation_in(state: Path) -> int:

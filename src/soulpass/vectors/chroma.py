@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.index.vectors.base import IndexMeta, check_ids, open_meta, unit_query, unit_rows
+from soulpass.vectors.base import IndexMeta, check_ids, open_meta, unit_query, unit_rows
 
 __all__ = ["ChromaIndex"]
 
