@@ -34,7 +34,7 @@ from soulpass.index.catalog import (
     query_terms,
 )
 from soulpass.index.catalog.rows import is_catalogued, row_id
-from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from soulpass.index.catalog.schema import SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_changes
 from soulpass.records import SensoryRecord, TurnLLM, TurnUser
 from soulpass.store.contract import StoredCopy
@@ -140,18 +140,27 @@ def build_history(acct: soulpass.Account, catalog: Catalog | None = None) -> dic
 # --- schema ------------------------------------------------------------------------------
 
 
-def test_migrations_are_recorded_once(acct: soulpass.Account) -> None:
-    first = Catalog.open(acct.store)
-    assert first.migrations_applied == [name for name, _ in MIGRATIONS]
-    first.close()
-    second = Catalog.open(acct.store)
-    assert second.migrations_applied == []
-    second.close()
-    db = sqlite3.connect(acct.store.path / "index" / "catalog.sqlite")
-    names = [n for (n,) in db.execute("SELECT name FROM migrations")]
-    assert names == [name for name, _ in MIGRATIONS]
+def test_schema_is_made_once_and_another_schema_is_rebuilt(acct: soulpass.Account) -> None:
+    build_history(acct)
+    with Catalog.open(acct.store) as first:
+        first.catch_up(acct.store)
+        rows = first.status().rows
+    assert rows > 0
+    path = acct.store.path / "index" / "catalog.sqlite"
+    db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    with db:  # a catalog made by another release: derived, so deleted and made again
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.execute("CREATE TABLE leftover (x)")
+    db.close()
+    with pytest.raises(BackendUnavailable, match="schema is not version"):
+        Catalog.open(acct.store, heal=False)  # an audit reports it and leaves it
+    with Catalog.open(acct.store) as again:
+        assert again.status().schema_version == SCHEMA_VERSION and again.version() == 0
+        assert again.catch_up(acct.store).rebuilt is False and again.status().rows == rows
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'leftover'").fetchone() == (0,)
     db.close()
 
 
@@ -479,11 +488,11 @@ def test_crash_inside_a_catch_up_leaves_the_previous_version(acct: soulpass.Acco
         if calls == 3:
             raise KeyboardInterrupt  # ...then the process "dies" before the commit
 
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", dying)
+    monkeypatch.setattr("soulpass.index.catalog.sync.apply_changes", dying)
     path = tmp_path / "crash.sqlite"
     with Catalog(path) as c, pytest.raises(KeyboardInterrupt):
         c.catch_up(acct.store)
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", real)
+    monkeypatch.setattr("soulpass.index.catalog.sync.apply_changes", real)
     with Catalog(path) as c:
         assert c.version() == 2  # versions 1 and 2 committed, 3 rolled back
         assert c.catch_up(acct.store).from_version == 2

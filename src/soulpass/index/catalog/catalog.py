@@ -9,31 +9,21 @@ import math
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
+from soulpass.store.contract import AccountBackend
 
+from . import sync
 from .kept import Kept, fetch_rows, fetch_sessions, last_row
 from .query import Filters, filter_sql, neighbour_sql, query_terms
-from .rows import COLUMNS, CatalogRow, is_catalogued
-from .schema import configure, migrate, transaction
+from .rows import COLUMNS, CatalogRow
+from .schema import SCHEMA_VERSION, configure, create, transaction
 from .sidecar import TantivySidecar, tantivy_module
-from .sync import (
-    CatchUpReport,
-    Progress,
-    SqliteRows,
-    SyncCounts,
-    apply_changes,
-    catch_up_from,
-    last_logged,
-    logged_entry,
-    rebuild_rows,
-    version_stamp,
-)
+from .sync import CatchUpReport, Progress, SqliteTables, logged_entry, version_stamp
 
 if TYPE_CHECKING:
     import numpy as np
@@ -85,7 +75,12 @@ def catalog_file(store: AccountBackend) -> str:
 def remove_catalog(store: AccountBackend) -> None:
     """Delete the account's catalog files and tantivy sidecars (derived: a rebuild makes them again).
     Nobody may have the catalog open."""
-    path = catalog_path(store)
+    remove_catalog_files(catalog_path(store))
+
+
+def remove_catalog_files(path: Path) -> None:
+    """Delete the catalog at ``path`` and everything derived from it beside it (filter columns,
+    tantivy sidecars)."""
     for p in [*path.parent.glob(path.name + "*"), *path.parent.glob(path.stem + ".fulltext-*")]:
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
@@ -124,16 +119,21 @@ class Catalog:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
             try:
                 configure(self._conn, int(busy_timeout * 1000))
-                self.migrations_applied = migrate(self._conn)
-                break
+                if create(self._conn):
+                    break
+                problem = f"its schema is not version {SCHEMA_VERSION}"
             except sqlite3.Error as exc:
-                self._conn.close()
-                if attempt == 1 and heal and _damaged(exc):  # derived data: start again, a catch-up rebuilds it
-                    log.warning("the catalog %s is damaged (%s): it is deleted and rebuilt from the store", path, exc)
-                    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-                        path.with_name(name).unlink(missing_ok=True)
-                    continue
-                raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+                if not _damaged(exc):
+                    self._conn.close()
+                    raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+                problem = f"it is damaged ({exc})"
+            self._conn.close()
+            if attempt == 2 or not heal:
+                raise BackendUnavailable(f"cannot open the catalog {path}: {problem}; run `soulpass index rebuild`",
+                                         path=str(path))
+            # Derived data: made again, and the next catch-up rebuilds its rows from the store.
+            log.warning("the catalog %s is deleted and rebuilt from the store: %s", path, problem)
+            remove_catalog_files(path)
         self.fulltext: FullText = fulltext or self.recorded_fulltext() or DEFAULT_FULLTEXT
         if self.fulltext == "tantivy":
             self._tantivy = tantivy_module()
@@ -203,61 +203,23 @@ class Catalog:
         store, or whose last version has another timestamp in the log (the account was replaced),
         is rebuilt instead.
         """
-        with self._lock:
-            try:
-                report = self._catch_up(store)
-                self._synced_sidecar()  # the search after a big catch-up should not pay for it
-                return report
-            except sqlite3.OperationalError as exc:
-                raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
-                                         path=str(self.path)) from exc
-
-    def _catch_up(self, store: AccountBackend) -> CatchUpReport:
-        meta = self._meta()
-        counts = SyncCounts()
-
-        def step(version: int, changes: VersionChanges) -> tuple[int, bool]:
-            with transaction(self._conn):
-                current = int(self._meta()["store_version"])
-                if current != version:  # another process got here first
-                    return current, False
-                apply_changes(SqliteRows(self._conn), changes, counts)
-                self._set_version(version + 1, changes.entry)
-            return version + 1, True
-
-        return catch_up_from(store, int(meta["store_version"]), meta["store_timestamp"], counts, step,
-                             rebuild=lambda: self._rebuild(store, None), again=lambda: self._catch_up(store))
-
-    def _set_version(self, version: int, entry: VersionEntry | None) -> None:
-        self._conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                               [(str(version), "store_version"), (version_stamp(entry), "store_timestamp")])
+        return self._following(lambda: sync.catch_up(SqliteTables(self._conn), store))
 
     def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
         """Recreate every row from the store's copies (``store.copies``), in one transaction:
         searches see the old catalog until it commits. ``progress(done, total)`` is called every
         1,000 copies and at the end."""
+        return self._following(lambda: sync.rebuild(SqliteTables(self._conn), store, progress))
+
+    def _following(self, follow: Callable[[], CatchUpReport]) -> CatchUpReport:
         with self._lock:
             try:
-                report = self._rebuild(store, progress)
-                self._synced_sidecar()
+                report = follow()
+                self._synced_sidecar()  # the search after a big catch-up should not pay for it
                 return report
             except sqlite3.OperationalError as exc:
                 raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
                                          path=str(self.path)) from exc
-
-    def _rebuild(self, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
-        start = int(self._meta()["store_version"])
-        version, entry = last_logged(store)
-        counts = SyncCounts()
-        with transaction(self._conn):
-            self._conn.execute("DELETE FROM catalog_tags")
-            self._conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
-            self._conn.execute("DELETE FROM catalog")
-            rebuild_rows(SqliteRows(self._conn), store.copies(is_catalogued), version, progress, counts)
-            self._set_version(version, entry)
-            self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-        return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
-                             rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
 
     # --- queries -------------------------------------------------------------------------
 
