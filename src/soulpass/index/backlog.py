@@ -165,12 +165,6 @@ class EmbedBacklog:
                 (upto, *self.kinds)).fetchone()[0]
         return int(queued) + int(unseen)
 
-    def oldest_version(self) -> int | None:
-        """The store version of the oldest entry (how far behind the vectors are), None when empty."""
-        with self._lock:
-            got = self._cat.execute("SELECT min(version) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()
-        return None if got[0] is None else int(got[0])
-
     def _store_version(self) -> int:
         return int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
 
@@ -245,7 +239,7 @@ class EmbedBacklog:
             if work:
                 extra = {rid: self.passages_of(rows[rid]) for rid, _ in work} if self.passages_of else {}
                 texts = [t for _, t in work] + [p for ps in extra.values() for p in ps]
-                vectors = self._embedded(embed, texts)
+                vectors = self._carried.embed(embed, texts)
                 self.vectors.upsert([rid for rid, _ in work], vectors[:len(work)])
                 if self.passages_of is not None:
                     with self._lock:
@@ -259,9 +253,6 @@ class EmbedBacklog:
                 self._cat.executemany("DELETE FROM embed_backlog WHERE model = ? AND id = ? AND text_hash = ?",
                                       [(self.key, rid, h) for rid, h in todo])
         return len(todo)
-
-    def _embedded(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
-        return self._carried.embed(embed, texts)
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""

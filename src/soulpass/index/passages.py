@@ -38,7 +38,7 @@ from soulpass.index.vectors.base import Matrix, VectorIndex
 from soulpass.sentences import sentences as split_sentences
 
 __all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_in_array",
-           "best_of", "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",
+           "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",
            "record_passages", "replace", "sentences", "total", "windows"]
 
 MAX_PASSAGES = 8
@@ -155,25 +155,10 @@ class PassageIds:
         return {i: ps for i in ids if (ps := known[i])}
 
 
-def best_of(ids: Iterable[str], passage_ids: dict[str, tuple[str, ...]], scored: dict[str, float]) -> dict[str, float]:
-    """``best_per_record`` of ``scored`` (vector id -> cosine) for ``ids``, whose passages' vector
-    ids are known: no id is parsed."""
-    best: dict[str, float] = {}
-    for rid in ids:
-        top = scored.get(rid, -2.0)
-        for vid in passage_ids.get(rid, ()):
-            score = scored.get(vid, -2.0)
-            if score > top:
-                top = score
-        if top > -2.0:
-            best[rid] = top
-    return best
-
-
 def best_in_array(ids: Sequence[str], passage_ids: dict[str, tuple[str, ...]],
                   scores: npt.NDArray[np.float32]) -> dict[str, float]:
-    """``best_of`` where ``scores`` are those of ``ids`` then of their passages (``passage_ids``'
-    vector ids, in its order), -2 (or less) where a vector is missing."""
+    """``best_per_record`` where ``scores`` are those of ``ids`` then of their passages
+    (``passage_ids``' vector ids, in its order), -2 (or less) where a vector is missing: no id is parsed."""
     best = scores[:len(ids)].copy()
     if len(scores) > len(ids):
         at = {rid: n for n, rid in enumerate(ids)}
