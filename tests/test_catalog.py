@@ -696,7 +696,7 @@ def test_rare_kind_among_many_better_hits(acct: soulpass.Account, cat: Catalog,
     assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
     assert ids(cat.fts_search("lighthouse", k=3, filters=Filters(kinds=("fact",), as_of_version=v - 1))) == []
     # More passing rows than a restricted sidecar search takes: FTS5 ranks them, same answer.
-    monkeypatch.setattr("soulpass.index.catalog.catalog._NARROW", 0)
+    monkeypatch.setattr("soulpass.index.catalog.fulltext._NARROW", 0)
     assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
 
 

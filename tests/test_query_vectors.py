@@ -106,16 +106,13 @@ def test_passage_ids_follow_writes_by_this_and_other_connections(tmp_path: Path)
     reader.execute("PRAGMA journal_mode=WAL")
     passages.create_table(reader)
     reader.commit()
-    ids = passages.PassageIds(reader)
-    assert ids.of(["a", "b"]) == {}
+    assert passages.passage_ids(reader, ["a", "b"]) == {}
     with writer:
         passages.record_passages(writer, {"a": 2})
-    assert ids.of(["a", "b"]) == {"a": ("a#0", "a#1")}
+    assert passages.passage_ids(reader, ["a", "b"]) == {"a": ("a#0", "a#1")}
     with reader:  # this connection's own write
         passages.record_passages(reader, {"a": 0, "b": 1})
-    assert ids.of(["b", "a"]) == {"b": ("b#0",)}
-    small = passages.PassageIds(reader, most=1)
-    assert small.of(["b"]) == {"b": ("b#0",)} and small.of(["a", "b"]) == {"b": ("b#0",)}
+    assert passages.passage_ids(reader, ["b", "a"]) == {"b": ("b#0",)}
 
 
 def test_best_in_array_is_the_best_cosine_per_record() -> None:

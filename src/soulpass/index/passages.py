@@ -37,8 +37,8 @@ import numpy.typing as npt
 from soulpass.index.vectors.base import Matrix, VectorIndex
 from soulpass.sentences import sentences as split_sentences
 
-__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_in_array",
-           "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",
+__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "best_in_array",
+           "best_per_record", "create_table", "of", "passage_counts", "passage_id", "passage_ids", "record_of",
            "record_passages", "replace", "sentences", "total", "windows"]
 
 MAX_PASSAGES = 8
@@ -131,28 +131,9 @@ def passage_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, in
                              (json.dumps(list(ids)),)).fetchall())
 
 
-class PassageIds:
-    """The passage vector ids of records (``passage_counts`` of a state database), kept until it
-    changes (by this connection, or by another: the backlog's, another process's) so that a search
-    asks SQLite only for the records it has not seen since; at most ``most`` records kept."""
-
-    def __init__(self, conn: sqlite3.Connection, most: int = 200_000) -> None:
-        self._conn, self._most = conn, most
-        self._stamp: tuple[int, int] | None = None
-        self._known: dict[str, tuple[str, ...]] = {}  # replaced, never cleared in place (other threads read it)
-
-    def of(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        """Record id -> its passages' vector ids, for those of ``ids`` that have passages."""
-        stamp = (self._conn.total_changes, self._conn.execute("PRAGMA data_version").fetchone()[0])
-        known = self._known
-        if stamp != self._stamp or len(known) > self._most:
-            self._stamp, self._known = stamp, {}
-            known = self._known
-        missing = [i for i in ids if i not in known]
-        if missing:
-            found = passage_counts(self._conn, missing)
-            known.update((i, tuple(passage_id(i, n) for n in range(found.get(i, 0)))) for i in missing)
-        return {i: ps for i in ids if (ps := known[i])}
+def passage_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Record id -> its passages' vector ids, for those of ``ids`` that have passages."""
+    return {rid: tuple(passage_id(rid, n) for n in range(k)) for rid, k in passage_counts(conn, ids).items()}
 
 
 def best_in_array(ids: Sequence[str], passage_ids: dict[str, tuple[str, ...]],
