@@ -31,6 +31,7 @@ from soulpass.index.catalog import (
     Filters,
     catch_up,
     fts_query,
+    passes,
     query_terms,
 )
 from soulpass.index.catalog.rows import is_catalogued, row_id
@@ -162,6 +163,24 @@ def test_schema_is_made_once_and_another_schema_is_rebuilt(acct: soulpass.Accoun
     db = sqlite3.connect(path)
     assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'leftover'").fetchone() == (0,)
     db.close()
+
+
+def test_passes_answers_every_filter_as_the_catalog_does(acct: soulpass.Account, cat: Catalog) -> None:
+    """Filters are checked in one module: its SQL and its check of a row out of the catalog agree."""
+    build_history(acct, cat)
+    rows = list(cat.rows())
+    in_force = [r for r in rows if r.valid_to is None]
+    times = sorted({r.event_time for r in rows if r.event_time is not None})
+    tags = sorted({t for r in rows for t in r.tags})
+    wanted = [Filters(kinds=(kind,)) for kind in sorted({r.kind for r in rows})]
+    wanted += [Filters(agent=r.agent) for r in rows if r.agent] + [Filters(tags=(t,)) for t in tags]
+    wanted += [Filters(session_id=r.session_id, kinds=(r.kind,)) for r in rows if r.session_id]
+    wanted += [Filters(source="nowhere"), Filters(tags=(tags[0], "nothing"), agent="user")]
+    wanted += [Filters(since=times[len(times) // 2]), Filters(until=times[len(times) // 2], kinds=("turn_user",))]
+    assert len(tags) >= 2 and len(times) >= 4
+    for filters in wanted:
+        expected = sorted(r.id for r in in_force if passes(r, filters))
+        assert cat.ids_matching(filters) == expected, filters
 
 
 def test_new_catalog_reflects_version_zero(cat: Catalog) -> None:

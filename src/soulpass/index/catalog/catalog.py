@@ -92,8 +92,9 @@ class Catalog:
                  heal: bool = True) -> None:
         """``fulltext``: what ranks full text for this handle: "fts5" (SQLite's, always there) or
         "tantivy" (the sidecar, extra ``search``); None: the engine the catalog records
-        (``record_fulltext``), else ``DEFAULT_FULLTEXT``. ``heal``: a damaged catalog file is deleted
-        and started again (the next catch-up rebuilds it); False (an audit): it is reported."""
+        (``record_fulltext``), else ``DEFAULT_FULLTEXT``. ``heal``: a damaged catalog file, or one of
+        another schema version, is deleted and made again (the next catch-up rebuilds it); False (an
+        audit): it is reported."""
         if fulltext is not None and fulltext not in FULLTEXT_ENGINES:
             raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
                                field="fulltext")
