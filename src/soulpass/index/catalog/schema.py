@@ -99,6 +99,11 @@ CREATE TABLE embed_backlog (model TEXT NOT NULL, id TEXT NOT NULL, text_hash TEX
                             version INTEGER NOT NULL, PRIMARY KEY (model, id)) WITHOUT ROWID;
 CREATE INDEX embed_backlog_order ON embed_backlog (model, version, id);
 CREATE TABLE embed_queued (model TEXT PRIMARY KEY, version INTEGER NOT NULL, generation INTEGER NOT NULL);
+-- The migrations earlier releases applied one by one, recorded as they recorded them: a process of
+-- such a release opening this file finds nothing to apply.
+CREATE TABLE migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL);
+INSERT INTO migrations (name, applied_at) VALUES ('001_catalog', ''), ('002_session_order', ''),
+    ('003_semantic_hash', ''), ('004_embed_backlog', ''), ('005_version_order', '');
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT INTO meta (key, value) VALUES ('store_version', '0'), ('store_timestamp', ''), ('generation', '0'),
                                      ('schema_version', '{SCHEMA_VERSION}');
