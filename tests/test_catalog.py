@@ -31,10 +31,11 @@ from soulpass.index.catalog import (
     Filters,
     catch_up,
     fts_query,
+    passes,
     query_terms,
 )
 from soulpass.index.catalog.rows import is_catalogued, row_id
-from soulpass.index.catalog.schema import MIGRATIONS, SCHEMA_VERSION
+from soulpass.index.catalog.schema import SCHEMA_VERSION
 from soulpass.index.catalog.sync import apply_changes
 from soulpass.records import SensoryRecord, TurnLLM, TurnUser
 from soulpass.store.contract import StoredCopy
@@ -140,19 +141,47 @@ def build_history(acct: soulpass.Account, catalog: Catalog | None = None) -> dic
 # --- schema ------------------------------------------------------------------------------
 
 
-def test_migrations_are_recorded_once(acct: soulpass.Account) -> None:
-    first = Catalog.open(acct.store)
-    assert first.migrations_applied == [name for name, _ in MIGRATIONS]
-    first.close()
-    second = Catalog.open(acct.store)
-    assert second.migrations_applied == []
-    second.close()
-    db = sqlite3.connect(acct.store.path / "index" / "catalog.sqlite")
-    names = [n for (n,) in db.execute("SELECT name FROM migrations")]
-    assert names == [name for name, _ in MIGRATIONS]
+def test_schema_is_made_once_and_another_schema_is_rebuilt(acct: soulpass.Account) -> None:
+    build_history(acct)
+    with Catalog.open(acct.store) as first:
+        first.catch_up(acct.store)
+        rows = first.status().rows
+    assert rows > 0
+    path = acct.store.path / "index" / "catalog.sqlite"
+    db = sqlite3.connect(path)
     assert db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone() == (str(SCHEMA_VERSION),)
     assert db.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert len(db.execute("SELECT name FROM migrations").fetchall()) == 5  # what earlier releases look for
+    with db:  # a catalog made by another release: derived, so deleted and made again
+        db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+        db.execute("CREATE TABLE leftover (x)")
     db.close()
+    with pytest.raises(BackendUnavailable, match="schema is not version"):
+        Catalog.open(acct.store, heal=False)  # an audit reports it and leaves it
+    with Catalog.open(acct.store) as again:
+        assert again.status().schema_version == SCHEMA_VERSION and again.version() == 0
+        assert again.catch_up(acct.store).rebuilt is False and again.status().rows == rows
+    db = sqlite3.connect(path)
+    assert db.execute("SELECT count(*) FROM sqlite_master WHERE name = 'leftover'").fetchone() == (0,)
+    db.close()
+
+
+def test_passes_answers_every_filter_as_the_catalog_does(acct: soulpass.Account, cat: Catalog) -> None:
+    """Filters are checked in one module: its SQL and its check of a row out of the catalog agree."""
+    build_history(acct, cat)
+    rows = list(cat.rows())
+    in_force = [r for r in rows if r.valid_to is None]
+    times = sorted({r.event_time for r in rows if r.event_time is not None})
+    tags = sorted({t for r in rows for t in r.tags})
+    wanted = [Filters(kinds=(kind,)) for kind in sorted({r.kind for r in rows})]
+    wanted += [Filters(agent=r.agent) for r in rows if r.agent] + [Filters(tags=(t,)) for t in tags]
+    wanted += [Filters(session_id=r.session_id, kinds=(r.kind,)) for r in rows if r.session_id]
+    wanted += [Filters(source="nowhere"), Filters(tags=(tags[0], "nothing"), agent="user")]
+    wanted += [Filters(since=times[len(times) // 2]), Filters(until=times[len(times) // 2], kinds=("turn_user",))]
+    assert len(tags) >= 2 and len(times) >= 4
+    for filters in wanted:
+        expected = sorted(r.id for r in in_force if passes(r, filters))
+        assert cat.ids_matching(filters) == expected, filters
 
 
 def test_new_catalog_reflects_version_zero(cat: Catalog) -> None:
@@ -478,11 +507,11 @@ def test_crash_inside_a_catch_up_leaves_the_previous_version(acct: soulpass.Acco
         if calls == 3:
             raise KeyboardInterrupt  # ...then the process "dies" before the commit
 
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", dying)
+    monkeypatch.setattr("soulpass.index.catalog.sync.apply_changes", dying)
     path = tmp_path / "crash.sqlite"
     with Catalog(path) as c, pytest.raises(KeyboardInterrupt):
         c.catch_up(acct.store)
-    monkeypatch.setattr("soulpass.index.catalog.catalog.apply_changes", real)
+    monkeypatch.setattr("soulpass.index.catalog.sync.apply_changes", real)
     with Catalog(path) as c:
         assert c.version() == 2  # versions 1 and 2 committed, 3 rolled back
         assert c.catch_up(acct.store).from_version == 2
@@ -686,7 +715,7 @@ def test_rare_kind_among_many_better_hits(acct: soulpass.Account, cat: Catalog,
     assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
     assert ids(cat.fts_search("lighthouse", k=3, filters=Filters(kinds=("fact",), as_of_version=v - 1))) == []
     # More passing rows than a restricted sidecar search takes: FTS5 ranks them, same answer.
-    monkeypatch.setattr("soulpass.index.catalog.catalog._NARROW", 0)
+    monkeypatch.setattr("soulpass.index.catalog.fulltext._NARROW", 0)
     assert ids(cat.fts_search("lighthouse", k=3, filters=facts)) == [fid]
 
 

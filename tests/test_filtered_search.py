@@ -168,7 +168,7 @@ def test_the_filter_columns_agree_with_sql(index: Any) -> None:
 @pytest.mark.parametrize("index", ENGINES, indirect=True)
 def test_full_text_with_broad_filters_equals_the_sql_path(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     _, idx = index
-    monkeypatch.setattr("soulpass.index.catalog.catalog._FEW", 10)  # over-fetch, not "among the few"
+    monkeypatch.setattr("soulpass.index.catalog.fulltext._FEW", 10)  # over-fetch, not "among the few"
     cases = [(f, q) for f in _filters() for q in ("apple", "violin tax wedding", "number7")]
     got = [idx.catalog.fts_search(q, 15, f) for f, q in cases]
     monkeypatch.setattr(idx.catalog, "filter_mask", lambda filters: None)  # SQLite checks every hit

@@ -77,7 +77,8 @@ def test_the_contract_names_the_eight_search_methods_and_the_upkeep() -> None:
         return {n for n in vars(proto) if not n.startswith("_")}
 
     assert methods(SearchCatalog) == SEARCH_METHODS
-    assert methods(IndexCatalog) == {"version", "with_semantic_hash", "rebuild", "status", "close"}
+    assert methods(IndexCatalog) == {"version", "with_semantic_hash", "rebuild", "status", "rows", "delete_rows",
+                                     "close"}
 
 
 def test_search_runs_on_a_stand_in_catalog_and_asks_only_the_contract(tmp_path: Path) -> None:

@@ -106,19 +106,16 @@ def test_passage_ids_follow_writes_by_this_and_other_connections(tmp_path: Path)
     reader.execute("PRAGMA journal_mode=WAL")
     passages.create_table(reader)
     reader.commit()
-    ids = passages.PassageIds(reader)
-    assert ids.of(["a", "b"]) == {}
+    assert passages.passage_ids(reader, ["a", "b"]) == {}
     with writer:
         passages.record_passages(writer, {"a": 2})
-    assert ids.of(["a", "b"]) == {"a": ("a#0", "a#1")}
+    assert passages.passage_ids(reader, ["a", "b"]) == {"a": ("a#0", "a#1")}
     with reader:  # this connection's own write
         passages.record_passages(reader, {"a": 0, "b": 1})
-    assert ids.of(["b", "a"]) == {"b": ("b#0",)}
-    small = passages.PassageIds(reader, most=1)
-    assert small.of(["b"]) == {"b": ("b#0",)} and small.of(["a", "b"]) == {"b": ("b#0",)}
+    assert passages.passage_ids(reader, ["b", "a"]) == {"b": ("b#0",)}
 
 
-def test_best_of_is_the_best_cosine_per_record() -> None:
+def test_best_in_array_is_the_best_cosine_per_record() -> None:
     rng = random.Random(7)
     for _ in range(200):
         ids = [f"r{n}" for n in range(rng.randint(0, 8))]
@@ -126,11 +123,10 @@ def test_best_of_is_the_best_cosine_per_record() -> None:
               for rid in ids if rng.random() < 0.6}
         vector_ids = [*ids, *(p for ps in of.values() for p in ps)]
         scored = {vid: rng.uniform(-1, 1) for vid in vector_ids if rng.random() < 0.8}  # some have no vector
-        assert passages.best_of(ids, of, scored) == passages.best_per_record(scored.items())
-        # The same from an array in the order of the vector ids, -2 where a vector is missing.
+        # From an array in the order of the vector ids, -2 where a vector is missing.
         in_order = np.array([scored.get(vid, -2.0) for vid in vector_ids], dtype=np.float32)
-        as_floats = {vid: float(np.float32(s)) for vid, s in scored.items()}
-        assert passages.best_in_array(ids, of, in_order) == passages.best_of(ids, of, as_floats)
+        as_floats = [(vid, float(np.float32(s))) for vid, s in scored.items()]
+        assert passages.best_in_array(ids, of, in_order) == passages.best_per_record(as_floats)
 
 
 @pytest.fixture

@@ -99,7 +99,7 @@ class AccountIndex:
         follower = Follower(store, catalog, embedder=self.embedder, vectors=vectors, backlog=self.backlog,
                             state=state, masked=masked, passage_vectors=lambda: passages.total(state),
                             embed_inline=embed_inline)
-        return LocalDense(vectors, catalog, passages.PassageIds(state), masked), follower
+        return LocalDense(vectors, catalog, state, masked), follower
 
     def _open_in_database(self, where: DatabaseIndex, embed_inline: bool) -> tuple[DenseScores | None, Follower]:
         """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""

@@ -130,7 +130,6 @@ class EmbedBacklog:
                                     check_same_thread=False)
         configure(self._cat, int(busy_timeout * 1000))
         self._state = sqlite3.connect(state_file, timeout=busy_timeout, check_same_thread=False)
-        self._pending: tuple[tuple[int, int], int] | None = None  # the catalog's state, what was pending then
 
     def close(self) -> None:
         with self._lock:
@@ -140,23 +139,11 @@ class EmbedBacklog:
     # --- what is pending ------------------------------------------------------------------
 
     def pending(self) -> int:
-        """Records waiting for a vector: backlog entries plus rows of versions not looked at yet;
-        counted again only when the catalog changed (by this connection or another: every search
-        asks, three queries otherwise)."""
-        with self._lock:
-            state = (self._cat.total_changes, self._cat.execute("PRAGMA data_version").fetchone()[0])
-            if self._pending is not None and self._pending[0] == state:
-                return self._pending[1]
-            found = self._count_pending()
-            self._pending = (state, found)
-            return found
-
-    def _count_pending(self) -> int:
+        """Records waiting for a vector: backlog entries plus rows of versions not looked at yet."""
         with self._lock:
             queued = self._cat.execute("SELECT count(*) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()[0]
             upto, _ = self._watermark()
-            target = self._store_version()
-            if upto >= target:  # every row looked at: only the entries wait
+            if upto >= self._store_version():  # every row looked at: only the entries wait
                 return int(queued)
             marks = ",".join("?" * len(self.kinds))
             unseen = self._cat.execute(
@@ -165,22 +152,13 @@ class EmbedBacklog:
                 (upto, *self.kinds)).fetchone()[0]
         return int(queued) + int(unseen)
 
-    def oldest_version(self) -> int | None:
-        """The store version of the oldest entry (how far behind the vectors are), None when empty."""
-        with self._lock:
-            got = self._cat.execute("SELECT min(version) FROM embed_backlog WHERE model = ?", (self.key,)).fetchone()
-        return None if got[0] is None else int(got[0])
-
     def _store_version(self) -> int:
         return int(self._cat.execute("SELECT value FROM meta WHERE key = 'store_version'").fetchone()[0])
 
     def _watermark(self) -> tuple[int, int]:
         got = self._cat.execute("SELECT version, generation FROM embed_queued WHERE model = ?", (self.key,)).fetchone()
         generation = int(self._cat.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()[0])
-        if got is None:  # first run: an index embedded inline before the backlog existed says how far it got
-            legacy = self._state.execute("SELECT value FROM embed_meta WHERE key = 'version'").fetchone()
-            return (int(legacy[0]) if legacy else 0), generation
-        if int(got[1]) != generation:  # a rebuilt catalog: look at every row again
+        if got is None or int(got[1]) != generation:  # a new or rebuilt catalog: look at every row
             return 0, generation
         return int(got[0]), generation
 
@@ -245,7 +223,7 @@ class EmbedBacklog:
             if work:
                 extra = {rid: self.passages_of(rows[rid]) for rid, _ in work} if self.passages_of else {}
                 texts = [t for _, t in work] + [p for ps in extra.values() for p in ps]
-                vectors = self._embedded(embed, texts)
+                vectors = self._carried.embed(embed, texts)
                 self.vectors.upsert([rid for rid, _ in work], vectors[:len(work)])
                 if self.passages_of is not None:
                     with self._lock:
@@ -259,9 +237,6 @@ class EmbedBacklog:
                 self._cat.executemany("DELETE FROM embed_backlog WHERE model = ? AND id = ? AND text_hash = ?",
                                       [(self.key, rid, h) for rid, h in todo])
         return len(todo)
-
-    def _embedded(self, embed: EmbedFn, texts: list[str]) -> npt.NDArray[np.float32]:
-        return self._carried.embed(embed, texts)
 
     def drain_all(self, embed: EmbedFn, batch: int = 256, progress: Progress | None = None) -> int:
         """Drain until the backlog is empty; returns the entries handled."""
@@ -281,7 +256,7 @@ class EmbedBacklog:
 
 
 def embedded_state(path: Path, model_id: str) -> sqlite3.Connection:
-    """Which record texts are embedded (by text hash), for which model, up to which version."""
+    """Which record texts are embedded (by text hash), and for which model."""
     path.parent.mkdir(parents=True, exist_ok=True)
     conn = sqlite3.connect(path, timeout=30.0, check_same_thread=False)
     conn.execute("PRAGMA journal_mode=WAL")
@@ -289,10 +264,9 @@ def embedded_state(path: Path, model_id: str) -> sqlite3.Connection:
         conn.execute("CREATE TABLE IF NOT EXISTS embed_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
         conn.execute("CREATE TABLE IF NOT EXISTS embedded (id TEXT PRIMARY KEY, text_hash TEXT NOT NULL)")
         passages.create_table(conn)  # kept across model changes: it says what the vector folder holds
-        conn.execute("INSERT OR IGNORE INTO embed_meta VALUES ('version', '0'), ('model_id', ?)", (model_id,))
+        conn.execute("INSERT OR IGNORE INTO embed_meta VALUES ('model_id', ?)", (model_id,))
         stored = conn.execute("SELECT value FROM embed_meta WHERE key = 'model_id'").fetchone()[0]
         if stored != model_id:  # another model: its vectors are useless, start over
             conn.execute("DELETE FROM embedded")
-            conn.execute("UPDATE embed_meta SET value = '0' WHERE key = 'version'")
             conn.execute("UPDATE embed_meta SET value = ? WHERE key = 'model_id'", (model_id,))
     return conn

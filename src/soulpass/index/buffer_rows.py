@@ -1,6 +1,6 @@
 """Searching rows that are not in the catalog yet: a sandbox's buffer, read by its own searches.
 
-The catalog's filters, full text (the same FTS5 tokenizer, the buffer's own statistics), session
+The catalog's filters (``query.passes``), full text (the same FTS5 tokenizer, the buffer's own statistics), session
 neighbours and cosines (each text embedded once, kept per open index), for a handful of rows in memory.
 """
 
@@ -16,34 +16,16 @@ import numpy.typing as npt
 from soulpass.embed.base import Embedder
 from soulpass.ids import EPOCH
 from soulpass.index.backlog import text_hash
-from soulpass.index.catalog import CatalogRow, Filters
-from soulpass.index.catalog.query import SOURCE_TAG, as_utc, fts_query
+from soulpass.index.catalog import CatalogRow
+from soulpass.index.catalog.query import fts_query
 from soulpass.index.catalog.schema import TOKENIZER
 from soulpass.index.recipe import embed_passages, embed_text
 from soulpass.vectors.base import unit_query
 
-__all__ = ["BufferVectors", "buffer_fts", "buffer_links", "passes"]
+__all__ = ["BufferVectors", "buffer_fts", "buffer_links"]
 
 EMBED_BATCH = 256
 BUFFER_VECTORS_KEPT = 20_000  # buffer texts embedded for sandbox searches, kept per open index
-
-
-def passes(row: CatalogRow, filters: Filters) -> bool:
-    """``filter_sql`` for a row that is not in the catalog (a sandbox's buffer)."""
-    if filters.kinds and row.kind not in filters.kinds:
-        return False
-    if filters.tags and not set(filters.tags) & set(row.tags):
-        return False
-    if filters.source is not None and SOURCE_TAG + filters.source not in row.tags:
-        return False
-    for name in ("agent", "session_id", "persona_id", "event_id"):
-        wanted = getattr(filters, name)
-        if wanted is not None and getattr(row, name) != wanted:
-            return False
-    when = row.event_time
-    if filters.since is not None and (when is None or when < as_utc(filters.since)):
-        return False
-    return not (filters.until is not None and (when is None or when >= as_utc(filters.until)))
 
 
 def buffer_fts(query: str, rows: Sequence[CatalogRow]) -> dict[str, float]:

@@ -5,12 +5,12 @@ contract), whatever backend keeps the account, for the SQLite catalog and ``Acco
 
 ``SearchCatalog`` holds the eight methods a search calls; ``IndexCatalog`` adds what the rest of
 the library asks of the catalog an ``AccountIndex`` holds: its version (the background indexer),
-the journal's lookup by semantic hash, and upkeep (rebuild, status, close).
+the journal's lookup by semantic hash, and upkeep (rebuild, status, rows, delete_rows, close).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Protocol, TypeVar
 
 from soulpass.index.catalog.catalog import CatalogStatus, CatchUpReport
@@ -70,6 +70,14 @@ class IndexCatalog(SearchCatalog[StoreT], Protocol[StoreT]):
 
     def with_semantic_hash(self, hashes: Iterable[str], filters: Filters | None = None) -> list[CatalogRow]:
         """Rows passing ``filters`` whose semantic hash is one of ``hashes``, oldest event first."""
+        ...
+
+    def rows(self) -> Iterator[CatalogRow]:
+        """Every row, by id and version (audits, comparisons)."""
+        ...
+
+    def delete_rows(self, keys: Iterable[tuple[str, int]]) -> int:
+        """Forget the rows ``(id, version)`` (orphans whose file is gone); returns how many went."""
         ...
 
     def rebuild(self, store: StoreT, progress: Progress | None = None) -> CatchUpReport:

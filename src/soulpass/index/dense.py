@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -50,11 +51,11 @@ class DenseScores(Protocol):
 
 class LocalDense:
     """Dense scoring over a local vector index (exact, HNSW or Chroma) and the passage ids its
-    embedding state keeps; broad filters through the catalog's masks where both answer them."""
+    embedding state (``state``) keeps; broad filters through the catalog's masks where both answer them."""
 
-    def __init__(self, vectors: SharedIndex, catalog: SearchCatalog[Any], passage_ids: passages.PassageIds,
+    def __init__(self, vectors: SharedIndex, catalog: SearchCatalog[Any], state: sqlite3.Connection,
                  masked: MaskedDense | None) -> None:
-        self._vectors, self._catalog, self._passage_ids, self.masked = vectors, catalog, passage_ids, masked
+        self._vectors, self._catalog, self._state, self.masked = vectors, catalog, state, masked
         self._groups = vectors.abilities.groups  # exact search: one product gives every record's best
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str]:
@@ -78,7 +79,7 @@ class LocalDense:
             grouped = self._groups.group_best(vector, passages.record_of, scan=False)
             if grouped is not None:  # this query's ``nearest`` scored every row
                 return grouped.of(ids)
-        of = self._passage_ids.of(ids)
+        of = passages.passage_ids(self._state, ids)
         wanted = [*ids, *itertools.chain.from_iterable(of.values())]
         return passages.best_in_array(ids, of, self._vectors.cosine_array(vector, wanted))
 

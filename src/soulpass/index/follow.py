@@ -90,7 +90,6 @@ class Follower:
         report = self.catalog.rebuild(self.store, progress=progress)
         if self._state is not None:
             with self._state:
-                self._state.execute("UPDATE embed_meta SET value = '0' WHERE key = 'version'")
                 # Vector files lost or cut short: what the state says is embedded is not there.
                 done = self._state.execute("SELECT count(*) FROM embedded").fetchone()[0]
                 if self.vectors is not None and self.vectors.count() < done + passages.total(self._state):

@@ -16,6 +16,7 @@ Checks (``Finding.check``):
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
@@ -91,7 +92,7 @@ def prune_orphans(store: AccountBackend, *, dry_run: bool = False) -> list[Catal
     """The catalog rows in force whose file is gone (orphan rows), removed unless ``dry_run``.
     Source files are never touched. The catalog is expected caught up."""
     present = {copy.key for copy in store.current_copies()}
-    with open_catalog(store) as catalog:
+    with contextlib.closing(open_catalog(store)) as catalog:
         gone = [row for row in catalog.rows() if row.replaced_at is None and row.path not in present]
         if not dry_run and gone:
             catalog.delete_rows((r.id, r.version) for r in gone)

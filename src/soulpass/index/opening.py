@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from soulpass.index.catalog import Catalog
+from soulpass.index.contract import IndexCatalog
 from soulpass.store.contract import AccountBackend, Database, DatabaseIndex, LocalIndex
 from soulpass.vectors import VectorBackend, model_tag
 
@@ -18,10 +19,8 @@ __all__ = ["VECTORS_DIR", "account_vectors_folder", "drop_index", "index_databas
 VECTORS_DIR = "vectors"
 
 
-def open_catalog(store: AccountBackend, **options: Any) -> Any:
-    """``Catalog.open(store, **options)``, or the account's ``PgCatalog`` (options do not apply).
-    Both give ``catch_up``, ``rows``, ``version``, ``ids_matching``, ``get`` and ``delete_rows``, and
-    close on leaving a ``with`` block."""
+def open_catalog(store: AccountBackend, **options: Any) -> IndexCatalog[AccountBackend]:
+    """``Catalog.open(store, **options)``, or the account's ``PgCatalog`` (options do not apply)."""
     match store.index_location():
         case DatabaseIndex(account=account) as where:
             from soulpass.index.pg import PgCatalog

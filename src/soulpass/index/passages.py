@@ -37,8 +37,8 @@ import numpy.typing as npt
 from soulpass.sentences import sentences as split_sentences
 from soulpass.vectors.base import Matrix, VectorIndex
 
-__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "PassageIds", "best_in_array",
-           "best_of", "best_per_record", "create_table", "of", "passage_counts", "passage_id", "record_of",
+__all__ = ["EMBED_CHARS", "LONG_TEXT", "MAX_PASSAGES", "SHORT_TEXT", "WINDOW_CHARS", "best_in_array",
+           "best_per_record", "create_table", "of", "passage_counts", "passage_id", "passage_ids", "record_of",
            "record_passages", "replace", "sentences", "total", "windows"]
 
 MAX_PASSAGES = 8
@@ -131,49 +131,15 @@ def passage_counts(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, in
                              (json.dumps(list(ids)),)).fetchall())
 
 
-class PassageIds:
-    """The passage vector ids of records (``passage_counts`` of a state database), kept until it
-    changes (by this connection, or by another: the backlog's, another process's) so that a search
-    asks SQLite only for the records it has not seen since; at most ``most`` records kept."""
-
-    def __init__(self, conn: sqlite3.Connection, most: int = 200_000) -> None:
-        self._conn, self._most = conn, most
-        self._stamp: tuple[int, int] | None = None
-        self._known: dict[str, tuple[str, ...]] = {}  # replaced, never cleared in place (other threads read it)
-
-    def of(self, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
-        """Record id -> its passages' vector ids, for those of ``ids`` that have passages."""
-        stamp = (self._conn.total_changes, self._conn.execute("PRAGMA data_version").fetchone()[0])
-        known = self._known
-        if stamp != self._stamp or len(known) > self._most:
-            self._stamp, self._known = stamp, {}
-            known = self._known
-        missing = [i for i in ids if i not in known]
-        if missing:
-            found = passage_counts(self._conn, missing)
-            known.update((i, tuple(passage_id(i, n) for n in range(found.get(i, 0)))) for i in missing)
-        return {i: ps for i in ids if (ps := known[i])}
-
-
-def best_of(ids: Iterable[str], passage_ids: dict[str, tuple[str, ...]], scored: dict[str, float]) -> dict[str, float]:
-    """``best_per_record`` of ``scored`` (vector id -> cosine) for ``ids``, whose passages' vector
-    ids are known: no id is parsed."""
-    best: dict[str, float] = {}
-    for rid in ids:
-        top = scored.get(rid, -2.0)
-        for vid in passage_ids.get(rid, ()):
-            score = scored.get(vid, -2.0)
-            if score > top:
-                top = score
-        if top > -2.0:
-            best[rid] = top
-    return best
+def passage_ids(conn: sqlite3.Connection, ids: Sequence[str]) -> dict[str, tuple[str, ...]]:
+    """Record id -> its passages' vector ids, for those of ``ids`` that have passages."""
+    return {rid: tuple(passage_id(rid, n) for n in range(k)) for rid, k in passage_counts(conn, ids).items()}
 
 
 def best_in_array(ids: Sequence[str], passage_ids: dict[str, tuple[str, ...]],
                   scores: npt.NDArray[np.float32]) -> dict[str, float]:
-    """``best_of`` where ``scores`` are those of ``ids`` then of their passages (``passage_ids``'
-    vector ids, in its order), -2 (or less) where a vector is missing."""
+    """``best_per_record`` where ``scores`` are those of ``ids`` then of their passages
+    (``passage_ids``' vector ids, in its order), -2 (or less) where a vector is missing: no id is parsed."""
     best = scores[:len(ids)].copy()
     if len(scores) > len(ids):
         at = {rid: n for n, rid in enumerate(ids)}

@@ -27,8 +27,8 @@ from typing import Any
 from soulpass.embed.colbert import LateScorer
 from soulpass.embed.rerank import Reranker
 from soulpass.errors import InvalidInput
-from soulpass.index.buffer_rows import BufferVectors, buffer_fts, buffer_links, passes
-from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.buffer_rows import BufferVectors, buffer_fts, buffer_links
+from soulpass.index.catalog import CatalogRow, Filters, passes
 from soulpass.index.contract import SearchCatalog
 from soulpass.index.dense import DenseScores
 from soulpass.index.query_vectors import QueryVectors

@@ -14,7 +14,7 @@ from .catalog import (
     catch_up,
     remove_catalog,
 )
-from .query import Filters, fts_query, query_terms
+from .query import Filters, fts_query, passes, query_terms
 from .rows import CatalogRow
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "catalog_path",
     "catch_up",
     "fts_query",
+    "passes",
     "query_terms",
     "remove_catalog",
 ]

@@ -1,39 +1,29 @@
-"""The catalog of one account: rows for every stored copy, full-text search, and catch-up."""
+"""The catalog of one account: rows for every stored copy, what passes the filters, and catch-up
+(full text is ``fulltext.py``'s, following the store ``sync.py``'s)."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
-import math
 import shutil
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, InvalidInput
-from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
+from soulpass.store.contract import AccountBackend
 
+from . import sync
+from .fulltext import DEFAULT_FULLTEXT, FULLTEXT_ENGINES, FullText, FullTextSearch
 from .kept import Kept, fetch_rows, fetch_sessions, last_row
 from .query import Filters, filter_sql, neighbour_sql, query_terms
-from .rows import COLUMNS, CatalogRow, is_catalogued
-from .schema import configure, migrate, transaction
-from .sidecar import TantivySidecar, tantivy_module
-from .sync import (
-    CatchUpReport,
-    Progress,
-    SqliteRows,
-    SyncCounts,
-    apply_changes,
-    catch_up_from,
-    last_logged,
-    logged_entry,
-    rebuild_rows,
-    version_stamp,
-)
+from .rows import COLUMNS, CatalogRow
+from .schema import SCHEMA_VERSION, configure, create, transaction
+from .sidecar import tantivy_module
+from .sync import CatchUpReport, Progress, SqliteTables, logged_entry, version_stamp
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,15 +38,6 @@ __all__ = ["DEFAULT_FULLTEXT", "Catalog", "CatalogStatus", "CatchUpReport", "Ful
 
 CATALOG_NAME = "catalog.sqlite"  # in the account's index folder (AccountBackend.index_location().folder)
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
-_WIDEST = 4096  # the most sidecar hits checked against broad filters before searching among the passing rows
-_NARROW = 100_000  # the most passing rows a sidecar search is restricted to; beyond, FTS5 ranks
-_FEW = 2_000  # selective filters passing at most this many rows skip the over-fetch
-_ALL_MATCHES = 20_000  # FTS5 matches of a query scored in one pass and kept for its candidates' scores
-FullText = Literal["fts5", "tantivy"]
-FULLTEXT_ENGINES: tuple[FullText, ...] = ("fts5", "tantivy")
-# What ranks full text when neither the caller nor the catalog names an engine. Never decided by what
-# is importable: tantivy's BM25 is on another scale, so a switch is a configuration change.
-DEFAULT_FULLTEXT: FullText = "fts5"
 # Lookups of given ids go through the (id, version) key: left to itself the planner may walk a
 # whole kind through its index instead and test each row against the id list.
 _BY_ID = "catalog AS c INDEXED BY sqlite_autoindex_catalog_1"
@@ -85,7 +66,12 @@ def catalog_file(store: AccountBackend) -> str:
 def remove_catalog(store: AccountBackend) -> None:
     """Delete the account's catalog files and tantivy sidecars (derived: a rebuild makes them again).
     Nobody may have the catalog open."""
-    path = catalog_path(store)
+    remove_catalog_files(catalog_path(store))
+
+
+def remove_catalog_files(path: Path) -> None:
+    """Delete the catalog at ``path`` and everything derived from it beside it (filter columns,
+    tantivy sidecars)."""
     for p in [*path.parent.glob(path.name + "*"), *path.parent.glob(path.stem + ".fulltext-*")]:
         if p.is_dir():
             shutil.rmtree(p, ignore_errors=True)
@@ -106,17 +92,14 @@ class Catalog:
                  heal: bool = True) -> None:
         """``fulltext``: what ranks full text for this handle: "fts5" (SQLite's, always there) or
         "tantivy" (the sidecar, extra ``search``); None: the engine the catalog records
-        (``record_fulltext``), else ``DEFAULT_FULLTEXT``. ``heal``: a damaged catalog file is deleted
-        and started again (the next catch-up rebuilds it); False (an audit): it is reported."""
+        (``record_fulltext``), else ``DEFAULT_FULLTEXT``. ``heal``: a damaged catalog file, or one of
+        another schema version, is deleted and made again (the next catch-up rebuilds it); False (an
+        audit): it is reported."""
         if fulltext is not None and fulltext not in FULLTEXT_ENGINES:
             raise InvalidInput(f"fulltext must be one of {', '.join(FULLTEXT_ENGINES)}, not {fulltext!r}",
                                field="fulltext")
-        self._tantivy: Any = None
         self._masks: CatalogMasks | None = None  # broad filters checked in numpy (columns.py), on first use
-        self._matches: tuple[tuple[Any, ...], dict[int, float] | None] | None = None  # _fts5_matches' last query
         self._kept = Kept(rows=last_row)  # candidates' sessions and neighbours, while the catalog is unchanged
-        self._sidecar: TantivySidecar | None = None
-        self._sidecar_generation = self._sidecar_upto = -1
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
         self._lock = threading.RLock()
@@ -124,24 +107,29 @@ class Catalog:
             self._conn = sqlite3.connect(path, timeout=busy_timeout, isolation_level=None, check_same_thread=False)
             try:
                 configure(self._conn, int(busy_timeout * 1000))
-                self.migrations_applied = migrate(self._conn)
-                break
+                if create(self._conn):
+                    break
+                problem = f"its schema is not version {SCHEMA_VERSION}"
             except sqlite3.Error as exc:
-                self._conn.close()
-                if attempt == 1 and heal and _damaged(exc):  # derived data: start again, a catch-up rebuilds it
-                    log.warning("the catalog %s is damaged (%s): it is deleted and rebuilt from the store", path, exc)
-                    for name in (path.name, f"{path.name}-wal", f"{path.name}-shm"):
-                        path.with_name(name).unlink(missing_ok=True)
-                    continue
-                raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
-        self.fulltext: FullText = fulltext or self.recorded_fulltext() or DEFAULT_FULLTEXT
-        if self.fulltext == "tantivy":
-            self._tantivy = tantivy_module()
-            if self._tantivy is None:
-                self._conn.close()
-                raise BackendUnavailable(f"the catalog {path} ranks full text with tantivy: install the 'search' "
-                                         "extra (pip install 'soulpass[search]') or open it with fulltext='fts5'",
+                if not _damaged(exc):
+                    self._conn.close()
+                    raise BackendUnavailable(f"cannot open the catalog {path}: {exc}", path=str(path)) from exc
+                problem = f"it is damaged ({exc})"
+            self._conn.close()
+            if attempt == 2 or not heal:
+                raise BackendUnavailable(f"cannot open the catalog {path}: {problem}; run `soulpass index rebuild`",
                                          path=str(path))
+            # Derived data: made again, and the next catch-up rebuilds its rows from the store.
+            log.warning("the catalog %s is deleted and rebuilt from the store: %s", path, problem)
+            remove_catalog_files(path)
+        self.fulltext: FullText = fulltext or self.recorded_fulltext() or DEFAULT_FULLTEXT
+        tantivy = tantivy_module() if self.fulltext == "tantivy" else None
+        if self.fulltext == "tantivy" and tantivy is None:
+            self._conn.close()
+            raise BackendUnavailable(f"the catalog {path} ranks full text with tantivy: install the 'search' "
+                                     "extra (pip install 'soulpass[search]') or open it with fulltext='fts5'",
+                                     path=str(path))
+        self._full_text = FullTextSearch(self._conn, path, tantivy, self.filter_mask)
 
     @classmethod
     def open(cls, store: AccountBackend, *, busy_timeout: float = 30.0, fulltext: FullText | None = None,
@@ -203,61 +191,23 @@ class Catalog:
         store, or whose last version has another timestamp in the log (the account was replaced),
         is rebuilt instead.
         """
-        with self._lock:
-            try:
-                report = self._catch_up(store)
-                self._synced_sidecar()  # the search after a big catch-up should not pay for it
-                return report
-            except sqlite3.OperationalError as exc:
-                raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
-                                         path=str(self.path)) from exc
-
-    def _catch_up(self, store: AccountBackend) -> CatchUpReport:
-        meta = self._meta()
-        counts = SyncCounts()
-
-        def step(version: int, changes: VersionChanges) -> tuple[int, bool]:
-            with transaction(self._conn):
-                current = int(self._meta()["store_version"])
-                if current != version:  # another process got here first
-                    return current, False
-                apply_changes(SqliteRows(self._conn), changes, counts)
-                self._set_version(version + 1, changes.entry)
-            return version + 1, True
-
-        return catch_up_from(store, int(meta["store_version"]), meta["store_timestamp"], counts, step,
-                             rebuild=lambda: self._rebuild(store, None), again=lambda: self._catch_up(store))
-
-    def _set_version(self, version: int, entry: VersionEntry | None) -> None:
-        self._conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
-                               [(str(version), "store_version"), (version_stamp(entry), "store_timestamp")])
+        return self._following(lambda: sync.catch_up(SqliteTables(self._conn), store))
 
     def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
         """Recreate every row from the store's copies (``store.copies``), in one transaction:
         searches see the old catalog until it commits. ``progress(done, total)`` is called every
         1,000 copies and at the end."""
+        return self._following(lambda: sync.rebuild(SqliteTables(self._conn), store, progress))
+
+    def _following(self, follow: Callable[[], CatchUpReport]) -> CatchUpReport:
         with self._lock:
             try:
-                report = self._rebuild(store, progress)
-                self._synced_sidecar()
+                report = follow()
+                self._full_text.synced_sidecar()  # the search after a big catch-up should not pay for it
                 return report
             except sqlite3.OperationalError as exc:
                 raise BackendUnavailable(f"catalog {self.path} is busy or unwritable: {exc}",
                                          path=str(self.path)) from exc
-
-    def _rebuild(self, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
-        start = int(self._meta()["store_version"])
-        version, entry = last_logged(store)
-        counts = SyncCounts()
-        with transaction(self._conn):
-            self._conn.execute("DELETE FROM catalog_tags")
-            self._conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
-            self._conn.execute("DELETE FROM catalog")
-            rebuild_rows(SqliteRows(self._conn), store.copies(is_catalogued), version, progress, counts)
-            self._set_version(version, entry)
-            self._conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
-        return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
-                             rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
 
     # --- queries -------------------------------------------------------------------------
 
@@ -275,31 +225,7 @@ class Catalog:
             return []
         filters = filters or Filters()
         with self._lock:
-            return self._full_text(terms, k, filters)
-
-    def _full_text(self, terms: list[str], k: int, filters: Filters) -> list[tuple[str, float]]:
-        """The one place the full-text strategy is chosen. BM25 ranks every match the same way in
-        each; what differs is how the filters are checked, so the rule goes by how many rows pass:
-
-        1. a broad filter the filter columns answer (a speaker, a time range): each of the best
-           hits is checked against the passing rows' mask in numpy, asking for as many as the
-           passing share needs (``_search_masked``; with tantivy and a handful of passing rows,
-           a search among those rows);
-        2. with the tantivy sidecar (``fulltext="tantivy"``): a selective filter with few passing
-           rows is searched among them; else the best hits are over-fetched and checked in SQLite,
-           widening while short, then searched among the passing rows, or by FTS5 when too many
-           pass (``_search_sidecar``);
-        3. FTS5: the best matches ranked alone and checked in SQLite (twice, then eight times k),
-           else every passing match ranked in one SQL query (``_search_fts5``).
-        """
-        where, params = filter_sql(filters)
-        sidecar = self._synced_sidecar()
-        masked = self._search_masked(sidecar, terms, k, filters, where, params)
-        if masked is not None:
-            return masked
-        if sidecar is not None:
-            return self._search_sidecar(sidecar, terms, k, filters, where, params)
-        return self._search_fts5(terms, k, where, params)
+            return self._full_text.search(terms, k, filters)
 
     def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
         """BM25 scores of the given rows for ``query``, on the same scale as ``fts_search`` (rows
@@ -312,17 +238,7 @@ class Catalog:
             rows = {row: rid for rid, found in self._rows_of(wanted, filters or Filters()).items() for row in found}
             if not rows:
                 return {}
-            sidecar = self._synced_sidecar()
-            matches = self._fts5_matches(terms) if sidecar is None else None
-            if matches is not None:  # every match scored already (this query's fts_search, as a rule)
-                return {rid: matches[row] for row, rid in rows.items() if row in matches}
-            if sidecar is not None:
-                hits = sidecar.search(terms, len(rows), rows=list(rows))
-            else:
-                hits = [(row, -s) for row, s in self._conn.execute(
-                    "SELECT rowid, bm25(catalog_fts) FROM catalog_fts WHERE catalog_fts MATCH ? AND rowid IN "
-                    "(SELECT value FROM json_each(?))", (" OR ".join(f'"{t}"' for t in terms), json.dumps(list(rows))))]
-        return {rows[row]: score for row, score in hits if row in rows}
+            return self._full_text.scores(terms, rows)
 
     def passing(self, ids: Iterable[str], filters: Filters | None = None) -> set[str]:
         """The given ids whose rows pass the filters (in force now unless ``as_of_version``)."""
@@ -352,155 +268,6 @@ class Catalog:
 
         with self._lock:
             return self._kept.get(self._conn, ("neighbours", tuple(kinds), filters), wanted, fetch)
-
-    def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
-        """The hits whose rows pass the filters, as ``(-score, id)`` in result order."""
-        score = dict(hits)
-        # CROSS JOIN: look the hits up by row id; left to itself the planner may scan a whole
-        # kind through its index instead (190 ms instead of 0.2 at 1M rows).
-        return sorted((-score[row], rid) for row, rid in self._conn.execute(
-            f"SELECT c.row, c.id FROM json_each(?) AS hit CROSS JOIN catalog AS c ON c.row = hit.value WHERE {where}",
-            (json.dumps(list(score)), *params)))
-
-    @staticmethod
-    def _exact(hits: list[tuple[int, float]], kept: list[tuple[float, str]], k: int, limit: int) -> bool:
-        # Rows not fetched score at most the last hit: the top k is settled when it ends strictly
-        # above that score, or when nothing was left out.
-        return len(hits) < limit or (len(kept) >= k and -kept[k - 1][0] > hits[-1][1])
-
-    def _search_masked(self, sidecar: TantivySidecar | None, terms: list[str], k: int, filters: Filters, where: str,
-                       params: list[Any]) -> list[tuple[str, float]] | None:
-        """Broad filters the filter columns answer (a speaker, a time range): the best hits are
-        checked against the passing rows' mask, asking for as many as the passing share needs
-        (and four times more while short); only the kept ones go to SQLite, which confirms them.
-        None: not for these filters, or the share is too small (the other paths take over)."""
-        if not filters.selective:  # kinds alone: nearly every hit passes, the plain paths are as fast
-            return None
-        got = self.filter_mask(filters)
-        if got is None:
-            return None
-        mask = got[0]
-        passing = int(mask.sum())
-        if passing == 0:
-            return []
-        if sidecar is not None and passing <= _FEW:
-            rows = [int(r) for r in mask.nonzero()[0]]
-            return self._search_among(sidecar, terms, k, rows, where, params)
-        limit = max(2 * k, 64, math.ceil(2 * k * len(mask) / passing))
-        while limit <= _WIDEST * 4:
-            hits = sidecar.search(terms, limit) if sidecar is not None else self._fts5_hits(terms, limit)
-            kept = self._passing([(row, score) for row, score in hits if row >= len(mask) or mask[row]],
-                                 where, params)
-            if self._exact(hits, kept, k, limit):
-                return [(rid, -s) for s, rid in kept[:k]]
-            limit *= 4
-        return None
-
-    def _fts5_hits(self, terms: list[str], limit: int) -> list[tuple[int, float]]:
-        """The best ``limit`` FTS5 matches of the OR of ``terms`` as ``(row, score)``, higher better."""
-        matches = self._fts5_matches(terms)
-        if matches is not None:
-            return list(itertools.islice(matches.items(), limit))  # kept in rank order
-        return [(row, -s) for row, s in self._conn.execute(
-            "SELECT rowid, bm25(catalog_fts) AS s FROM catalog_fts WHERE catalog_fts MATCH ? ORDER BY s LIMIT ?",
-            (" OR ".join(f'"{t}"' for t in terms), limit))]
-
-    def _fts5_matches(self, terms: list[str]) -> dict[int, float] | None:
-        """Every FTS5 match of the OR of ``terms`` with its score (higher better), or None when
-        there are more than ``_ALL_MATCHES``. FTS5 scores every match to rank them anyway; kept
-        for the last query, the exact scores of the candidates (``fts_scores``) are lookups instead
-        of a second pass (~5 ms whatever the candidates: it walks the terms' doclists again). The
-        catalog changing, by this handle or another, drops what was kept."""
-        state = (tuple(terms), self._conn.total_changes,
-                 self._conn.execute("PRAGMA data_version").fetchone()[0])
-        if self._matches is not None and self._matches[0] == state:
-            return self._matches[1]
-        cursor = self._conn.execute("SELECT rowid, bm25(catalog_fts) FROM catalog_fts WHERE catalog_fts MATCH ?",
-                                    (" OR ".join(f'"{t}"' for t in terms),))
-        found = cursor.fetchmany(_ALL_MATCHES + 1)
-        cursor.close()
-        # In rank order: best (lowest bm25) first, ties by row; the best few are then a slice.
-        matches = None if len(found) > _ALL_MATCHES else {row: -s for s, row in sorted((s, r) for r, s in found)}
-        self._matches = (state, matches)
-        return matches
-
-    def _search_fts5(self, terms: list[str], k: int, where: str, params: list[Any]) -> list[tuple[str, float]]:
-        match = " OR ".join(f'"{t}"' for t in terms)
-        # Most searches ask for rows in force now, which nearly every hit is: rank the FTS matches
-        # alone, keep the best few, filter those. BM25 over all matches costs the same either
-        # way; only the join is saved. Twice k first (where nearly all pass, as a rule), eight
-        # times when fewer than half did (the matches are kept: asking again is a lookup).
-        for limit in (max(2 * k, 64), max(8 * k, 64)):
-            hits = self._fts5_hits(terms, limit)
-            kept = self._passing(hits, where, params)
-            if self._exact(hits, kept, k, limit):
-                return [(rid, -s) for s, rid in kept[:k]]
-        # Narrow filters: rank every match that passes them (CROSS JOIN keeps FTS5 outermost).
-        rows = self._conn.execute(
-            "SELECT c.id, bm25(catalog_fts) AS s FROM catalog_fts CROSS JOIN catalog AS c ON c.row = "
-            f"catalog_fts.rowid WHERE catalog_fts MATCH ? AND {where} ORDER BY s, c.id LIMIT ?",
-            (match, *params, k)).fetchall()
-        return [(rid, -s) for rid, s in rows]
-
-    def _search_sidecar(self, sidecar: TantivySidecar, terms: list[str], k: int, filters: Filters, where: str,
-                        params: list[Any]) -> list[tuple[str, float]]:
-        if filters.selective:  # a session, an event, a tag: search among its rows from the start
-            passing = self._passing_rows(where, params, _FEW)
-            if passing is not None:
-                return self._search_among(sidecar, terms, k, passing, where, params)
-        # Broad filters pass nearly every hit: twice what is asked for settles the top k (checking
-        # 8x as many rows cost ~2 ms a search at 1M rows); widen 16x while short.
-        limit = max(2 * k, 64)
-        while limit <= _WIDEST:  # broad filters: over-fetch, check the filters here, widen if short
-            hits = sidecar.search(terms, limit)
-            kept = self._passing(hits, where, params)
-            if self._exact(hits, kept, k, limit):
-                return [(rid, -s) for s, rid in kept[:k]]
-            limit *= 16
-        passing = self._passing_rows(where, params, _NARROW)
-        if passing is None:
-            return self._search_fts5(terms, k, where, params)
-        return self._search_among(sidecar, terms, k, passing, where, params)
-
-    def _passing_rows(self, where: str, params: list[Any], most: int) -> list[int] | None:
-        """The row ids that pass the filters, or None when there are more than ``most``."""
-        rows = [row for (row,) in self._conn.execute(
-            f"SELECT c.row FROM catalog AS c WHERE {where} LIMIT {most + 1}", params)]
-        return None if len(rows) > most else rows
-
-    def _search_among(self, sidecar: TantivySidecar, terms: list[str], k: int, rows: list[int], where: str,
-                      params: list[Any]) -> list[tuple[str, float]]:
-        if not rows:
-            return []
-        limit = k + 1
-        while True:
-            hits = sidecar.search(terms, limit, rows=rows)
-            kept = self._passing(hits, where, params)
-            if self._exact(hits, kept, k, limit):
-                return [(rid, -s) for s, rid in kept[:k]]
-            limit *= 8
-
-    # --- the optional tantivy sidecar ------------------------------------------------------
-
-    def _synced_sidecar(self) -> TantivySidecar | None:
-        """The sidecar of the current generation, caught up with the catalog; None means FTS5."""
-        if self._tantivy is None:
-            return None
-        generation = int(self._meta()["generation"])
-        if self._sidecar is None or self._sidecar_generation != generation:
-            self._sidecar = TantivySidecar(self._tantivy, self.path, generation)
-            self._sidecar_generation, self._sidecar_upto = generation, -1
-        if self._sidecar_upto < 0:
-            last = self._conn.execute("SELECT row FROM catalog WHERE text != '' ORDER BY row DESC LIMIT 1").fetchone()
-            self._sidecar_upto = self._sidecar.indexed_upto(last[0] if last else None)
-        newer = self._conn.execute("SELECT max(row) FROM catalog WHERE row > ? AND text != ''",
-                                   (self._sidecar_upto,)).fetchone()[0]
-        if newer is None:
-            return self._sidecar
-        if not self._sidecar.sync(self._conn):
-            return None  # another process is writing it: answer from FTS5 this time
-        self._sidecar_upto = newer
-        return self._sidecar
 
     def filter_mask(self, filters: Filters) -> tuple[npt.NDArray[np.bool_], ColumnStamp] | None:
         """Whether each catalog row (by row number) passes ``filters``, from the filter columns

@@ -10,8 +10,8 @@ Catalog rows are only appended, and a row changes afterwards in one way: a later
 (``valid_to`` and ``replaced_at`` are set together, ``sync.py``). So catching up is two small
 reads: the rows after the highest row held, and the rows closed at a version after the one held
 (``replaced_at``, indexed). A rebuild (a new ``generation``) or ``delete_rows`` (which counts its
-deletions in ``meta``) reloads everything. Filters the columns do not hold (tags, source, session,
-persona, event, ``as_of_version``) get None: SQLite answers those, and they are selective anyway.
+deletions in ``meta``) reloads everything. Filters the columns do not hold (any but kind, agent and
+event time) get None: SQLite answers those, and they are selective anyway.
 
 Loading the columns reads every row (~1.5 s at 1M rows), so they are kept beside the catalog
 (``catalog.sqlite.columns.npz``, written after a load and each time the rows grew by a quarter) with
@@ -182,9 +182,7 @@ class CatalogColumns:
     @staticmethod
     def handles(filters: Filters) -> bool:
         """Whether ``mask`` can answer ``filters`` (else SQLite must)."""
-        return (filters.as_of_version is None and not filters.tags and filters.source is None
-                and filters.session_id is None
-                and filters.persona_id is None and filters.event_id is None)
+        return filters.named() <= {"kinds", "agent", "since", "until"}
 
     def mask(self, filters: Filters) -> npt.NDArray[np.bool_] | None:
         """For each row number up to ``rows``: whether that row passes ``filters`` (in force now);

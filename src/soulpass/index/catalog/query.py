@@ -9,16 +9,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime
 from typing import Any
 
 from soulpass.errors import InvalidInput
 
-from .rows import to_us
+from .rows import CatalogRow, to_us
 
 __all__ = ["MAX_TERMS", "SOURCE_TAG", "STOP_WORDS", "Filters", "as_utc", "filter_sql", "fts_query", "neighbour_sql",
-           "query_terms"]
+           "passes", "query_terms"]
 
 # English function words. Dropping them raised LoCoMo R@10 from 0.555 to 0.610 and cut OR-query
 # time at 1M rows by ~8x (their doclists cover most rows).
@@ -32,6 +32,7 @@ while who whom why will with would you your yours yourself yourselves s t d ll m
 """
 STOP_WORDS = frozenset(_STOP_TEXT.split())
 SOURCE_TAG = "source:"  # an importer's or tool's tag on what it brought in; the ``source`` filter reads it
+_EQUAL = ("agent", "session_id", "persona_id", "event_id")  # filters a row's column must equal
 MAX_TERMS = 32  # a pasted page is still a bounded query
 _TOKEN = re.compile(r"[^\W_]+")  # runs of letters and digits, like FTS5's unicode61 tokenizer
 
@@ -86,11 +87,19 @@ class Filters:
             if when is not None and not isinstance(when, datetime):
                 raise InvalidInput(f"{name} must be a datetime, not {when!r}", field=name)
 
+    def named(self) -> frozenset[str]:
+        """The filters set (neither empty nor None): what decides how they can be checked."""
+        return frozenset(f.name for f in fields(self) if getattr(self, f.name) not in (None, ()))
+
     @property
     def selective(self) -> bool:
         """True when a filter that usually passes few rows is set (session, event, tags, …)."""
-        return bool(self.tags or self.agent or self.since or self.until or self.session_id or self.persona_id
-                    or self.event_id or self.source)
+        return bool(self.named() - {"kinds", "as_of_version"})
+
+    def tag_groups(self) -> list[tuple[str, ...]]:
+        """Tags a row must hold one of, per filter: one of ``tags``, and ``source``'s tag."""
+        source: list[tuple[str, ...]] = [(SOURCE_TAG + self.source,)] if self.source is not None else []
+        return [self.tags, *source] if self.tags else source
 
 
 def as_utc(when: datetime) -> datetime:
@@ -120,19 +129,13 @@ def filter_sql(filters: Filters, alias: str = "c", *, postgres: bool = False) ->
 
     if filters.kinds:
         where.append(one_of(f"{c}.kind", filters.kinds))
-    if filters.tags:
+    for tags in filters.tag_groups():
         if postgres:
             where.append(f"{c}.tags && %s::text[]")
-            params.append(list(filters.tags))
+            params.append(list(tags))
         else:
-            where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE {one_of('tag', filters.tags)})")
-    if filters.source is not None:
-        if postgres:
-            where.append(f"%s = ANY({c}.tags)")
-        else:
-            where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE tag = ?)")
-        params.append(SOURCE_TAG + filters.source)
-    for column in ("agent", "session_id", "persona_id", "event_id"):
+            where.append(f"{c}.row IN (SELECT row FROM catalog_tags WHERE {one_of('tag', tags)})")
+    for column in _EQUAL:
         value = getattr(filters, column)
         if value is not None:
             where.append(f"{c}.{column} = {mark}")
@@ -144,6 +147,20 @@ def filter_sql(filters: Filters, alias: str = "c", *, postgres: bool = False) ->
         where.append(f"{c}.event_us < {mark}")
         params.append(to_us(as_utc(filters.until)))
     return " AND ".join(where), params
+
+
+def passes(row: CatalogRow, filters: Filters) -> bool:
+    """``filter_sql`` for a row that is not in the catalog (a sandbox's buffer)."""
+    if filters.kinds and row.kind not in filters.kinds:
+        return False
+    if any(not set(tags) & set(row.tags) for tags in filters.tag_groups()):
+        return False
+    if any((wanted := getattr(filters, name)) is not None and getattr(row, name) != wanted for name in _EQUAL):
+        return False
+    when = row.event_time
+    if filters.since is not None and (when is None or when < as_utc(filters.since)):
+        return False
+    return not (filters.until is not None and (when is None or when >= as_utc(filters.until)))
 
 
 def neighbour_sql(filters: Filters | None, kinds: Sequence[str], table: str, *, postgres: bool = False,

@@ -2,14 +2,18 @@
 
 Catch-up reads only the copies each new version put or retired (``MasterStore.changes``); rebuild
 reads every copy the account holds (``AccountBackend.copies``). Both turn copies into rows with
-``make_rows.make_row``, and both stamp the store version they reflect in the same SQLite transaction
-as the rows, so a crash at any point leaves the catalog at some version it fully reflects.
+``make_rows.make_row``, and both stamp the store version they reflect in the same transaction as the
+rows, so a crash at any point leaves the catalog at some version it fully reflects. Both are written
+once, over the seam ``CatalogTables`` that the SQLite catalog (``SqliteTables``) and PostgreSQL's
+(``soulpass.index.pg``) each give.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
@@ -25,9 +29,11 @@ from soulpass.store.contract import (
 from soulpass.store.keys import is_journal_path
 
 from .rows import COLUMNS, CatalogRow, is_catalogued, row_id
+from .schema import transaction
 
-__all__ = ["CatchUpReport", "Followed", "Progress", "RowWriter", "SqliteRows", "SyncCounts", "apply_changes",
-           "catch_up_from", "follow_versions", "last_logged", "logged_entry", "rebuild_rows", "version_stamp"]
+__all__ = ["CatalogTables", "CatalogWrite", "CatchUpReport", "Followed", "Progress", "RowWriter", "SqliteTables",
+           "SyncCounts", "apply_changes", "catch_up", "follow_versions", "last_logged", "logged_entry", "rebuild",
+           "rebuild_rows", "version_stamp"]
 
 Progress = Callable[[int, int], None]
 _INSERT = f"INSERT OR IGNORE INTO catalog ({', '.join(COLUMNS)}) VALUES ({', '.join('?' * len(COLUMNS))})"
@@ -60,8 +66,7 @@ class SyncCounts:
 
 
 class RowWriter(Protocol):
-    """Where catch-up and rebuild put rows: the SQLite catalog here, PostgreSQL's in
-    ``soulpass.index.pg``; every call runs inside the caller's transaction."""
+    """Where catch-up and rebuild put rows; every call runs inside the caller's transaction."""
 
     def insert(self, row: CatalogRow) -> bool:
         """Add the row; False when this copy (id, version) is already catalogued."""
@@ -76,11 +81,53 @@ class RowWriter(Protocol):
         ...
 
 
-class SqliteRows:
-    """:class:`RowWriter` over the SQLite catalog's connection."""
+class CatalogWrite(RowWriter, Protocol):
+    """One write transaction of a catalog: its rows, and the store version they reflect."""
+
+    version: int  # the store version the rows reflect, read under the write lock
+
+    def clear(self) -> None:
+        """Delete every row (a rebuild writes them all again)."""
+        ...
+
+    def finish(self, version: int, entry: VersionEntry | None, *, rebuilt: bool = False) -> int:
+        """Stamp ``version`` (with ``entry``'s timestamp) as reflected, a new generation when
+        ``rebuilt``; returns the copies closed that were held back until now (0: none were)."""
+        ...
+
+
+class CatalogTables(Protocol):
+    """The seam between following the store (here, once) and a catalog's database: the SQLite
+    catalog's (``SqliteTables``) or PostgreSQL's (``soulpass.index.pg``)."""
+
+    def stamp(self) -> tuple[int, str]:
+        """The store version the rows reflect and its ``version_stamp``."""
+        ...
+
+    def writing(self) -> AbstractContextManager[CatalogWrite]:
+        """One write transaction, committed when the block ends, rolled back when it raises."""
+        ...
+
+
+class SqliteTables:
+    """:class:`CatalogTables` over the SQLite catalog's connection (its caller holds the catalog's lock)."""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+
+    def stamp(self) -> tuple[int, str]:
+        meta = dict(self.conn.execute("SELECT key, value FROM meta WHERE key IN ('store_version', 'store_timestamp')"))
+        return int(meta["store_version"]), meta["store_timestamp"]
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[CatalogWrite]:
+        with transaction(self.conn):
+            yield _SqliteWrite(self.conn, self.stamp()[0])
+
+
+class _SqliteWrite:
+    def __init__(self, conn: sqlite3.Connection, version: int) -> None:
+        self.conn, self.version = conn, version
 
     def insert(self, row: CatalogRow) -> bool:
         cur = self.conn.execute(_INSERT, row.to_sql())
@@ -99,6 +146,64 @@ class SqliteRows:
 
     def close_path(self, path: str, version: int) -> int:
         return self.conn.execute(_CLOSE.replace("id = :id", "path = :id"), {"v": version, "id": path}).rowcount
+
+    def clear(self) -> None:
+        self.conn.execute("DELETE FROM catalog_tags")
+        self.conn.execute("INSERT INTO catalog_fts (catalog_fts) VALUES ('delete-all')")
+        self.conn.execute("DELETE FROM catalog")
+
+    def finish(self, version: int, entry: VersionEntry | None, *, rebuilt: bool = False) -> int:
+        self.conn.executemany("UPDATE meta SET value = ? WHERE key = ?",
+                              [(str(version), "store_version"), (version_stamp(entry), "store_timestamp")])
+        if rebuilt:
+            self.conn.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'generation'")
+        return 0
+
+
+def catch_up(tables: CatalogTables, store: AccountBackend) -> CatchUpReport:
+    """Bring a catalog to the store's HEAD: nothing when it is at HEAD of the same account, a
+    rebuild when it is ahead of the store or follows another account of the same name (the stamps
+    differ), else the versions after it one by one, each in one transaction with its new version
+    (see :func:`follow_versions`)."""
+    start, stamp = tables.stamp()
+    head = store.snapshot()
+    if start == head.version and start > 0 and version_stamp(head.entry()) == stamp:
+        # Up to date (the same version of the same account): HEAD's own entry says so without the
+        # version log, which grows with the history; every search starts with this check.
+        return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
+    if start > head.version or (start > 0 and version_stamp(logged_entry(store, start)) != stamp):
+        return rebuild(tables, store, None)
+    counts = SyncCounts()
+
+    def step(version: int, changes: VersionChanges) -> tuple[int, bool]:
+        with tables.writing() as rows:
+            if rows.version != version:  # another process got here first
+                return rows.version, False
+            apply_changes(rows, changes, counts)
+            counts.closed += rows.finish(version + 1, changes.entry)
+        return version + 1, True
+
+    followed = follow_versions(store, start, head.version, step)
+    if followed.redo == "rebuild":
+        return rebuild(tables, store, None)
+    if followed.redo == "again":
+        return catch_up(tables, store)
+    return CatchUpReport(from_version=start, to_version=followed.version, versions=followed.applied,
+                         rows_added=counts.added, rows_closed=counts.closed, skipped=tuple(counts.skipped))
+
+
+def rebuild(tables: CatalogTables, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
+    """Recreate every row from the store's copies in one transaction (searches see the old rows
+    until it commits): see :func:`rebuild_rows`."""
+    version, entry = last_logged(store)
+    counts = SyncCounts()
+    with tables.writing() as rows:
+        start = rows.version
+        rows.clear()
+        rebuild_rows(rows, store.copies(is_catalogued), version, progress, counts)
+        rows.finish(version, entry, rebuilt=True)
+    return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
+                         rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
 
 
 def apply_changes(rows: RowWriter, changes: VersionChanges, counts: SyncCounts) -> None:
@@ -156,29 +261,6 @@ def follow_versions(store: AccountBackend, start: int, head: int,
             return Followed(current, applied, "again")
         version = current
     return Followed(version, applied, "")
-
-
-def catch_up_from(store: AccountBackend, start: int, stamp: str, counts: SyncCounts,
-                  step: Callable[[int, VersionChanges], tuple[int, bool]], *,
-                  rebuild: Callable[[], CatchUpReport], again: Callable[[], CatchUpReport]) -> CatchUpReport:
-    """A catalog's catch-up from ``start`` (stamped ``stamp``), whichever database holds it: nothing
-    when it is at HEAD of the same account, ``rebuild()`` when it is ahead of the store or follows
-    another account of the same name (the stamps differ), else the versions after it one by one
-    through ``step`` (see :func:`follow_versions`), ``counts`` filled by ``step``."""
-    head = store.snapshot()
-    if start == head.version and start > 0 and version_stamp(head.entry()) == stamp:
-        # Up to date (the same version of the same account): HEAD's own entry says so without the
-        # version log, which grows with the history; every search starts with this check.
-        return CatchUpReport(from_version=start, to_version=start, versions=0, rows_added=0, rows_closed=0)
-    if start > head.version or (start > 0 and version_stamp(logged_entry(store, start)) != stamp):
-        return rebuild()
-    followed = follow_versions(store, start, head.version, step)
-    if followed.redo == "rebuild":
-        return rebuild()
-    if followed.redo == "again":
-        return again()
-    return CatchUpReport(from_version=start, to_version=followed.version, versions=followed.applied,
-                         rows_added=counts.added, rows_closed=counts.closed, skipped=tuple(counts.skipped))
 
 
 def last_logged(store: AccountBackend) -> tuple[int, VersionEntry | None]:

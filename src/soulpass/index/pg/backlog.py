@@ -15,8 +15,6 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import numpy as np
-
 from soulpass.index import passages
 from soulpass.index.backlog import CarriedFirst, EmbedFn, drain_until_empty, text_hash
 from soulpass.index.catalog import CatalogRow
@@ -63,10 +61,6 @@ class PgBacklog:
         """Rows the walk has not passed yet (some may hold vectors already: a rebuilt catalog)."""
         return self.catalog.count_after(self.kinds, self._mark())
 
-    def oldest_version(self) -> int | None:
-        rows = self.catalog.rows_after(self.kinds, self._mark(), 1)
-        return rows[0].version if rows else None
-
     def reset(self) -> None:
         """Walk every row again at the next drain."""
         self._move_mark((0, ""))
@@ -91,19 +85,7 @@ class PgBacklog:
                 vectors = self._carried.embed(embed, batch)
                 own = vectors[:len(work)]
                 self.vectors.upsert([r.id for r in work], own, sources=[text_hash(texts[r.id]) for r in work])
-                before = self.vectors.passage_counts(list(extra))
-                ids, rows_at, at = [], [], len(work)
-                for rid, found in extra.items():
-                    for n in range(len(found)):
-                        ids.append(passages.passage_id(rid, n))
-                        rows_at.append(at)
-                        at += 1
-                if ids:
-                    self.vectors.upsert(ids, np.asarray(vectors)[rows_at])
-                stale = [passages.passage_id(rid, n) for rid, had in before.items()
-                         for n in range(len(extra.get(rid, ())), had)]
-                if stale:
-                    self.vectors.delete(stale)
+                passages.replace(self.vectors, extra, vectors[len(work):], self.vectors.passage_counts(list(extra)))
             self._move_mark((rows[-1].version, rows[-1].id))
             return len(rows)
 

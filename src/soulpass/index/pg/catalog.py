@@ -17,6 +17,7 @@ candidates, so only their order and spread matter, not their scale.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -26,21 +27,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 from soulpass.errors import BackendUnavailable, InvalidInput
+from soulpass.index.catalog import sync
 from soulpass.index.catalog.catalog import CatalogStatus
 from soulpass.index.catalog.query import Filters, neighbour_sql, query_terms
 from soulpass.index.catalog.query import filter_sql as query_filter_sql
-from soulpass.index.catalog.rows import COLUMNS, CatalogRow, is_catalogued
-from soulpass.index.catalog.sync import (
-    CatchUpReport,
-    Progress,
-    SyncCounts,
-    apply_changes,
-    catch_up_from,
-    last_logged,
-    rebuild_rows,
-    version_stamp,
-)
-from soulpass.store.contract import AccountBackend, VersionChanges, VersionEntry
+from soulpass.index.catalog.rows import COLUMNS, CatalogRow
+from soulpass.index.catalog.sync import CatalogWrite, CatchUpReport, Progress, version_stamp
+from soulpass.store.contract import AccountBackend, VersionEntry
 
 log = logging.getLogger(__name__)
 
@@ -73,16 +66,34 @@ def _values(row: CatalogRow) -> tuple[Any, ...]:
     return tuple(values)
 
 
-class _PgRows:
-    """:class:`soulpass.index.catalog.sync.RowWriter` inside one PostgreSQL transaction, buffered:
-    ``flush`` sends the closings as one UPDATE and the rows with COPY (a bulk version of 100,000
-    records is a few statements, not 200,000). A rebuild (``bulk``: the account's rows were just
-    deleted) copies straight into the table; a catch-up copies into a temporary table and inserts
-    what is not catalogued yet. Closings only touch copies older than the closing version, so they
-    and the inserts of that version commute."""
+class _PgTables:
+    """:class:`soulpass.index.catalog.sync.CatalogTables` over one account's rows: processes
+    following the account queue on its state row, taken ``FOR UPDATE`` in each write."""
 
-    def __init__(self, conn: Any, account: int, *, bulk: bool = False) -> None:
-        self.conn, self.account, self.bulk = conn, account, bulk
+    def __init__(self, catalog: PgCatalog) -> None:
+        self.catalog = catalog
+
+    def stamp(self) -> tuple[int, str]:
+        with self.catalog.db.connection() as conn:
+            version, stamp, _ = self.catalog._state(conn)
+        return version, stamp
+
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[CatalogWrite]:
+        with self.catalog.db.connection() as conn, conn.transaction():
+            yield _PgWrite(conn, self.catalog.account, self.catalog._state(conn, lock=True)[0])
+
+
+class _PgWrite:
+    """One write of the PostgreSQL catalog, buffered: ``finish`` sends the closings as one UPDATE
+    and the rows with COPY (a bulk version of 100,000 records is a few statements, not 200,000).
+    A rebuild (after ``clear``) copies straight into the table; a catch-up copies into a temporary
+    table and inserts what is not catalogued yet. Closings only touch copies older than the closing
+    version, so they and the inserts of that version commute."""
+
+    def __init__(self, conn: Any, account: int, version: int) -> None:
+        self.conn, self.account, self.version = conn, account, version
+        self.bulk = False
         self._pending: list[tuple[Any, ...]] = []
         self._seen: set[tuple[str, int]] = set()
         self._closes: dict[str, list[tuple[str, int]]] = {"id": [], "path": []}
@@ -99,11 +110,15 @@ class _PgRows:
 
     def close(self, rid: str, version: int) -> int:
         self._closes["id"].append((rid, version))
-        return 0  # counted by ``flush``
+        return 0  # counted by ``finish``
 
     def close_path(self, path: str, version: int) -> int:
         self._closes["path"].append((path, version))
         return 0
+
+    def clear(self) -> None:
+        self.conn.execute("DELETE FROM index_rows WHERE account_id = %s", (self.account,))
+        self.bulk = True
 
     def _copy(self, table: str) -> None:
         with self.conn.cursor().copy(f"COPY {table} (account_id, {', '.join(COLUMNS)}) FROM STDIN") as copy:
@@ -111,8 +126,8 @@ class _PgRows:
                 copy.write_row(values)
         self._pending.clear()
 
-    def flush(self) -> int:
-        """Send what is buffered; returns how many copies were closed."""
+    def finish(self, version: int, entry: VersionEntry | None, *, rebuilt: bool = False) -> int:
+        """Send what is buffered and stamp ``version``; returns how many copies were closed."""
         closed = 0
         for column, todo in self._closes.items():
             if todo:
@@ -123,18 +138,19 @@ class _PgRows:
                     f" WHERE r.account_id = %s AND r.{column} = u.key AND r.replaced_at IS NULL AND r.version < u.v",
                     ([k for k, _ in todo], [v for _, v in todo], self.account)).rowcount)
                 todo.clear()
-        if not self._pending:
-            return closed
-        if self.bulk:
+        if self._pending and self.bulk:
             self._copy("index_rows")
-            return closed
-        self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS incoming_rows (LIKE index_rows INCLUDING DEFAULTS)"
-                          " ON COMMIT DELETE ROWS")
-        self._copy("incoming_rows")
-        cols = ", ".join(("account_id", *COLUMNS))
-        self.conn.execute(f"INSERT INTO index_rows ({cols}) SELECT {cols} FROM incoming_rows"
-                          " ON CONFLICT (account_id, id, version) DO NOTHING")
-        self.conn.execute("TRUNCATE incoming_rows")
+        elif self._pending:
+            self.conn.execute("CREATE TEMP TABLE IF NOT EXISTS incoming_rows (LIKE index_rows INCLUDING DEFAULTS)"
+                              " ON COMMIT DELETE ROWS")
+            self._copy("incoming_rows")
+            cols = ", ".join(("account_id", *COLUMNS))
+            self.conn.execute(f"INSERT INTO index_rows ({cols}) SELECT {cols} FROM incoming_rows"
+                              " ON CONFLICT (account_id, id, version) DO NOTHING")
+            self.conn.execute("TRUNCATE incoming_rows")
+        self.conn.execute("UPDATE index_state SET store_version = %s, store_timestamp = %s"
+                          + (", generation = generation + 1" if rebuilt else "") + " WHERE account_id = %s",
+                          (version, version_stamp(entry), self.account))
         return closed
 
 
@@ -206,56 +222,18 @@ class PgCatalog:
         last version has another timestamp in the log (the account was replaced), is rebuilt."""
         with self._lock:
             try:
-                return self._catch_up(store)
+                return sync.catch_up(_PgTables(self), store)
             except _db_errors() as exc:
                 raise BackendUnavailable(f"the {self.path} cannot be brought up to date: {exc}") from exc
-
-    def _catch_up(self, store: AccountBackend) -> CatchUpReport:
-        with self.db.connection() as conn:
-            start, stamp, _ = self._state(conn)
-        counts = SyncCounts()
-
-        def step(version: int, changes: VersionChanges) -> tuple[int, bool]:
-            with self.db.connection() as conn, conn.transaction():
-                current = self._state(conn, lock=True)[0]
-                if current != version:  # another process got here first
-                    return current, False
-                rows = _PgRows(conn, self.account)
-                apply_changes(rows, changes, counts)
-                counts.closed += rows.flush()
-                self._set_version(conn, version + 1, changes.entry)
-            return version + 1, True
-
-        return catch_up_from(store, start, stamp, counts, step,
-                             rebuild=lambda: self._rebuild(store, None), again=lambda: self._catch_up(store))
-
-    def _set_version(self, conn: Any, version: int, entry: VersionEntry | None) -> None:
-        conn.execute("UPDATE index_state SET store_version = %s, store_timestamp = %s WHERE account_id = %s",
-                     (version, version_stamp(entry), self.account))
 
     def rebuild(self, store: AccountBackend, progress: Progress | None = None) -> CatchUpReport:
         """Recreate every row from the store's copies in one transaction (searches see the old rows
         until it commits); ``progress(done, total)`` every 1,000 copies and at the end."""
         with self._lock:
             try:
-                return self._rebuild(store, progress)
+                return sync.rebuild(_PgTables(self), store, progress)
             except _db_errors() as exc:
                 raise BackendUnavailable(f"the {self.path} cannot be rebuilt: {exc}") from exc
-
-    def _rebuild(self, store: AccountBackend, progress: Progress | None) -> CatchUpReport:
-        version, entry = last_logged(store)
-        counts = SyncCounts()
-        with self.db.connection() as conn, conn.transaction():
-            start = self._state(conn, lock=True)[0]
-            conn.execute("DELETE FROM index_rows WHERE account_id = %s", (self.account,))
-            rows = _PgRows(conn, self.account, bulk=True)
-            rebuild_rows(rows, store.copies(is_catalogued), version, progress, counts)
-            rows.flush()
-            self._set_version(conn, version, entry)
-            conn.execute("UPDATE index_state SET generation = generation + 1 WHERE account_id = %s", (self.account,))
-        self._idf.clear()
-        return CatchUpReport(from_version=start, to_version=version, versions=version, rows_added=counts.added,
-                             rows_closed=0, rebuilt=True, skipped=tuple(counts.skipped))
 
     # --- full text -----------------------------------------------------------------------
 
