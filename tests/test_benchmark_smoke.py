@@ -283,3 +283,15 @@ def test_query_arithmetic_pairs_rows() -> None:
     assert result["float32"]["recall@10"] == result["int8"]["recall@10"] == pytest.approx(2 / 3)
     assert result["delta_recall@10"]["questions_up"] == 1 and result["delta_recall@10"]["questions_down"] == 1
     assert result["delta_ndcg@10"]["questions_down"] == 1  # "a" lost; "b" found at rank 2 (up); c, d reordered
+
+
+def test_import_check_smoke(tmp_path: Path) -> None:
+    """``benchmarks/import_check.py`` on 200 turns: both lookups find every identity tag (the
+    script asserts it) and a second import adds nothing, with the note and without."""
+    out = tmp_path / "import_check.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "import_check.py")
+    assert bench.main(["--turns", "200", "--per-conversation", "20", "--repeat", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text("utf-8"))
+    assert result["imported"] == 200 and result["versions"] == 10 and result["note_bytes"] > 0
+    for key in ("tags_carried_note", "tags_carried_files", "second_import_note", "second_import_files"):
+        assert result[key]["median_s"] > 0

@@ -129,11 +129,13 @@ def test_a_version_file_deleted_under_an_open_handle_is_not_version_0(tmp_path: 
 
 # The derived files of a files account: each can be deleted and is made again from the rest.
 # ``core/VERSION.json`` (from the log's last line), ``index/`` (from the store), ``log.sums`` (the
-# log lines' checksums, covered again at the next commit) and the lock files. The log, ``core/``,
+# log lines' checksums, covered again at the next commit), ``record_tags.jsonl`` (the tags each record
+# carries, rebuilt at the next commit) and the lock files. The log, ``core/``,
 # ``history/`` and ``txn/`` are the truth and not in this list. The id counters (``log/ids/``)
 # are versioned documents, not derived, but a lost one is recounted from the records: no id is
 # issued twice without them either.
-DERIVED = ["core/VERSION.json", "index", "log.sums", ".lock", "sandboxes/{sid}/.buffer.lock", "log/ids"]
+DERIVED = ["core/VERSION.json", "index", "log.sums", "record_tags.jsonl", ".lock", "sandboxes/{sid}/.buffer.lock",
+           "log/ids"]
 
 
 @pytest.mark.parametrize("derived", DERIVED)

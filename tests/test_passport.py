@@ -8,6 +8,7 @@ import stat
 import zipfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -248,6 +249,34 @@ def test_time_travel_on_a_passport_without_history_says_so(sp: soulpass.engine.S
     assert log.exit_code == 0 and log.output.count("history not carried") == edit - 1, log.output
     shown = runner.invoke(cli, [*home, "show", turn, "-a", "bare", "--at", "2"])
     assert shown.exit_code != 0 and "history not carried" in shown.output
+
+
+def test_the_history_floor_reads_the_log_once_then_only_the_versions_since(sp: soulpass.engine.Soulpass,
+                                                                          tmp_path: Path,
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a commit, ``history_floor`` looks at the new versions only (a commit keeps the copies
+    it replaces), and the floor a passport without history left stays."""
+    acct = sp.account("ann")
+    turn = next(r.id for r in acct.records("turn_user"))
+    edit = acct.edit(turn, text_excerpt="I moved to Lyon in May", reason="month")
+    import_account(sp, export_account(sp, "ann", tmp_path / "bare.soulpass").path, as_name="bare")
+    gap = sp.account("bare")
+    asked: list[int] = []
+    read_log = gap.store.log
+
+    def spy(since: int = 0, *, lists: bool = True) -> Any:
+        asked.append(since)
+        return read_log(since, lists=lists)
+
+    monkeypatch.setattr(gap.store, "log", spy)
+    assert gap.history_floor() == edit and asked == [0]
+    again = gap.edit(turn, text_excerpt="I moved to Lyon in June", reason="month")
+    asked.clear()
+    assert gap.history_floor() == edit and asked == [edit]  # only the version committed since
+    assert gap.history_floor() == edit and asked == [edit]  # HEAD unchanged: nothing read
+    assert gap.show(turn, at=again - 1).model_dump(mode="json")["text"] == "I moved to Lyon in May"
+
+
 def _with_files(src: Path, dst: Path, files: dict[str, bytes], head: int | None = None) -> Path:
     """The passport with ``files`` (names under files/) replaced and every digest made to match."""
     man = json.loads(zipfile.ZipFile(src).read(MANIFEST))

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 from contract_backends import Backend
 from contract_changes import at, change, episode, fact
 
 from soulpass.prose import JournalEntry
 from soulpass.records import semantic_hash
-from soulpass.store.contract import DocumentPut, MasterStore, VersionWritten
+from soulpass.store.contract import DocumentPut, Hook, MasterStore, VersionWritten
 from soulpass.store.keys import JOURNAL_DIR, journal_path, record_path
 
 FIRST = journal_path("reflections", "2026-01-02", "Thought", 1)
@@ -67,3 +69,36 @@ def test_tags_carried_by_records_at_each_version(backend: Backend) -> None:
     assert store.snapshot(2).tags_carried({"café", 'say "hi"', "import:abd", "x"}) == {"café", 'say "hi"',
                                                                                       "import:abd"}
     assert store.snapshot(2).tags_carried(set()) == frozenset()
+
+
+def test_tags_carried_after_a_crash_at_every_commit_step(backend: Backend) -> None:
+    """A commit killed at its n-th step, then the next commit: each version's lookup says what its
+    records carry (the files backend's note of tags is behind after the kill, rebuilt next)."""
+    changes = [change(v, records=(episode(v, v).model_copy(update={"tags": (f"import:{v}",)}),)) for v in (1, 2, 3)]
+    wanted = {"import:1", "import:2", "import:3"}
+    for n in range(len(backend.crash_points) + 2):
+        store = backend.master(f"tags{n}")
+        store.commit(changes[0], parent=0)
+        with contextlib.suppress(RuntimeError):
+            store.commit(changes[1], parent=1, hook=_killed_at(n + 1))
+        reopened = backend.reopen(f"tags{n}")
+        head = reopened.head()
+        assert reopened.snapshot().tags_carried(wanted) == {f"import:{v}" for v in range(1, head + 1)}
+        if head == 1:
+            reopened.commit(changes[1], parent=1)
+        reopened.commit(changes[2], parent=2)
+        for v in range(4):
+            assert reopened.snapshot(v).tags_carried(wanted) == {f"import:{k}" for k in range(1, v + 1)}, (n, v)
+
+
+def _killed_at(n: int) -> Hook:
+    """A hook that raises at its ``n``-th call, as a kill would stop the commit there."""
+    calls = 0
+
+    def hook(step: str) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == n:
+            raise RuntimeError(f"killed at {step}")
+
+    return hook

@@ -121,13 +121,15 @@ class Account:
     def history_floor(self) -> int | None:
         """The oldest version that can be read back when earlier ones cannot (a passport imported
         without history keeps the log but not the copies later versions replaced); None when every
-        version can. Found from the log: the newest version whose replaced copy is missing."""
+        version can. Found from the log: the newest version whose replaced copy is missing. The
+        whole log is read once per handle; then only the versions committed since are (a commit
+        keeps the copies it replaces, so an older floor stays the floor)."""
         head = self.head()
         known = self._floor
         if known is not None and known[0] == head:
             return known[1]
-        floor = None
-        for entry in reversed(self.store.log(lists=True)):
+        since, floor = known if known is not None and known[0] < head else (0, None)
+        for entry in reversed(self.store.log(since, lists=True)):
             if not _earlier_copy_readable(self.store, entry):
                 floor = entry.version
                 break

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from soulpass.errors import Corrupted, InvalidInput, NotFound
 from soulpass.ids import check_name
 from soulpass.store.contract import Change, VersionEntry
-from soulpass.store.files import pristine
+from soulpass.store.files import pristine, record_tags
 from soulpass.store.files.audit import unfinished_txns
 from soulpass.store.files.bulk_lists import KEPT_APART, inline
 from soulpass.store.files.commit import (
@@ -141,7 +141,15 @@ class AccountStore:
             raise Corrupted(f"{self.path / LOG_FILE} ends at version {logged['version'] if logged else 0} but HEAD "
                             f"is {head}: a line of the version log is missing; nothing was committed; restore the "
                             "account from a backup or a passport", account=self.name, path=str(self.path / LOG_FILE))
-        return commit(self.path, changeset, hook)
+        try:
+            record_tags.repair(self.path, head)
+        except OSError as exc:  # a note of the store, not the commit: lookups read every record meanwhile
+            log.warning("account %s: %s not repaired (%s)", self.name, record_tags.TAGS_FILE, exc)
+        applied = commit(self.path, changeset, hook)
+        if applied.pending is None:  # files not all in place yet: the next commit catches it up
+            record_tags.note(self.path, applied.version, ((w.relpath, w.data) for w in changeset.writes),
+                             changeset.retires)
+        return applied
 
     def commit_change(self, change: Change, hook: Hook | None = None) -> Applied:
         """Commit a typed change under the lock the caller holds (planned on HEAD)."""
@@ -421,14 +429,20 @@ class FilesSnapshot:
             return None
 
     def tags_carried(self, tags: Collection[str]) -> frozenset[str]:
-        """Every record folder is read; only copies whose bytes hold a wanted tag are parsed."""
+        """Read from :mod:`record_tags` when it reaches this version; otherwise (an older version
+        than it was built at, not caught up, damaged) every record folder is read, parsing only
+        the copies whose bytes hold a wanted tag."""
         wanted = frozenset(tags)
+        if not wanted:
+            return frozenset()
+        noted = record_tags.tags_carried(self._store.path, wanted, self._version)
+        if noted is not None:
+            return noted
         found: set[str] = set()
-        if wanted:
-            holds = tag_holder(wanted)
-            for folder in dict.fromkeys(RECORD_DIRS.values()):
-                for _key, body in self._store.copies_holding(folder, holds, self._version):
-                    found |= carried(body, wanted)
+        holds = tag_holder(wanted)
+        for folder in dict.fromkeys(RECORD_DIRS.values()):
+            for _key, body in self._store.copies_holding(folder, holds, self._version):
+                found |= carried(body, wanted)
         return frozenset(found)
 
 

@@ -24,7 +24,7 @@ from soulpass.store.contract import (
     VersionEntry,
     VersionWritten,
 )
-from soulpass.store.files import pristine
+from soulpass.store.files import pristine, record_tags
 from soulpass.store.files.account import AccountStore, FilesSnapshot
 from soulpass.store.files.audit import buffer_findings, current_copies, history_findings, log_findings
 from soulpass.store.files.copies import COPY_SUFFIXES, parse_copy
@@ -143,6 +143,7 @@ class FilesMasterStore:
     def forget(self, keys: Sequence[str], erasure: Erasure) -> dict[str, list[int]]:
         with self.store.locked():
             rewritten = forget_keys(self.store.path, keys, erasure)
+            record_tags.drop(self.store.path)  # its tags may name what was forgotten
             pristine.renote(self.store.path, rewritten, forget=keys)
             return rewritten
 
