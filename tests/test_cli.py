@@ -211,6 +211,20 @@ def test_index_rebuild_graph_builds_the_vector_graph_again_from_the_stored_vecto
     assert "note 41:" in hits[0]["text"]
 
 
+def test_a_command_loaded_beside_another_keeps_every_subcommand() -> None:
+    """Loading ``search`` also registers ``index`` (one module defines both): ``index``'s
+    subcommands from its other modules (``drain``) must be there too, in a fresh process where
+    nothing else imported them first."""
+    code = ("from click.testing import CliRunner\n"
+            "from soulpass.cli.main import cli\n"
+            "r = CliRunner()\n"
+            "r.invoke(cli, ['search', '--help'])\n"
+            "out = r.invoke(cli, ['index', 'drain', '--help'])\n"
+            "print(out.exit_code, 'No such command' in out.output)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["0", "False"], done.stdout + done.stderr
+
+
 def test_the_command_table_matches_the_commands() -> None:
     """``soulpass.cli.commands.COMMANDS`` (what `--help` lists without importing anything) names every
     command, the module defining it, those adding its subcommands, and its help, exactly."""

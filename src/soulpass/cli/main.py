@@ -28,9 +28,10 @@ class LazyGroup(ErrorHandlingGroup):
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         if cmd_name not in self.commands and cmd_name in COMMANDS:
-            modules, _ = COMMANDS[cmd_name]
-            loaded = [importlib.import_module(f"soulpass.cli.{m}") for m in modules]
-            for command in loaded[0].COMMANDS:  # the first defines it; the others add subcommands
+            first = importlib.import_module(f"soulpass.cli.{COMMANDS[cmd_name][0][0]}")
+            for command in first.COMMANDS:  # it defines this command, and maybe others
+                for module in COMMANDS.get(command.name or "", ((),))[0][1:]:  # their subcommands' modules
+                    importlib.import_module(f"soulpass.cli.{module}")
                 self.add_command(command)
         return self.commands.get(cmd_name)
 
