@@ -152,3 +152,12 @@ def test_the_ablation_scores_every_variant_on_the_same_searches(tmp_path: Path) 
     assert report["plain"]["overall"] == bench["overall"]
     assert report["all off"]["overall"]["recall@10"] == report["plain"]["overall"]["recall@10"]
     assert set(report) == {"plain", "plans", "no person", "no hop", "no standing", "all off"}
+
+
+@pytest.mark.parametrize(("query", "k", "field"), [(None, 10, "query"), (b"Caroline", 10, "query"),
+                                                    ("What did Caroline paint?", 0, "k")])
+def test_bad_input_is_refused_before_the_question_is_read(friends: soulpass.Account, query: object, k: object,
+                                                          field: str) -> None:
+    with pytest.raises(soulpass.InvalidInput) as refused:
+        friends.search(query, k)  # type: ignore[arg-type]
+    assert refused.value.details.get("field") == field

@@ -35,7 +35,7 @@ from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.ranking import CandidateScores, standardised
 from soulpass.index.recipe import SEARCHABLE_KINDS, TURN_KINDS, embed_text
 
-__all__ = ["Candidates", "Hit", "HybridSearch"]
+__all__ = ["Candidates", "Hit", "HybridSearch", "check_search"]
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +43,14 @@ CANDIDATES = 50  # per retriever, before fusion
 RERANK_DEPTH = 30  # the optional cross-encoder re-orders this many of the best (docs/performance.md)
 RERANK_WEIGHT = 1.0
 NEIGHBOURS_OF_BEST = 20  # the neighbours of this many best candidates become candidates too
+
+
+def check_search(query: object, k: object) -> None:
+    """``InvalidInput`` naming ``query`` or ``k`` unless they are a string and a positive int."""
+    if not isinstance(query, str):
+        raise InvalidInput(f"query must be a string, not {type(query).__name__}", field="query")
+    if type(k) is not int or not 1 <= k <= sys.maxsize:  # larger: no list could be sliced to it
+        raise InvalidInput(f"k must be a positive integer up to {sys.maxsize}, not {k!r}", field="k")
 
 
 @dataclass(frozen=True)
@@ -84,10 +92,7 @@ class HybridSearch:
                extra: Sequence[CatalogRow] = ()) -> list[Hit]:
         """The ``k`` best records for ``query``; ``extra`` rows (a sandbox's buffer, not in the
         catalog) compete with the catalog's on equal terms."""
-        if not isinstance(query, str):
-            raise InvalidInput(f"query must be a string, not {type(query).__name__}", field="query")
-        if type(k) is not int or not 1 <= k <= sys.maxsize:  # larger: no list could be sliced to it
-            raise InvalidInput(f"k must be a positive integer up to {sys.maxsize}, not {k!r}", field="k")
+        check_search(query, k)
         filters = with_kinds(filters or Filters())
         found = self.candidates(query, k, filters, extra)
         reranking = self.reranker is not None and bool(query.strip())

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from soulpass.index.catalog import CatalogRow, Filters
-from soulpass.index.search import Hit
+from soulpass.index.search import Hit, check_search
 from soulpass.retrieval.analysis import QueryAnalysis, Shape, analyse, named_participants
 from soulpass.retrieval.instructions import shared_topics, standing_instructions
 from soulpass.retrieval.standing import STANDING_TAGS
@@ -83,6 +83,7 @@ def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters
     """The ``k`` best hits for ``query``, searched by the plan its reading asks for. The people it
     may name are the speakers of its first hits (the index keeps no list of them): a question with a
     capitalised word past its first is searched deeper once, to see whether it names one."""
+    check_search(query, k)  # before the question is read: bad input is the search's error
     plan = plan_for(analyse(query))
     if plan.plain and not _NAME.search(query, 1):
         return searcher.search(query, k, filters, extra)
