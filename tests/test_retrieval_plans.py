@@ -58,7 +58,7 @@ def test_a_plain_fact_is_the_plain_search_and_other_shapes_get_their_parts() -> 
 
 
 def test_the_named_persons_turns_are_lifted_and_say_so(friends: soulpass.Account) -> None:
-    hits = friends.search("What did Ann do in the garden?", 5, kinds=["turn_user"])
+    hits = planned_search(friends.index(), "What did Ann do in the garden?", 5, TURNS)
     by_ann = [h for h in hits if h.row is not None and h.row.agent == "Ann"]
     # Each of Ann's turns is lifted by its score among her own turns; her best one by the whole weight.
     assert by_ann and all(0.0 <= h.parts["person"] <= plans.W_PERSON for h in by_ann)
@@ -160,4 +160,15 @@ def test_bad_input_is_refused_before_the_question_is_read(friends: soulpass.Acco
                                                           field: str) -> None:
     with pytest.raises(soulpass.InvalidInput) as refused:
         friends.search(query, k)  # type: ignore[arg-type]
+    with pytest.raises(soulpass.InvalidInput):
+        planned_search(friends.index(), query, k)  # type: ignore[arg-type]
     assert refused.value.details.get("field") == field
+
+
+def test_the_engine_runs_the_plain_search_for_a_question_and_lifts_standing_ones_for_a_request(
+        friends: soulpass.Account) -> None:
+    index = friends.index()
+    asked = "What did Ann do in the garden?"  # a question naming a person: the plain search, no parts added
+    assert [(h.id, h.score) for h in friends.search(asked, 5, kinds=["turn_user"])] == [
+        (h.id, h.score) for h in index.search(asked, 5, TURNS)]
+    assert not any({"person", "hop"} & set(h.parts) for h in friends.search(asked, 5))

@@ -20,7 +20,7 @@ from soulpass.index.catalog import Filters
 from soulpass.index.indexer import BackgroundIndexer
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
-from soulpass.retrieval.plans import planned_search
+from soulpass.retrieval.plans import governed_search
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.arguments import check_text, library_boundary, strings
 from soulpass.sessions.sandbox import SandboxInfo
@@ -351,7 +351,7 @@ class Account:
                           source=source, as_of_version=at)
         with self._lock:
             index = self.index()
-            found = search_results(index, planned_search(index, query, k, filters))
+            found = search_results(index, governed_search(index, query, k, filters))
         if found.dense_error is None and self.sp.embedder_missing is not None:
             found.dense_error = self.sp.embedder_missing  # a core-only install: full text, and it says so
         return above(found, query, min_score)

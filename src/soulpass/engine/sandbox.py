@@ -14,7 +14,7 @@ from soulpass.ids import check_name, new_temp_id, utc_now
 from soulpass.index.catalog import CatalogRow, Filters
 from soulpass.index.relevance import above
 from soulpass.index.results import SearchResults, search_results
-from soulpass.retrieval.plans import planned_search
+from soulpass.retrieval.plans import governed_search
 from soulpass.sessions import sandbox as sandboxes
 from soulpass.sessions.arguments import library_boundary
 from soulpass.sessions.sandbox import SandboxInfo
@@ -180,7 +180,7 @@ class Sandbox:
         filters = replace(filters, as_of_version=None if at == acct.store.head() else at)
         with acct.exclusive():
             index = acct.index()
-            found = search_results(index, planned_search(index, query, k, filters, extra=rows))
+            found = search_results(index, governed_search(index, query, k, filters, extra=rows))
         from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
         if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
             superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
