@@ -19,6 +19,7 @@ from soulpass.consolidation.preview import ArchivePreview
 from soulpass.consolidation.rules import ReviewRule, Rules
 from soulpass.engine import Account, Sandbox
 from soulpass.errors import InvalidInput
+from soulpass.records import SemanticFact
 
 SUBJECTS = ("Ann", "Bob")  # few names, so that facts often repeat, contradict or replace the master's
 PREDICATES = ("lives in", "likes", "dislikes")
@@ -64,9 +65,19 @@ def _master(home: Path, rules: Rules) -> Account:
     return acct
 
 
-def _fact_text(acct: Account, rid: str) -> str:
+def _fact(acct: Account, rid: str) -> SemanticFact:
     fact = acct.record(rid)
-    return " ".join((fact.subject, fact.predicate, fact.object))  # type: ignore[attr-defined]
+    assert isinstance(fact, SemanticFact), rid
+    return fact
+
+
+def _facts_in_force(acct: Account) -> list[str]:
+    return [f.object for f in acct.records("fact") if isinstance(f, SemanticFact) and f.superseded_by is None]
+
+
+def _fact_text(acct: Account, rid: str) -> str:
+    fact = _fact(acct, rid)
+    return " ".join((fact.subject, fact.predicate, fact.object))
 
 
 def _check_committed(acct: Account, preview: ArchivePreview, result: object, excluded: set[str]) -> None:
@@ -88,7 +99,7 @@ def _check_committed(acct: Account, preview: ArchivePreview, result: object, exc
             case "add" | "supersede" if item.kind == "fact":
                 assert item.record_id is not None and _fact_text(acct, item.record_id) == item.text
                 for old in item.supersedes:
-                    assert acct.record(old).superseded_by == item.record_id  # type: ignore[attr-defined]
+                    assert _fact(acct, old).superseded_by == item.record_id
             case "add" if item.kind != "journal":
                 assert item.record_id is not None and acct.record(item.record_id).text == item.text
             case "change" if item.kind == "profile":
@@ -150,7 +161,7 @@ def test_an_excluded_turn_leaves_the_fact_citing_it_a_conflict_not_a_dangling_re
     assert [c["ref"] for c in preview.conflicts] == [turn]
     result = acct.archive(sb.id, exclude=[turn_item.id], by="me", reason="private")
     assert isinstance(result, soulpass.Committed)
-    assert acct.record(str(preview.items[1].record_id)).source_refs == ()  # type: ignore[attr-defined]
+    assert _fact(acct, str(preview.items[1].record_id)).source_refs == ()
     assert list(acct.records("turn_user")) == []
 
 
@@ -185,7 +196,7 @@ def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -
                           "--json"))
     assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
     assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
-    assert [f.object for f in acct.records("fact") if f.superseded_by is None] == ["Paris", "tea"]  # type: ignore[attr-defined]
+    assert _facts_in_force(acct) == ["Paris", "tea"]
 
 
 @pytest.fixture(params=["files", "postgresql"])
@@ -215,7 +226,7 @@ def test_held_then_approved_with_an_exclusion_on_each_backend(home: Any) -> None
     assert acct.head() == 1 and [p.sandbox_id for p in acct.awaiting_review()] == [sb.id]
     done = acct.approve(sb.id, exclude=[moved.id], by="owner", reason="still in Paris")
     assert isinstance(done, soulpass.Committed) and done.version == 2
-    current = sorted(f.object for f in acct.records("fact") if f.superseded_by is None)  # type: ignore[attr-defined]
+    current = sorted(_facts_in_force(acct))
     assert current == ["Paris", "tea"]
     assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
                                           "reason": "still in Paris"}

@@ -34,7 +34,9 @@ def test_each_commit_adds_its_line_and_the_lookup_reads_the_note(tmp_path: Path)
     store = _store(tmp_path, 2)
     assert [line["version"] for line in _lines(tmp_path)] == [0, 1, 2]
     # a hand edit that adds a tag counts once committed (adopt): the lookup reads the note, not the file
-    key = next(k for k in _lines(tmp_path)[2]["keys"])  # type: ignore[attr-defined]
+    keys = _lines(tmp_path)[2]["keys"]
+    assert isinstance(keys, dict)
+    key = next(iter(keys))
     path = tmp_path / "accounts/ann" / key
     path.write_text(path.read_text().replace('"import:2"', '"import:2", "import:3"'))
     assert store.snapshot().tags_carried(WANTED) == {"import:1", "import:2"}

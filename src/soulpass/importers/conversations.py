@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from soulpass.consolidation.outcomes import Planned
 from soulpass.errors import InvalidInput
 from soulpass.ids import IMPORT_TAG_PREFIX
 from soulpass.importers.base import Failure, failure
@@ -175,9 +176,8 @@ def _archive(account: Account, conv: ChatConversation, messages: list[Message], 
         sandbox.discard()
         return
     result = sandbox.archive()
-    version = getattr(result, "version", None)
-    if isinstance(version, int):
-        summary.versions.append(version)
+    if not isinstance(result, Planned):  # every other outcome names its version (a dry run has none)
+        summary.versions.append(result.version)
     summary.imported["turn"] += written
 
 

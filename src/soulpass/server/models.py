@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -11,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt
 from soulpass.consolidation.preview import PreviewItem
 from soulpass.ids import MAX_NAME_LENGTH
 from soulpass.index.relevance import relevance
+from soulpass.index.results import SearchResults
 from soulpass.index.search import Hit
 from soulpass.server.keys import DEFAULT_ROLE, Role
 from soulpass.sessions.sandbox import SandboxInfo
@@ -242,6 +242,6 @@ class SearchOut(_Out):
     incomplete: bool = Field(default=False, description="True when records not embedded yet may be missing")
 
     @classmethod
-    def of(cls, hits: Iterable[Hit], query: str) -> SearchOut:
-        pending = int(getattr(hits, "pending_embeddings", 0))
+    def of(cls, hits: SearchResults, query: str) -> SearchOut:
+        pending = hits.pending_embeddings
         return cls(hits=[HitOut.of(h, query) for h in hits], pending_embeddings=pending, incomplete=pending > 0)
