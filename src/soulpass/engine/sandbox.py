@@ -53,8 +53,9 @@ class Sandbox:
                 derived.add("text")
             skip = frozenset(derived)
             # Check the raw values first: JSON serialisation would quietly coerce some of them.
-            self.account.sp.limits.check(type_, model.model_dump(), skip)
-            batch.append((type_, dump(model), getattr(model, "agent", None), skip))
+            raw = model.model_dump()
+            self.account.sp.limits.check(type_, raw, skip)
+            batch.append((type_, dump(model), raw.get("agent"), skip))
         self._buffer.append_many(batch)
 
     def write_turn(self, turn: TurnUser | TurnLLM | dict[str, Any]) -> str:

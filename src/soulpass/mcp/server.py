@@ -18,6 +18,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, InputRequiredResult
 from pydantic import Field
+from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from soulpass import __version__
@@ -94,7 +95,7 @@ def _request_key(context: Context[Any, Any] | None) -> ApiKey | None:
         request = context.request_context.request
     except ValueError:  # no request at all: a call from within this process
         return None
-    scope = getattr(request, "scope", None)  # as _Caller.who reads it: a Starlette request's
+    scope = request.scope if isinstance(request, HTTPConnection) else None  # as _Caller.who reads it
     key = scope.get(KEY_SCOPE_KEY) if isinstance(scope, dict) else None
     return key if isinstance(key, ApiKey) else None
 
@@ -128,7 +129,7 @@ class _Caller:
 
     def who(self, ctx: Context) -> str:
         request = ctx.request_context.request
-        scope = getattr(request, "scope", None)
+        scope = request.scope if isinstance(request, HTTPConnection) else None
         if isinstance(scope, dict) and scope.get(ACCOUNT_SCOPE_KEY):
             return str(scope[ACCOUNT_SCOPE_KEY])
         if request is None and self.account is not None:

@@ -12,7 +12,7 @@ import errno
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -97,14 +97,23 @@ def create_app(engine: Soulpass, *, keys: KeyStore | None = None, max_body: int 
     return app
 
 
+@runtime_checkable
+class _IncludedRoutes(Protocol):
+    """What FastAPI's included router (a private class) offers: the routes it holds."""
+
+    def effective_route_contexts(self) -> Iterator[Any]: ...
+
+
 def app_endpoints(app: FastAPI) -> Iterator[tuple[str, str, Callable[..., Any]]]:
     """(method, path template, endpoint) of every route ``app`` answers, those of included routers
     too (FastAPI keeps them behind an included router's ``effective_route_contexts``)."""
     for route in app.routes:
         if isinstance(route, APIRoute | Route):
             contexts: Any = [route]
-        else:  # an included router (FastAPI's own class), or a mount of static files (no endpoint)
-            contexts = getattr(route, "effective_route_contexts", list)()
+        elif isinstance(route, _IncludedRoutes):  # an included router (FastAPI's own private class)
+            contexts = route.effective_route_contexts()
+        else:  # a mount of static files: no endpoint
+            contexts = []
         for ctx in contexts:
             for method in sorted(ctx.methods or ()):
                 if method != "HEAD":  # answered by GET
