@@ -195,8 +195,22 @@ def test_the_cli_previews_holds_and_approves_with_an_exclusion(tmp_path: Path) -
     done = json.loads(run("archive", sb.id, "--approve", "--exclude", fact, "--by", "me", "--reason", "no",
                           "--json"))
     assert done["status"] == "committed" and [i["action"] for i in done["items"]] == ["add", "exclude", "change"]
-    assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no"}
+    assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": "me", "reason": "no",
+                                                     "events": 3}
     assert _facts_in_force(acct) == ["Paris", "tea"]
+    # the sandbox is kept, closed: its history shows the excluded fact with its text, who and why
+    assert json.loads(run("sandbox", "list", "--json")) == []
+    assert [s["sandbox_id"] for s in json.loads(run("sandbox", "list", "--kept", "--json"))] == [sb.id]
+    history = json.loads(run("sandbox", "history", sb.id, "--json"))
+    assert (history["archived_as"], history["excluded_by"], history["excluded_reason"]) == (2, "me", "no")
+    assert [(e["kind"], e["outcome"]) for e in history["events"]] == [
+        ("turn_user", "archived"), ("fact", "excluded"), ("profile", "archived")]
+    assert history["events"][1]["text"] == "Ann lives in Lyon"
+    shown = run("sandbox", "history", sb.id)
+    assert "excluded" in shown and "Ann lives in Lyon" in shown and "no" in shown
+    run("sandbox", "history", sb.id, "--delete")
+    assert "does not exist" in run("sandbox", "history", sb.id, code=3)
+    assert json.loads(run("sandbox", "list", "--kept", "--json")) == []
 
 
 @pytest.fixture(params=["files", "postgresql"])
@@ -229,5 +243,5 @@ def test_held_then_approved_with_an_exclusion_on_each_backend(home: Any) -> None
     current = sorted(_facts_in_force(acct))
     assert current == ["Paris", "tea"]
     assert acct.log()[-1].to_json()["excluded"] == {"items": [{"id": moved.id, "kind": "fact"}], "by": "owner",
-                                          "reason": "still in Paris"}
+                                          "reason": "still in Paris", "events": 2}
     assert acct.awaiting_review() == []

@@ -87,7 +87,7 @@ def test_the_review_flow_over_rest(flow: Any) -> None:
 
     entry = client.get(f"{BASE}/versions", headers=owner).json()[-1]
     assert entry["excluded"] == {"items": [{"id": fact, "kind": "fact"}], "by": f"owner ({owner_id})",
-                                 "reason": "not confirmed"}
+                                 "reason": "not confirmed", "events": 3}
     assert client.get(f"{BASE}/records", headers=owner, params={"kind": "fact"}).json()["items"] == []
     hits = client.post(f"{BASE}/search", headers=owner, json={"query": f"where does Ann hide a key {MARKER}"}).json()
     assert hits["hits"] and all(MARKER not in h["text"] and h["kind"] != "fact" for h in hits["hits"])

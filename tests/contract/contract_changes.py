@@ -47,10 +47,10 @@ def entry(version: int, records: tuple[Record, ...] = (), documents: tuple[Docum
 
 def change(version: int, records: tuple[Record, ...] = (), documents: tuple[DocumentPut, ...] = (),
            retires: tuple[str, ...] = (), replaced: tuple[str, ...] = (), closes: str | None = None,
-           bulk: bool = False, **fields: Any) -> Change:
+           bulk: bool = False, keep: bool = False, **fields: Any) -> Change:
     return Change(entry(version, records, documents, retires, replaced, **fields), records=records,
                   documents=documents, retires=retires, bulk=bulk,
-                  closes=None if closes is None else SandboxClose(closes, at(version)))
+                  closes=None if closes is None else SandboxClose(closes, at(version), keep=keep))
 
 
 def core(version: int, name: str) -> DocumentPut:

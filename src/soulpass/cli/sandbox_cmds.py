@@ -96,11 +96,13 @@ def sandbox_create(state: State, name: str, account: str, sandbox_id: str | None
 
 @sandbox.command("list")
 @account_option
+@click.option("--kept", is_flag=True, help="List the sandboxes kept for their history (archived with items left out).")
 @json_option
 @click.pass_obj
-def sandbox_list(state: State, account: str, as_json: bool) -> None:
-    """List live sandboxes."""
-    infos = state.account(account).sandboxes()
+def sandbox_list(state: State, account: str, kept: bool, as_json: bool) -> None:
+    """List live sandboxes (or, with --kept, those kept for their history)."""
+    acct = state.account(account)
+    infos = acct.kept_sandboxes() if kept else acct.sandboxes()
     if as_json:
         emit_json([i.to_dict() for i in infos])
     else:
@@ -125,6 +127,32 @@ def sandbox_show(state: State, sandbox_id: str, account: str, as_json: bool) -> 
         ("core proposals", len(buf.core_proposals)), ("sensory", len(buf.sensory)),
         ("duration (s)", f"{buf.metadata['duration_seconds']:.0f}"),
     ])
+
+
+@sandbox.command("history")
+@click.argument("sandbox_id")
+@account_option
+@click.option("--delete", is_flag=True, help="Delete the kept sandbox and what it holds, for good.")
+@json_option
+@click.pass_obj
+def sandbox_history(state: State, sandbox_id: str, account: str, delete: bool, as_json: bool) -> None:
+    """Show a kept sandbox's history: each event, archived or excluded (by whom, why), with its text."""
+    acct = state.account(account)
+    if delete:
+        acct.delete_sandbox_history(sandbox_id)
+        if as_json:
+            emit_json({"sandbox_id": sandbox_id, "status": "deleted"})
+        else:
+            console.print(f"deleted the history of sandbox {sandbox_id}")
+        return
+    history = acct.sandbox_history(sandbox_id)
+    if as_json:
+        emit_json(history.model_dump(mode="json"))
+        return
+    why = f"excluded by {history.excluded_by or '?'}: {history.excluded_reason or '(no reason given)'}"
+    table(f"Sandbox {sandbox_id} (archived as version {history.archived_as}; {why})",
+          ["event", "kind", "outcome", "record", "text"],
+          [(e.event_id[:12], e.kind, e.outcome, e.record_id or "", e.text[:80]) for e in history.events])
 
 
 @click.command("discard")

@@ -81,15 +81,20 @@ def archive_sandbox(store: AccountBackend, rules: Rules, limits: Limits, sandbox
                 return Unchanged(sandbox_id, plan.base_version, plan)
             outcome = store.commit(plan.change, parent=plan.version - 1, hook=hook)
             if isinstance(outcome, contract.VersionWritten):
-                return Committed(plan.version, plan, _close(info, outcome.pending))
+                return Committed(plan.version, plan, _close(info, outcome.pending, keep=plan.keeps_sandbox))
 
 
-def _close(info: SandboxInfo, pending: str | None) -> str | None:
-    """Remove an archived sandbox; what is left after the commit point (``pending``, a removal
-    that failed) is said, not raised: the version is committed, recovery finishes the rest.
+def _close(info: SandboxInfo, pending: str | None, *, keep: bool) -> str | None:
+    """Remove an archived sandbox, unless its commit keeps it (``keep``: items were left
+    out, and stay readable in its history); what is left after the commit point (``pending``, a
+    removal that failed) is said, not raised: the version is committed, recovery finishes the rest.
 
     Removed even while the commit's last steps are pending (its ``ARCHIVED.json`` may not be in
-    place yet): an append to it now is refused, never acknowledged and then swept away."""
+    place yet): an append to it now is refused, never acknowledged and then swept away. A kept one
+    may take such an append until recovery puts the marker in place; its history shows it as
+    appended after the archive (``consolidation.sandbox_history``)."""
+    if keep:
+        return pending
     try:
         info.remove()
     except (OSError, BackendUnavailable) as exc:

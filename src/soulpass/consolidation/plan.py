@@ -79,10 +79,17 @@ class ConsolidationPlan:
 
     @property
     def empty(self) -> bool:
-        """Nothing to store or to log: no record, no document, no rejection or conflict (an empty
-        sandbox, or only exact repeats of what the master holds). Archiving it commits no version;
-        a rejection or a conflict is still committed, so the log keeps what was refused and why."""
-        return not (self.change.records or self.change.documents or self.rejected or self.conflicts)
+        """Nothing to store or to log: no record, no document, no rejection, conflict or exclusion
+        (an empty sandbox, or only exact repeats of what the master holds). Archiving it commits no
+        version; a rejection, a conflict or an exclusion is still committed, so the log keeps what
+        was refused or left out, and why (and an exclusion keeps its sandbox for its history)."""
+        return not (self.change.records or self.change.documents or self.rejected or self.conflicts
+                    or self.exclusion.items)
+
+    @property
+    def keeps_sandbox(self) -> bool:
+        """The commit keeps the sandbox, closed, for its history (items were left out)."""
+        return self.change.closes is not None and self.change.closes.keep
 
     def preview(self) -> ArchivePreview:
         """This plan item by item: what a person reviews before the archive commits it."""
@@ -231,9 +238,10 @@ def plan_consolidation(
         added[rec.kind].append(rid)
     items = p.items.in_order(events, rules.review)
     entry = _archive_entry(p, dict(added), superseded, core_changes, journal, left_out.entry(
-        {i.id: i.kind for i in items}))
+        {i.id: i.kind for i in items}, len(events)))
+    # A sandbox with items left out is kept, closed, so what was left out stays readable in its history.
     change = Change(entry, records=tuple(p.records), documents=tuple(p.documents),
-                    closes=SandboxClose(sandbox.sandbox_id, now))
+                    closes=SandboxClose(sandbox.sandbox_id, now, keep=bool(left_out.items)))
     return ConsolidationPlan(
         version=p.version, base_version=master.version, sandbox_id=sandbox.sandbox_id,
         parent_version=sandbox.parent_version, id_map=p.id_map, added=dict(added),

@@ -89,17 +89,20 @@ class ArchivePreview(_Frozen):
 @dataclass(frozen=True)
 class Exclusion:
     """Items (buffer event ids) an archive leaves out, who left them out and why. Recorded in the
-    version entry (ids and kinds, never the text: nothing excluded reaches the master)."""
+    version entry (ids and kinds, never the text: nothing excluded reaches the master); the text
+    stays in the sandbox, which such an archive keeps (``consolidation.sandbox_history``)."""
 
     items: frozenset[str] = frozenset()
     by: str | None = None
     reason: str | None = None
 
-    def entry(self, kinds: dict[str, str]) -> dict[str, Any] | None:
+    def entry(self, kinds: dict[str, str], events: int) -> dict[str, Any] | None:
+        """The version entry's ``excluded``; ``events``: how many buffer events the archive read
+        (the kept sandbox's history tells them from any appended after the commit)."""
         if not self.items:
             return None
         return {"items": [{"id": i, "kind": kinds.get(i, "")} for i in sorted(self.items)],
-                "by": self.by, "reason": self.reason}
+                "by": self.by, "reason": self.reason, "events": events}
 
 
 def check_exclusion(exclude: Iterable[str], events: Iterable[BufferEvent], sandbox_id: str) -> frozenset[str]:

@@ -32,6 +32,7 @@ from soulpass.store.versions import diff_entries
 if TYPE_CHECKING:  # what only writes, edits, the journal or the graph need loads when first used
 
     from soulpass.consolidation.preview import ArchivePreview
+    from soulpass.consolidation.sandbox_history import SandboxHistory
     from soulpass.engine.forget import ForgetResult
     from soulpass.engine.home import Soulpass
     from soulpass.engine.journal import Journal
@@ -84,7 +85,8 @@ class Account:
         return Sandbox(self, sandboxes.create_sandbox(self.store, name, sandbox_id))
 
     def sandbox(self, sandbox_id: str) -> Sandbox:
-        return Sandbox(self, sandboxes.load_sandbox(self.store, sandbox_id))
+        """An open sandbox (``Conflict`` for one kept for its history: :meth:`sandbox_history` reads it)."""
+        return Sandbox(self, sandboxes.refuse_kept(sandboxes.load_sandbox(self.store, sandbox_id)))
 
     def sandboxes(self) -> list[SandboxInfo]:
         return [s for s in sandboxes.list_sandboxes(self.store) if s.archived_as is None]
@@ -434,3 +436,23 @@ class Account:
 
     def discard(self, sandbox_id: str) -> None:
         sandboxes.discard_sandbox(self.store, sandbox_id)
+
+    # --- kept sandboxes: what an archive left out, readable (consolidation.sandbox_history) ---
+
+    def sandbox_history(self, sandbox_id: str) -> SandboxHistory:
+        """A sandbox an archive with exclusions kept: every event of its session log, whether it was
+        archived or excluded, and who excluded what and why. ``Conflict`` while it is open,
+        ``NotFound`` when none is kept (an archive that left nothing out removes its sandbox)."""
+        from soulpass.consolidation.sandbox_history import sandbox_history
+        return sandbox_history(self.store, sandbox_id)
+
+    def kept_sandboxes(self) -> list[SandboxInfo]:
+        """The sandboxes kept for their history, oldest first (never among :meth:`sandboxes`)."""
+        from soulpass.consolidation.sandbox_history import kept_sandboxes
+        return kept_sandboxes(self.store)
+
+    def delete_sandbox_history(self, sandbox_id: str) -> None:
+        """Remove a kept sandbox and the excluded content it holds, for good; the version entry
+        still names what was excluded (ids, kinds, who and why, never the text)."""
+        from soulpass.consolidation.sandbox_history import delete_sandbox_history
+        delete_sandbox_history(self.store, sandbox_id)

@@ -59,6 +59,9 @@ ROUTES: Mapping[tuple[str, str], Needed] = {
     ("POST", f"{_SB}/archive"): "agent",  # an agent's archive waits for review where the policy says so
     ("GET", f"{_SB}/preview"): "agent",
     ("POST", f"{_SB}/approve"): "owner",
+    # a kept sandbox holds what an owner left out of memory: an agent reading it back would undo that
+    ("GET", f"{_SB}/history"): "owner",
+    ("DELETE", f"{_SB}/history"): "owner",
     ("GET", f"{_A}/reviews"): "agent",
     ("POST", f"{_SB}/search"): "agent",
     ("POST", f"{_SB}/log"): "agent",

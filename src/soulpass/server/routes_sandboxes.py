@@ -1,4 +1,5 @@
-"""Sandboxes: open one, write to its session buffer, read the buffer, search it, archive or discard."""
+"""Sandboxes: open one, write to its session buffer, read the buffer, search it, archive or discard;
+read or delete the history of one an archive kept (it left items out)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from fastapi import APIRouter, Body, Path, Query, Request, Response, status
 from fastapi import status as status_codes
 
 from soulpass.consolidation.preview import ArchivePreview
+from soulpass.consolidation.sandbox_history import SandboxHistory
 from soulpass.engine import AlreadyArchived, ArchiveResult, AwaitingReview, Committed, Sandbox, Unchanged
 from soulpass.errors import Conflict
 from soulpass.ids import MAX_NAME_LENGTH
@@ -180,6 +182,19 @@ def approve(account: AccountName, sandbox_id: SandboxId, body: ApproveIn, pool: 
         raise Forbidden("approving an archive needs a key that may approve (the owner's)")
     return archive_out(pool.get(account).approve(sandbox_id, exclude=body.exclude, by=access.approver(key),
                                                  reason=body.reason))
+
+
+@router.get("/{sandbox_id}/history", response_model=SandboxHistory,
+            summary="A kept sandbox's history: every event, archived or excluded (who, why), with its text")
+def sandbox_history(account: AccountName, sandbox_id: SandboxId, pool: Pool) -> SandboxHistory:
+    return pool.get(account).sandbox_history(sandbox_id)
+
+
+@router.delete("/{sandbox_id}/history", status_code=status.HTTP_204_NO_CONTENT,
+               summary="Delete a kept sandbox and what it holds, for good (the version entry still names "
+                       "what was excluded)")
+def delete_sandbox_history(account: AccountName, sandbox_id: SandboxId, pool: Pool) -> None:
+    pool.get(account).delete_sandbox_history(sandbox_id)
 
 
 @router.post("/{sandbox_id}/search", response_model=SearchOut,

@@ -20,6 +20,7 @@ __all__ = [
     "discard_sandbox",
     "list_sandboxes",
     "load_sandbox",
+    "refuse_kept",
     "session_buffer_view",
 ]
 
@@ -37,12 +38,13 @@ class SandboxInfo:
     created_at: datetime
     sandboxes: SandboxStore = field(repr=False, compare=False)
     archived_as: int | None = None
+    kept: bool = False  # archived with items left out, and kept for its history (closed, read-only)
 
     @classmethod
     def of(cls, meta: SandboxMeta, sandboxes: SandboxStore) -> SandboxInfo:
         return cls(sandbox_id=meta.sandbox_id, name=meta.name, account=meta.account,
                    parent_version=meta.parent_version, created_at=meta.created_at, sandboxes=sandboxes,
-                   archived_as=meta.archived_as)
+                   archived_as=meta.archived_as, kept=meta.kept)
 
     def buffer(self, limits: Limits | None = None) -> SandboxBuffer:
         return SandboxBuffer(self.sandboxes, self.sandbox_id, limits or Limits())
@@ -66,6 +68,7 @@ class SandboxInfo:
             "parent_version": self.parent_version,
             "created_at": self.created_at.isoformat(),
             "archived_as": self.archived_as,
+            "kept": self.kept,
         }
 
 
@@ -90,6 +93,17 @@ def load_sandbox(store: AccountBackend, sandbox_id: str) -> SandboxInfo:
     return SandboxInfo.of(store.sandboxes.get(sandbox_id), store.sandboxes)
 
 
+def refuse_kept(info: SandboxInfo) -> SandboxInfo:
+    """``info``, unless it is a kept sandbox: that one is closed and read through its history only
+    (``consolidation.sandbox_history``): it holds what was left out of memory, which a sandbox's
+    reads, open to an agent, must never show again."""
+    if info.kept:
+        raise Conflict(f"sandbox {info.sandbox_id} was archived as version {info.archived_as} with items left out; "
+                       "it is closed: its history is read with sandbox_history (an owner's)",
+                       sandbox_id=info.sandbox_id)
+    return info
+
+
 def list_sandboxes(store: AccountBackend) -> list[SandboxInfo]:
     return [SandboxInfo.of(meta, store.sandboxes) for meta in store.sandboxes.list()]
 
@@ -100,8 +114,9 @@ def discard_sandbox(store: AccountBackend, sandbox_id: str) -> None:
     with info.buffer().locked():
         info = info.current()  # still there once we hold the lock?
         if info.archived_as is not None:
+            kept = "; its history is kept: delete it with delete_sandbox_history" if info.kept else ""
             raise Conflict(f"sandbox {sandbox_id} was archived as version {info.archived_as}; "
-                           "nothing to discard", sandbox_id=sandbox_id)
+                           f"nothing to discard{kept}", sandbox_id=sandbox_id)
         info.remove()
 
 

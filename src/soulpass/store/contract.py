@@ -177,10 +177,13 @@ class DocumentPut:
 
 @dataclass(frozen=True)
 class SandboxClose:
-    """The sandbox a version archives: it is marked archived in the same atomic commit."""
+    """The sandbox a version archives: it is marked archived in the same atomic commit. ``keep``:
+    the sandbox stays, closed and read-only, instead of being removed (an archive that left items
+    out keeps them readable in the sandbox's history, ``SandboxMeta.kept``)."""
 
     sandbox_id: str
     archived_at: datetime
+    keep: bool = False
 
 
 @dataclass(frozen=True)

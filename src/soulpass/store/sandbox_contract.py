@@ -45,7 +45,8 @@ class SessionLog(Protocol):
         ...
 
     def close(self, archived_as: int | None = None) -> None:
-        """Remove the buffer: after the archive that made ``archived_as``, or a discard (None).
+        """Remove the buffer: after the archive that made ``archived_as``, or a discard (None); a
+        kept sandbox's buffer (``SandboxMeta.kept``) is removed only by deleting its history.
 
         The caller holds :meth:`exclusive`."""
         ...
@@ -80,6 +81,7 @@ class SandboxMeta:
     parent_version: int
     created_at: datetime
     archived_as: int | None = None
+    kept: bool = False  # archived and kept, closed and read-only, for its history (``SandboxClose.keep``)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -89,14 +91,17 @@ class SandboxMeta:
             "parent_version": self.parent_version,
             "created_at": self.created_at.isoformat(),
             "archived_as": self.archived_as,
+            "kept": self.kept,
         }
 
 
 class SandboxStore(Protocol):
-    """An account's open sandboxes: their metadata and one :class:`SessionLog` each.
+    """An account's sandboxes: their metadata and one :class:`SessionLog` each.
 
     A sandbox is archived by the commit whose ``Change.closes`` names it (``archived_as`` is set
-    from then on) and then removed; a discard removes it without a version."""
+    from then on) and then removed, unless the commit keeps it (``SandboxClose.keep``: ``kept`` is
+    set in the same commit, the sandbox stays closed and read-only, and recovery leaves it); a
+    discard removes it without a version, as :meth:`remove` removes a kept one."""
 
     def create(self, name: str, parent_version: int, sandbox_id: str | None = None) -> SandboxMeta:
         """A new sandbox reading ``parent_version``, with an empty log; ``InvalidInput`` if the id is taken."""
@@ -107,7 +112,8 @@ class SandboxStore(Protocol):
         ...
 
     def list(self) -> list[SandboxMeta]:
-        """Every sandbox still kept (archived ones whose removal is pending included), oldest first."""
+        """Every sandbox still stored (kept ones, and archived ones whose removal is pending,
+        included), oldest first."""
         ...
 
     def session_log(self, sandbox_id: str, *, max_event_bytes: int | None = None,

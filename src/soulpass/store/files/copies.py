@@ -106,7 +106,9 @@ def encode_change(change: Change) -> Changeset:
         entry, lists = set_apart(entry)
         writes.append(lists)
     if change.closes is not None:
-        marker = {"version": change.version, "archived_at": change.closes.archived_at.isoformat()}
+        marker: dict[str, object] = {"version": change.version, "archived_at": change.closes.archived_at.isoformat()}
+        if change.closes.keep:  # recovery and the archive leave this sandbox in place: its history
+            marker["keep"] = True
         writes.append(FileWrite(f"{sandbox_dir(change.closes.sandbox_id)}/{ARCHIVED_MARKER}", dump_json(marker)))
     return Changeset(base_version=change.parent, writes=tuple(writes), log_entry=entry,
                      version_doc=version_doc(entry), retires=change.retires, bulk=change.bulk)

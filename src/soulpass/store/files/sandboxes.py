@@ -11,10 +11,10 @@ from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name, new_sandbox_id, utc_now
 from soulpass.store.contract import PendingEvent, SandboxMeta
 from soulpass.store.files.session_log import (
-    ARCHIVED_MARKER,
     DEFAULT_MAX_EVENT_BYTES,
     SANDBOXES,
     FileSessionLog,
+    archived_marker,
     remove_folder,
 )
 from soulpass.store.fsio import atomic_write, dump_json, fsync_dir, load_json, makedirs_durable
@@ -80,10 +80,9 @@ class FilesSandboxes:
         remove_folder(self._folder(sandbox_id))
 
     def _meta(self, folder: Path, meta: dict[str, Any]) -> SandboxMeta:
-        try:
-            archived: int | None = int(load_json(folder / ARCHIVED_MARKER)["version"])
-        except FileNotFoundError:
-            archived = None
+        marker = archived_marker(folder)
         return SandboxMeta(sandbox_id=meta["sandbox_id"], name=meta["name"], account=self._name,
                            parent_version=int(meta["parent_version"]),
-                           created_at=datetime.fromisoformat(meta["created_at"]), archived_as=archived)
+                           created_at=datetime.fromisoformat(meta["created_at"]),
+                           archived_as=None if marker is None else int(marker["version"]),
+                           kept=marker is not None and marker.get("keep") is True)

@@ -27,12 +27,12 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from soulpass.errors import BackendUnavailable, Conflict, Corrupted, InvalidInput
 from soulpass.ids import utc_now
 from soulpass.store.contract import PendingEvent
-from soulpass.store.fsio import fsync_dir, resource_lock
+from soulpass.store.fsio import fsync_dir, load_json, resource_lock
 from soulpass.store.keys import BUFFER_FILE
 from soulpass.store.sealed_lines import START, ChainCheck, link_of, seal, seal_of
 
@@ -44,6 +44,7 @@ __all__ = [
     "SANDBOXES",
     "FileSessionLog",
     "SessionLogTail",
+    "archived_marker",
     "remove_folder",
     "sweep_finished",
 ]
@@ -333,22 +334,40 @@ class SessionLogTail:
 def remove_folder(folder: Path) -> None:
     """Rename, then delete: nobody ever sees a half-deleted sandbox (metadata but no buffer).
 
-    A discard is made durable at once; an archived sandbox's removal need not be: should it come
-    back after a power loss, its ``ARCHIVED.json`` (part of the commit) has recovery remove it."""
+    A discard (or the deletion of a kept sandbox's history) is made durable at once; an archived
+    sandbox's removal need not be: should it come back after a power loss, its ``ARCHIVED.json``
+    (part of the commit) has recovery remove it."""
     trash = folder.with_name(f".trash-{folder.name}-{uuid.uuid4().hex[:8]}")
     try:
         folder.rename(trash)
     except FileNotFoundError:
         return
-    if not (trash / ARCHIVED_MARKER).exists():
+    try:
+        marker = archived_marker(trash)
+    except Corrupted:
+        marker = None  # durable, as a discard
+    if marker is None or marker.get("keep") is True:
         fsync_dir(trash.parent)
     shutil.rmtree(trash, ignore_errors=True)
+
+
+def archived_marker(folder: Path) -> dict[str, Any] | None:
+    """The sandbox folder's ``ARCHIVED.json`` (written by the commit that archived it: ``version``,
+    ``archived_at`` and, for a sandbox kept for its history, ``keep``), or None while it is open."""
+    try:
+        marker = load_json(folder / ARCHIVED_MARKER)
+    except FileNotFoundError:
+        return None
+    if not isinstance(marker, dict):
+        raise Corrupted(f"{folder / ARCHIVED_MARKER} is not a JSON object", path=str(folder / ARCHIVED_MARKER))
+    return marker
 
 
 def sweep_finished(account: Path) -> list[str]:
     """Recovery of sandbox folders; the caller holds the account lock. A crash after an archive's
     commit point leaves the sandbox folder behind (its ``ARCHIVED.json`` came with the commit): it
-    is removed. A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted.
+    is removed, unless the marker says to keep it (an archive that excluded items keeps its sandbox
+    for its history). A crash during a removal leaves the renamed ``.trash-*`` folder: it is deleted.
 
     A sandbox whose lock somebody else holds is left for later: that holder (an archive retried,
     an append) sees ``ARCHIVED.json`` itself, and waiting here, with the account lock held, for a
@@ -361,7 +380,7 @@ def sweep_finished(account: Path) -> list[str]:
         if folder.name.startswith(".trash-"):
             shutil.rmtree(folder, ignore_errors=True)
             done.append(f"deleted {folder.name}")
-        elif (folder / ARCHIVED_MARKER).exists():
+        elif (marker := archived_marker(folder)) is not None and marker.get("keep") is not True:
             log = FileSessionLog(folder)
             try:
                 with log.section("buffer", blocking=False):

@@ -149,11 +149,11 @@ class PostgresAccount:
 
     def recover(self) -> list[str]:
         """Remove the sandboxes an archive committed but whose removal never ran (a process died, a
-        connection was lost)."""
+        connection was lost); a sandbox kept for its history (``kept``) stays."""
         try:
             with self._db.connection() as conn:
                 rows = conn.execute("DELETE FROM sandboxes WHERE account_id = %s AND archived_as IS NOT NULL "
-                                    "RETURNING sandbox_id", (self._id,)).fetchall()
+                                    "AND NOT kept RETURNING sandbox_id", (self._id,)).fetchall()
         except psycopg.OperationalError as exc:
             raise BackendUnavailable(f"PostgreSQL connection lost during recovery: {exc}", account=self._name) from exc
         return [f"removed archived sandbox {r[0]}" for r in sorted(rows)]

@@ -75,8 +75,8 @@ def _write(conn: psycopg.Connection[tuple[Any, ...]], account_id: int, change: C
                    change.bulk)
         hook("rows_written")
         if change.closes is not None:
-            conn.execute("UPDATE sandboxes SET archived_as = %s WHERE account_id = %s AND sandbox_id = %s",
-                         (version, account_id, change.closes.sandbox_id))
+            conn.execute("UPDATE sandboxes SET archived_as = %s, kept = %s WHERE account_id = %s AND sandbox_id = %s",
+                         (version, change.closes.keep, account_id, change.closes.sandbox_id))
         hook("sandbox_closed")
         conn.execute("INSERT INTO versions (account_id, version, entry, bulk) VALUES (%s, %s, %s, %s)",
                      (account_id, version, Jsonb(logged_entry(change)), change.bulk))

@@ -1,4 +1,4 @@
-"""Sandboxes and their session logs as rows: ``sandboxes`` (metadata, ``archived_as``) and
+"""Sandboxes and their session logs as rows: ``sandboxes`` (metadata, ``archived_as``, ``kept``) and
 ``session_events`` (one JSONB event a row, in ``seq`` order).
 
 An append is one transaction under the sandbox's ``buffer`` advisory lock (transaction-level), so a
@@ -86,12 +86,12 @@ class PostgresSandboxes:
                                      sandbox_id=sid) from exc
 
     def _meta(self, row: tuple[Any, ...]) -> SandboxMeta:
-        sid, name, parent, created, archived = row
+        sid, name, parent, created, archived, kept = row
         return SandboxMeta(sandbox_id=sid, name=name, account=self._name, parent_version=int(parent),
-                           created_at=created, archived_as=archived)
+                           created_at=created, archived_as=archived, kept=bool(kept))
 
 
-_META = "sandbox_id, name, parent_version, created_at, archived_as"
+_META = "sandbox_id, name, parent_version, created_at, archived_as, kept"
 
 
 class PostgresSessionLog:

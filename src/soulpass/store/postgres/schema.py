@@ -97,10 +97,17 @@ CREATE TABLE account_deletions (
 );
 """
 
+# A sandbox archived with items left out stays, closed and read-only, for its history (issue 41):
+# set in the archive's commit transaction; recovery removes only archived sandboxes not kept.
+_KEPT_SANDBOXES = """
+ALTER TABLE sandboxes ADD COLUMN kept boolean NOT NULL DEFAULT false;
+"""
+
 STORE_MIGRATIONS: tuple[Migration, ...] = (
     Migration("0001_store", _STORE),
     Migration("0004_store_semantic_hash", _SEMANTIC_HASH),
     Migration("0005_account_deletions", _DELETIONS),
+    Migration("0007_kept_sandboxes", _KEPT_SANDBOXES),
 )
 
 
