@@ -32,11 +32,12 @@ _A = "/v1/accounts/{account}"
 OWNER = {("POST", f"{_A}/rollback"), ("PATCH", f"{_A}/records/{{record_id}}"),
          ("DELETE", f"{_A}/records/{{record_id}}"), ("POST", f"{_A}/forget"), ("GET", f"{_A}/export"),
          ("POST", f"{_A}/import"), ("DELETE", _A), ("GET", f"{_A}/keys"),
-         ("POST", f"{_A}/sandboxes/{{sandbox_id}}/approve")}
+         ("POST", f"{_A}/sandboxes/{{sandbox_id}}/approve"), ("GET", f"{_A}/sandboxes/{{sandbox_id}}/history"),
+         ("DELETE", f"{_A}/sandboxes/{{sandbox_id}}/history")}
 ADMIN = {("POST", "/v1/accounts"), ("POST", f"{_A}/keys"), ("DELETE", f"{_A}/keys/{{key_id}}")}
 PUBLIC = {("GET", "/openapi.json"), ("GET", "/docs")}
 OWNER_TOOLS = {"rollback_memory", "edit_memory", "forget_memory", "delete_account", "export_account",
-               "import_memories"}
+               "import_memories", "approve_archive"}
 # Walked last, in this order: what changes the world the other requests read (archive ends the
 # sandbox, rollback takes the record out of HEAD); (method, the path's ending).
 LAST = (("POST", "/archive"), ("POST", "/approve"), ("PATCH", "/records/{record_id}"),
@@ -131,6 +132,8 @@ def test_every_route_with_each_role(world: World, role: str) -> None:
         path = _fill(template, "ann", world.ann)
         if (method, template) == ("DELETE", f"{_A}/sandboxes/{{sandbox_id}}"):  # discard one of its own
             path = path.replace(world.ann.sandbox_id, ann.create_sandbox("to discard").id)
+        if template.endswith("/sandboxes/{sandbox_id}/history"):  # read or delete a kept one's
+            path = path.replace(world.ann.sandbox_id, _kept_sandbox(ann))
         body = {**_body(method, template), "ids": [world.ann.record_id], "dry_run": True} if template.endswith(
             "/forget") else _body(method, template)  # a forget that finds something (and erases nothing)
         head = ann.head()
@@ -150,6 +153,39 @@ def test_every_route_with_each_role(world: World, role: str) -> None:
             refused += 1
     assert refused == {"agent": len(OWNER) + len(ADMIN), "owner": len(ADMIN), "admin": 0}[role]
     assert allowed >= 40 - refused
+
+
+def _kept_sandbox(acct: soulpass.Account) -> str:
+    """A sandbox its archive kept for its history (a fact left out); its id."""
+    sb = acct.create_sandbox("kept")
+    sb.add_turn("user", "kept for its history")
+    fact = sb.add_fact("Ann", "keeps", "a secret", confidence=0.95)
+    left_out = [i.id for i in acct.preview(sb.id).items if fact in i.temp_ids]
+    assert left_out and isinstance(acct.approve(sb.id, exclude=left_out, reason="walk"), soulpass.Committed)
+    return sb.id
+
+
+def test_a_kept_sandbox_is_read_by_an_owner_only(world: World) -> None:
+    """The history holds what an owner left out of memory: an agent key gets 403 for it, and 409 for
+    the sandbox's own reads (buffer, search), so no route shows it the excluded text."""
+    client = TestClient(world.app())
+    ann = world.engine.account("ann")
+    sid = _kept_sandbox(ann)
+    sb = f"/v1/accounts/ann/sandboxes/{sid}"
+    assert client.get(f"{sb}/history", headers=world.ann.agent_auth).status_code == 403
+    for method, url, body in (("GET", f"{sb}/buffer", None), ("POST", f"{sb}/search", {"query": "secret"}),
+                              ("GET", f"{sb}/log", None), ("POST", f"{sb}/turns", {"text": "more"})):
+        r = client.request(method, url, headers=world.ann.agent_auth, json=body)
+        assert r.status_code == 409 and "a secret" not in r.text, (method, url, r.status_code, r.text)
+    assert all(s["sandbox_id"] != sid for s in client.get("/v1/accounts/ann/sandboxes",
+                                                           headers=world.ann.agent_auth).json())
+    history = client.get(f"{sb}/history", headers=world.ann.auth)
+    assert history.status_code == 200, history.text
+    (left_out,) = [e for e in history.json()["events"] if e["outcome"] == "excluded"]
+    assert left_out["text"] == "Ann keeps a secret" and history.json()["excluded_reason"] == "walk"
+    assert client.delete(f"{sb}/history", headers=world.ann.agent_auth).status_code == 403
+    assert client.delete(f"{sb}/history", headers=world.ann.auth).status_code == 204
+    assert client.get(f"{sb}/history", headers=world.ann.auth).status_code == 404
 
 
 def test_an_agent_key_is_refused_what_only_an_owner_may_do(world: World) -> None:
@@ -268,6 +304,7 @@ MCP_ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "locker"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "locker"},
     "create_sandbox": {}, "archive_session": {"dry_run": True}, "preview_archive": {}, "discard_session": {},
+    "approve_archive": {"sandbox_id": "{to_approve}", "reason": "walk"},
     "memory_log": {},
     "import_memories": {"source": "jsonl", "content": "", "dry_run": True},
     "edit_memory": {"record_id": "{record_id}", "fields": {"text_excerpt": "x"}},
@@ -298,17 +335,22 @@ def test_every_mcp_tool_with_each_role(world: World, role: str) -> None:
               "other": world.bob.key}[role]
     headers = {"Authorization": f"Bearer {secret}", "X-Soulpass-Account": "ann"}  # heeded for the admin key only
     ann = world.engine.account("ann")
+    to_approve = ann.create_sandbox("to approve")
+    to_approve.add_turn("user", "approve me")
     head = ann.head()
     refused: list[str] = []
 
     async def walk(url: str) -> None:
         async with _client(url, headers) as client:
-            names = sorted(t.name for t in (await client.list_tools()).tools)
-            assert set(names) == set(MCP_ARGS), "a new tool: add its arguments to MCP_ARGS"
+            listed = {t.name for t in (await client.list_tools()).tools}
+            # a key is offered only what its role may call; every tool is called all the same
+            assert listed == (set(MCP_ARGS) - OWNER_TOOLS if role == "agent" else set(MCP_ARGS)), listed
+            names = sorted(MCP_ARGS)
             # the session first (the tools that act on it need one), what ends or rewinds it last
             for name in sorted(names, key=lambda n: (n != "create_sandbox", n in ("rollback_memory", "discard_session"),
                                                      n)):
-                args = json.loads(json.dumps(MCP_ARGS[name]).replace("{record_id}", world.ann.record_id))
+                args = json.loads(json.dumps(MCP_ARGS[name]).replace("{record_id}", world.ann.record_id)
+                                  .replace("{to_approve}", to_approve.id))
                 result = await client.call_tool(name, args)
                 text = " ".join(getattr(c, "text", "") for c in result.content)
                 if role == "other":

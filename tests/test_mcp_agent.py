@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 READ_ONLY = {"preview_archive", "memory_log", "memory_history", "get_memory", "list_memories", "search_memory",
              "memory_diff", "read_identity"}
 DESTRUCTIVE = {"rollback_memory", "discard_session", "forget_memory", "delete_account"}
-IDEMPOTENT = {"get_context", "archive_session", "discard_session", "export_account", "import_memories",
-              "forget_memory", "add_journal_entry", "update_profile"}
+IDEMPOTENT = {"get_context", "archive_session", "approve_archive", "discard_session", "export_account",
+              "import_memories", "forget_memory", "add_journal_entry", "update_profile"}
 
 
 @pytest.fixture

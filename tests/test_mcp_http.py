@@ -112,7 +112,7 @@ ARGS: dict[str, dict[str, Any]] = {
     "rag_search": {"query": "hidden note"}, "remember": {"what": "turn", "text": "x"},
     "manage_clipboard": {"action": "show"}, "get_context": {"message": "hidden note"},
     "create_sandbox": {}, "archive_session": {"dry_run": True}, "preview_archive": {}, "discard_session": {},
-    "memory_log": {},
+    "approve_archive": {"sandbox_id": "sb_none_of_bobs"}, "memory_log": {},
     "import_memories": {"source": "jsonl", "content": "", "dry_run": True},
     "edit_memory": {"record_id": "TU_20200101_001", "fields": {"text_excerpt": "x"}},
     "memory_history": {"record_id": "TU_20200101_001"},

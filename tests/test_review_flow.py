@@ -1,7 +1,7 @@
 """Issue 41 "Done when", over REST: an agent's archive that touches what the review policy holds
 waits (202, nothing committed); the owner previews every item, approves all but the fact, and the
-fact is nowhere (master, log text, catalog, full text, vectors) while the version entry names the
-exclusion. Real parts: the files backend, the FastAPI app, the real embedding model.
+fact is nowhere (master, log text, catalog, full text, vectors) but the kept sandbox's history (an
+owner's, until deleted) while the version entry names the exclusion. Real parts: the files backend, the FastAPI app, the real embedding model.
 
 Until keys carry roles (issue 41 item 4), which key is the agent's is said to ``create_app`` through
 ``may_approve`` (the one seam, ``server.access.may_approve``); with roles the agent key is made with
@@ -94,7 +94,16 @@ def test_the_review_flow_over_rest(flow: Any) -> None:
     status = sp.account("ann").index().status()
     assert status.embedder is not None and status.pending_embeddings == 0 and "fact" not in status.in_force
     assert status.vectors >= 1  # the turn is embedded; the fact never was
-    assert _holders(home, MARKER) == []  # files, history, log, catalog, full text, vectors
+    # files, history, log, catalog, full text, vectors: the fact is only in the sandbox kept for its history
+    assert _holders(home, MARKER) == [f"accounts/ann/sandboxes/{sid}/session_buffer.jsonl"]
+    assert client.get(sb, headers=agent).status_code == 409  # closed: no sandbox read shows it an agent
+    assert client.get(f"{sb}/history", headers=agent).status_code == 403
+    history = client.get(f"{sb}/history", headers=owner).json()
+    (left_out,) = [e for e in history["events"] if e["outcome"] == "excluded"]
+    assert left_out["event_id"] == fact and MARKER in left_out["text"]
+    assert (history["excluded_by"], history["excluded_reason"]) == (f"owner ({owner_id})", "not confirmed")
+    assert client.delete(f"{sb}/history", headers=owner).status_code == 204
+    assert _holders(home, MARKER) == []
 
 
 def test_an_owner_archive_commits_at_once_and_no_policy_never_waits(tmp_path: Path) -> None:

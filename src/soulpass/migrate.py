@@ -5,7 +5,9 @@ every history copy), read inside the source's exclusive section so it is all of 
 lands through ``Backend.restore`` all at once; the destination is then read back and its digest
 compared with the source's. Derived indexes are not moved: the destination rebuilds them on first
 use. Open sandboxes are not part of an account's plain-file form, so an account with one is refused
-(archive or discard it first) rather than migrated without it.
+(archive or discard it first) rather than migrated without it. A sandbox kept for its history (an
+archive that left items out) is closed and holds nothing the versions need: it stays behind in the
+source, where its history is still read, and the result names it (``kept_behind``).
 """
 
 from __future__ import annotations
@@ -36,10 +38,11 @@ class Migrated:
     bytes: int
     digest: str
     replaced: bool
+    kept_behind: tuple[str, ...] = ()  # sandboxes kept for their history: they stay in the source
 
     def to_dict(self) -> dict[str, Any]:
         return {"account": self.account, "version": self.version, "files": self.files, "bytes": self.bytes,
-                "digest": self.digest, "replaced": self.replaced}
+                "digest": self.digest, "replaced": self.replaced, "kept_behind": list(self.kept_behind)}
 
 
 class _Tally:
@@ -116,4 +119,5 @@ def _move(src: Soulpass, dst: Soulpass, name: str, replace: bool, progress: Prog
                         f"{sent.digest[:12]}): run `soulpass audit` there", account=name)
     if progress is not None:
         progress(name, sent.files)
-    return Migrated(name, version, sent.files, sent.bytes, sent.digest, replaced)
+    kept = tuple(s.sandbox_id for s in store.sandboxes.list() if s.kept)
+    return Migrated(name, version, sent.files, sent.bytes, sent.digest, replaced, kept)

@@ -40,6 +40,10 @@ def migrate_cmd(src: str, dst: str, accounts: tuple[str, ...], replace: bool, as
           [(m.account, m.version, m.files, f"{m.bytes / 1e6:.1f}", m.digest[:16], "yes" if m.replaced else "")
            for m in moved])
     console.print("[green]digests match[/]: every account reads back the same in the destination")
+    for m in moved:
+        if m.kept_behind:
+            console.print(f"{m.account}: {len(m.kept_behind)} sandbox(es) kept for their history stay in the source "
+                          f"({', '.join(m.kept_behind)})")
     console.print(f"API keys: {len(keys.carried)} carried (the accounts' and the admin keys, hashes only)"
                   + (f"; {len(keys.already_there)} already there" if keys.already_there else ""))
 

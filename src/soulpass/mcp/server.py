@@ -28,10 +28,12 @@ from soulpass.mcp.hints import ADDS, ADDS_ONCE, DESTRUCTIVE, DESTRUCTIVE_ONCE, R
 from soulpass.mcp.reads import add_reading_tools, add_resources
 from soulpass.mcp.resources import MemoryServer, add_account_resources, add_prompts
 from soulpass.mcp.sessions import AutoArchive, SessionKeeper
+from soulpass.mcp.tool_roles import KEY_SCOPE_KEY, ToolsForTheRole, key_of
 from soulpass.mcp.tools import ClipboardAction, MemoryTools, RememberWhat
 from soulpass.mcp.tools import import_memories as import_memories_text
 from soulpass.mcp.validation import OneLineErrors
 from soulpass.pool import AccountPool
+from soulpass.server.access import approver
 from soulpass.server.keys import ApiKey, KeyStore
 from soulpass.server.limits import KeyAttempts, RateLimited, ServerLimits
 from soulpass.server.roles import TOOLS, RoleMissing, require
@@ -40,11 +42,11 @@ __all__ = ["ACCOUNT_SCOPE_KEY", "KEY_SCOPE_KEY", "TOOL_NAMES", "build", "build_s
            "run_http", "run_stdio"]
 
 ACCOUNT_SCOPE_KEY = "soulpass.account"
-KEY_SCOPE_KEY = "soulpass.key"  # the request's ApiKey: what its role allows
 TOOL_NAMES = ("rag_search", "remember", "manage_clipboard", "get_context", "create_sandbox", "archive_session",
-              "preview_archive", "discard_session", "memory_log", "export_account", "import_memories", "edit_memory",
-              "memory_history", "forget_memory", "delete_account", "get_memory", "list_memories", "search_memory",
-              "memory_diff", "rollback_memory", "add_journal_entry", "read_identity", "propose_core", "update_profile")
+              "preview_archive", "approve_archive", "discard_session", "memory_log", "export_account",
+              "import_memories", "edit_memory", "memory_history", "forget_memory", "delete_account", "get_memory",
+              "list_memories", "search_memory", "memory_diff", "rollback_memory", "add_journal_entry", "read_identity",
+              "propose_core", "update_profile")
 
 SandboxArg = Annotated[str | None, Field(description="Sandbox id; default: the session the agent works in (the one "
                                                      "it created or named last, else the open 'mcp' session)")]
@@ -95,9 +97,7 @@ def _request_key(context: Context[Any, Any] | None) -> ApiKey | None:
         request = context.request_context.request
     except ValueError:  # no request at all: a call from within this process
         return None
-    scope = request.scope if isinstance(request, HTTPConnection) else None  # as _Caller.who reads it
-    key = scope.get(KEY_SCOPE_KEY) if isinstance(scope, dict) else None
-    return key if isinstance(key, ApiKey) else None
+    return key_of(request)
 
 
 def build(engine: Soulpass, account: str | None = None,
@@ -109,6 +109,7 @@ def build(engine: Soulpass, account: str | None = None,
                           "soulpass/server/roles.py (TOOLS)")
     tools = MemoryTools(AccountPool(engine), policy)
     server: MCPServer = SoulpassMCPServer("soulpass", instructions=INSTRUCTIONS, version=__version__)
+    server.middleware.append(ToolsForTheRole())  # over HTTP, a key is offered only the tools its role may call
     call = _Caller(engine, account)
     _add_memory_tools(server, tools, call)
     _add_session_tools(server, tools, call)
@@ -210,7 +211,8 @@ def _add_memory_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> N
 
 
 def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> None:
-    """Sessions and versions: create_sandbox, archive_session, preview_archive, discard_session, memory_log."""
+    """Sessions and versions: create_sandbox, archive_session, preview_archive, approve_archive,
+    discard_session, memory_log."""
 
     @server.tool(annotations=ADDS)
     def create_sandbox(ctx: Context, name: Annotated[str, Field(description="A label for the session")] = "mcp"
@@ -236,6 +238,20 @@ def _add_session_tools(server: MCPServer, tools: MemoryTools, call: _Caller) -> 
         supersedes, document changes (key: before -> after), the rule and reason of a reject, and
         `review` when the review policy holds it for a person. Writes nothing."""
         result: dict[str, Any] = call(tools.preview_archive, ctx, sandbox_id=sandbox_id)
+        return result
+
+    @server.tool(annotations=ADDS_ONCE)
+    def approve_archive(sandbox_id: Annotated[str, Field(description="The sandbox to approve")], ctx: Context,
+                        exclude: Annotated[list[str] | None, Field(description="Item ids (preview_archive) to leave "
+                                                                               "out")] = None,
+                        reason: Annotated[str | None, Field(description="Why they are left out: kept in the "
+                                                                        "version log")] = None) -> dict[str, Any]:
+        """The owner's approval: archive the sandbox with what the review policy held for a person,
+        except the `exclude`d items. The version log names what was left out, who and why; the
+        sandbox is kept, closed, so what was left out stays readable in its history (an owner's)."""
+        key = _request_key(ctx)
+        by = approver(key) if key is not None else "mcp (local user)"
+        result: dict[str, Any] = call(tools.approve_archive, ctx, sandbox_id, exclude, reason, by=by)
         return result
 
     @server.tool(annotations=DESTRUCTIVE_ONCE)

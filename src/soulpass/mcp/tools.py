@@ -18,7 +18,7 @@ from soulpass.agent import AgentMemory
 from soulpass.agent.types import ClipboardView
 from soulpass.consolidation.clipboard import read_clipboard_items
 from soulpass.consolidation.log_summary import added_counts, refused_counts
-from soulpass.engine import AlreadyArchived, AwaitingReview, Committed, Sandbox, Unchanged
+from soulpass.engine import AlreadyArchived, ArchiveResult, AwaitingReview, Committed, Sandbox, Unchanged
 from soulpass.engine.listing import record_page
 from soulpass.errors import InvalidInput, NotFound
 from soulpass.ids import check_name
@@ -84,21 +84,18 @@ class MemoryTools:
         result = acct.archive(sid, dry_run=dry_run)  # an MCP client is an agent: it never approves
         if not dry_run:
             self.sessions.done(account, sid)
-        if isinstance(result, AlreadyArchived):
-            return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
-        if isinstance(result, AwaitingReview):
-            return {"sandbox_id": sid, "status": "awaiting_review", "version": result.version,
-                    "needs_review": [i.model_dump(mode="json", include={"id", "kind", "action", "text", "review"})
-                                     for i in result.items]}
-        summary = result.plan.summary()
-        if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
-            return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
-                    "duplicates": summary["duplicates"], "rejected": summary["rejected"]}
-        out = {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
-               "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
-               "conflicts": summary["conflicts"]}
-        if isinstance(result, Committed) and result.warning is not None:  # durable; recovery finishes the rest
-            out["warning"] = result.warning
+        return _archived(sid, result)
+
+    def approve_archive(self, account: str, sandbox_id: str, exclude: list[str] | None = None,
+                        reason: str | None = None, *, by: str | None = None) -> dict[str, Any]:
+        """Archive as the owner (``Account.approve``): what the review policy holds is committed too,
+        except ``exclude`` (item ids of ``preview_archive``), which the version entry names with
+        ``by`` and ``reason`` and the kept sandbox's history keeps readable."""
+        result = self.pool.get(account).approve(sandbox_id, exclude=exclude or (), by=by, reason=reason)
+        self.sessions.done(account, sandbox_id)
+        out = _archived(sandbox_id, result)
+        if isinstance(result, Committed) and result.plan.keeps_sandbox:
+            out["excluded"] = sorted(result.plan.exclusion.items)
         return out
 
     def preview_archive(self, account: str, sandbox_id: str | None = None) -> dict[str, Any]:
@@ -307,6 +304,26 @@ class MemoryTools:
         res = export_account(self.pool.engine, account, folder / f"{account}-v{head}.soulpass", history=history,
                              vectors=vectors)
         return asdict(res)
+
+
+def _archived(sid: str, result: ArchiveResult) -> dict[str, Any]:
+    """An archive's outcome as the session tools say it."""
+    if isinstance(result, AlreadyArchived):
+        return {"sandbox_id": sid, "status": "already_archived", "version": result.version}
+    if isinstance(result, AwaitingReview):
+        return {"sandbox_id": sid, "status": "awaiting_review", "version": result.version,
+                "needs_review": [i.model_dump(mode="json", include={"id", "kind", "action", "text", "review"})
+                                 for i in result.items]}
+    summary = result.plan.summary()
+    if isinstance(result, Unchanged):  # nothing to store: no version, HEAD stays
+        return {"sandbox_id": sid, "status": "unchanged", "version": result.version,
+                "duplicates": summary["duplicates"], "rejected": summary["rejected"]}
+    out = {"sandbox_id": sid, "status": "committed" if isinstance(result, Committed) else "planned",
+           "version": summary["version"], "added": summary["added"], "rejected": summary["rejected"],
+           "conflicts": summary["conflicts"]}
+    if isinstance(result, Committed) and result.warning is not None:  # durable; recovery finishes the rest
+        out["warning"] = result.warning
+    return out
 
 
 def _need(value: str | None, field: str) -> str:

@@ -120,6 +120,7 @@ TOOLS: Mapping[str, Needed] = {
     "create_sandbox": "agent",
     "archive_session": "agent",
     "preview_archive": "agent",
+    "approve_archive": "owner",  # approves what the review policy holds, and excludes
     "discard_session": "agent",
     "memory_log": "agent",
     "get_memory": "agent",
