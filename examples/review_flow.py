@@ -6,9 +6,10 @@ On a fresh home whose rules say "the user profile needs review", it sends HTTP r
 REST app (in process: routing, keys, status codes as served) and, as an agent key: opens a
 sandbox, writes a turn, a fact and a profile change, and asks to archive (HTTP 202, awaiting
 review, nothing committed); then as the owner's key: previews the three items, approves all but
-the fact, and checks the turn and the profile are committed, the fact is
-nowhere (records, search, the home's files) and the version entry names the exclusion. Prints one
-line per step; exits 1 at the first wrong answer.
+the fact, and checks the turn and the profile are committed, the fact is nowhere (records,
+search, the home's files) but the sandbox kept for its history, and the version entry names the
+exclusion; last it reads that history (the excluded fact's text, who, why: an owner's, 403 for the
+agent) and deletes it. Prints one line per step; exits 1 at the first wrong answer.
 
 Until keys carry roles (issue 41 item 4), which key is the agent's is given to ``create_app``
 (``may_approve``); with roles, the agent key is made with role ``agent``.
@@ -80,14 +81,27 @@ def flow(http: TestClient, agent: dict[str, str], owner: dict[str, str], home: P
           {"turns": turns, "profile": profile})
     facts = http.get(f"{base}/records", headers=owner, params={"kind": "fact"}).json()["items"]
     hits = http.post(f"{base}/search", headers=owner, json={"query": f"where is the key {MARKER}"}).json()["hits"]
-    files = [str(p) for p in home.rglob("*") if p.is_file() and MARKER.encode() in p.read_bytes()]
-    check(facts == [] and all(MARKER not in h["text"] for h in hits) and files == [],
-          "the fact is nowhere: records, search (full text and vectors), the home's files",
+    files = [p.relative_to(home).as_posix() for p in home.rglob("*")
+             if p.is_file() and MARKER.encode() in p.read_bytes()]
+    kept = [f"accounts/ann/sandboxes/{sid}/session_buffer.jsonl"]
+    check(facts == [] and all(MARKER not in h["text"] for h in hits) and files == kept,
+          "the fact is nowhere (records, search: full text and vectors) but the kept sandbox's history",
           {"facts": facts, "hits": hits, "files": files})
     entry = http.get(f"{base}/versions", headers=owner).json()[-1]
     check(entry.get("excluded", {}).get("items") == [{"id": items["fact"]["id"], "kind": "fact"}]
           and entry["excluded"]["reason"] == "not confirmed", "the version entry names the exclusion",
           entry.get("excluded"))
+
+    check(http.get(f"{sb}/history", headers=agent).status_code == 403, "agent may not read the history: 403", "")
+    history = http.get(f"{sb}/history", headers=owner).json()
+    for e in history["events"]:
+        print(f"    {e['event_id']}  {e['kind']:9}  {e['outcome']:8}  {e['record_id'] or '':16}  {e['text']}")
+    left_out = [e for e in history["events"] if e["outcome"] == "excluded"]
+    check(len(left_out) == 1 and MARKER in left_out[0]["text"] and history["excluded_reason"] == "not confirmed",
+          "the owner reads the excluded fact in the sandbox's history (who, why)", history)
+    gone = http.delete(f"{sb}/history", headers=owner)
+    files = [p for p in home.rglob("*") if p.is_file() and MARKER.encode() in p.read_bytes()]
+    check(gone.status_code == 204 and files == [], "deleting the history leaves the fact nowhere", files)
 
 
 def main() -> int:

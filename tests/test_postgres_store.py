@@ -65,15 +65,37 @@ def test_each_owner_migrates_its_own_tables(url: str) -> None:
 
     sp = soulpass.open(url, embedder="none")
     acct = sp.create_account("ann")
-    assert migrated() == ["0001_store", "0004_store_semantic_hash", "0005_account_deletions"]
+    assert migrated() == ["0001_store", "0004_store_semantic_hash", "0005_account_deletions", "0007_kept_sandboxes"]
     assert key_store(sp).list() == []
     assert migrated() == ["0001_store", "0002_api_keys", "0004_store_semantic_hash", "0005_account_deletions",
-                          "0006_api_key_roles"]
+                          "0006_api_key_roles", "0007_kept_sandboxes"]
     assert acct.search("anything") is not None
     assert migrated() == ["0001_store", "0002_api_keys", "0003_index", "0004_store_semantic_hash",
-                          "0005_account_deletions", "0006_api_key_roles"]
+                          "0005_account_deletions", "0006_api_key_roles", "0007_kept_sandboxes"]
     db = sp.backend.database()
     assert db is not None and db.migrate([]) == []
+
+
+def test_sandboxes_made_before_kept_sandboxes_are_not_kept(url: str) -> None:
+    """Migration 0007_kept_sandboxes on a database whose store predates it: every sandbox row gains
+    ``kept`` false, so an archived one whose removal was pending is still removed by recovery."""
+    import psycopg
+
+    from soulpass.store.postgres.schema import STORE_MIGRATIONS, migrate
+    from soulpass.store.postgres.url import server_url
+
+    before = [m for m in STORE_MIGRATIONS if m.name != "0007_kept_sandboxes"]
+    with psycopg.connect(server_url(url), autocommit=True) as conn:
+        migrate(conn, before)
+        conn.execute("INSERT INTO accounts (name) VALUES ('ann')")
+        conn.execute("INSERT INTO sandboxes (account_id, sandbox_id, name, parent_version, created_at, archived_as) "
+                     "SELECT id, sid, sid, 0, now(), v FROM accounts, (VALUES ('sb_open', NULL::int), ('sb_done', 1)) "
+                     "AS s (sid, v) WHERE name = 'ann'")
+    store = soulpass.open(url, embedder="none").backend.open("ann")
+    meta = store.sandboxes.get("sb_open")
+    assert (meta.archived_as, meta.kept) == (None, False)
+    store.recover()
+    assert [m.sandbox_id for m in store.sandboxes.list()] == ["sb_open"]  # the archived one, not kept, removed
 
 
 def test_accounts_are_isolated(url: str) -> None:

@@ -173,7 +173,17 @@ def test_approve_all_but_the_unticked_commits_the_rest(review: Review) -> None:
     assert [r.text for r in acct.records("turn_user")] == ["We moved to Bergen <script>alert(1)</script>"]
     page = review.client.get("/ui/a/ann/v/2").text
     assert 'id="excluded"' in page and "not sure about Bergen" in page
-    assert 'id="review-badge"' not in review.client.get("/ui/a/ann/sandboxes").text
+    assert f'href="/ui/a/ann/sandboxes/{review.sandbox}" id="excluded-history"' in page
+    listing = review.client.get("/ui/a/ann/sandboxes").text
+    assert 'id="review-badge"' not in listing and "No open sandboxes" in listing
+    assert f'<tr data-kept="{review.sandbox}">' in listing  # kept for its history, linked, never open
+    history = review.client.get(f"/ui/a/ann/sandboxes/{review.sandbox}")
+    assert history.status_code == 200 and 'id="history"' in history.text and "not sure about Bergen" in history.text
+    row = re.search(rf'<tr data-event="{review.ids["bergen"]}" class="awaiting">.*?</tr>', history.text, re.S)
+    assert row and "<del>Ann lives in Bergen</del>" in row.group(0) and "excluded" in row.group(0)
+    turn = re.search(rf'<tr data-event="{review.ids["turn"]}">.*?</tr>', history.text, re.S)
+    assert turn and "&lt;script&gt;" in turn.group(0) and "<script>alert" not in history.text
+    assert "archived" in turn.group(0) and 'href="/ui/a/ann/r/TU_' in turn.group(0)
 
 
 def test_discard_needs_its_box_ticked(review: Review) -> None:

@@ -9,6 +9,7 @@ excluded (and by whom, and why). :func:`delete_sandbox_history` removes it for g
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any, Literal
 
@@ -96,7 +97,8 @@ def _text(event: BufferEvent) -> str:
     for key in ("text", "content", "text_excerpt", "summary"):
         if isinstance(data.get(key), str):
             return str(data[key])
-    return ""
+    # a document change (profile, state, core, clipboard): what it sets, as compact JSON
+    return json.dumps(data.get("data", data), ensure_ascii=False, sort_keys=True, default=str)
 
 
 def sandbox_history(store: AccountBackend, sandbox_id: str) -> SandboxHistory:

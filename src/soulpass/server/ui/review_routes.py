@@ -30,6 +30,7 @@ def sandboxes(request: Request, account: str) -> Response:
     awaiting = review_views.awaiting_review(acct)
     return _page(request, "sandboxes.html", {"key": key, "account": account, "head": acct.head(),
                                              "rows": review_views.sandbox_rows(acct, awaiting),
+                                             "kept": review_views.kept_rows(acct),
                                              "awaiting_review": len(awaiting)})
 
 
@@ -44,7 +45,14 @@ def _review_page(request: Request, key: ApiKey, account: str, acct: Account, san
 
 @router.get("/a/{account}/sandboxes/{sandbox_id}", response_class=HTMLResponse)
 def review(request: Request, account: str, sandbox_id: str) -> Response:
+    """An open sandbox's review page; a kept one's history (an owner's: it shows what was left out)."""
     key, acct = _account(request, account)
+    if review_views.is_kept(acct, sandbox_id):
+        try:
+            h = review_views.history_view(acct, sandbox_id)
+        except SoulpassError as exc:
+            return _error(request, key, account, exc)
+        return _page(request, "history.html", {"key": key, "account": account, "h": h})
     return _review_page(request, key, account, acct, sandbox_id)
 
 

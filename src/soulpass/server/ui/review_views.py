@@ -13,8 +13,8 @@ from soulpass.errors import SoulpassError
 from soulpass.ids import utc_now
 from soulpass.sessions.sandbox import SandboxInfo
 
-__all__ = ["GROUPS", "KEEPS", "RECORD_KINDS", "SHOWN", "age", "awaiting_review", "event_count", "review_view",
-           "sandbox_rows"]
+__all__ = ["GROUPS", "KEEPS", "RECORD_KINDS", "SHOWN", "age", "awaiting_review", "event_count", "history_view",
+           "is_kept", "kept_rows", "review_view", "sandbox_rows"]
 
 
 def age(since: datetime, now: datetime) -> str:
@@ -116,3 +116,26 @@ def review_view(acct: Account, sandbox_id: str, now: datetime | None = None, sho
             "totals": totals, "needs_review": [_item(acct, i, preview.base_version) for i in held[:shown]],
             "needs_review_total": len(held), "conflicts": list(preview.conflicts),
             "offered": [r["id"] for g in groups.values() for r in g if r["keep"]], "head": acct.head()}
+
+
+def kept_rows(acct: Account) -> list[dict[str, Any]]:
+    """The sandboxes kept for their history (their archive left items out), oldest first: name, the
+    version each was archived as. Metadata only: the history itself is an owner's page."""
+    return [{"id": i.sandbox_id, "name": i.name, "archived_as": i.archived_as,
+             "created": i.created_at.isoformat(timespec="seconds")[:19].replace("T", " ")}
+            for i in acct.kept_sandboxes()]
+
+
+def is_kept(acct: Account, sandbox_id: str) -> bool:
+    return any(i.sandbox_id == sandbox_id for i in acct.kept_sandboxes())
+
+
+def history_view(acct: Account, sandbox_id: str) -> dict[str, Any]:
+    """A kept sandbox's history as its page shows it: each event, archived (and the record it
+    became) or excluded (its text), with who excluded and why."""
+    h = acct.sandbox_history(sandbox_id)
+    return {"id": h.sandbox_id, "name": h.name, "parent": h.parent_version, "archived_as": h.archived_as,
+            "by": h.excluded_by or "", "reason": h.excluded_reason or "", "excluded": len(h.excluded),
+            "events": [{"id": e.event_id, "kind": e.kind, "outcome": e.outcome, "record_id": e.record_id or "",
+                        "text": e.text, "at": e.at.isoformat(timespec="seconds")[:19].replace("T", " ")}
+                       for e in h.events]}
