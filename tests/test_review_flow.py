@@ -1,7 +1,8 @@
 """Issue 41 "Done when", over REST: an agent's archive that touches what the review policy holds
 waits (202, nothing committed); the owner previews every item, approves all but the fact, and the
 fact is nowhere (master, log text, catalog, full text, vectors) but the kept sandbox's history (an
-owner's, until deleted) while the version entry names the exclusion. Real parts: the files backend, the FastAPI app, the real embedding model.
+owner's, until deleted) while the version entry names the exclusion. Real parts: the files backend,
+the FastAPI app, the real embedding model.
 
 Until keys carry roles (issue 41 item 4), which key is the agent's is said to ``create_app`` through
 ``may_approve`` (the one seam, ``server.access.may_approve``); with roles the agent key is made with
