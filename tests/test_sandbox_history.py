@@ -114,6 +114,34 @@ def test_a_crash_between_the_commit_and_the_close_leaves_the_history_readable(ho
     assert list(recovered.records("fact")) == []
 
 
+def test_a_write_between_the_commit_point_and_the_marker_is_shown_late_never_lost(home: Any) -> None:
+    """The files backend moves a commit's files into place after its commit point: a crash there
+    leaves the sandbox without its ARCHIVED.json until recovery, and an append in that window is
+    taken. The history shows it ``late`` (never archived, not excluded). PostgreSQL marks the
+    sandbox in the commit's transaction: the append is refused."""
+    acct = _open(home).create_account("ann")
+    sid, fact, _turn = _session(acct)
+
+    def crash(step: str) -> None:
+        if step == "committed":
+            raise _Crash(step)
+
+    with pytest.raises(_Crash):
+        acct.approve(sid, exclude=[fact], by="owner", reason="no", hook=crash)
+    log = acct.store.sandboxes.session_log(sid)
+    late = PendingEvent("turn", {"kind": "turn_user", "text_excerpt": "one more thing", "text": "one more thing"})
+    if isinstance(home, Path):
+        log.append_many([late])
+    else:
+        with pytest.raises(Conflict, match="archived"):
+            log.append_many([late])
+    history = _open(home).account("ann").sandbox_history(sid)
+    outcomes = [(e.outcome, e.text) for e in history.events]
+    assert outcomes[:3] == [("archived", "I moved to Lyon in May"), ("excluded", f"Ann hides a key under {MARKER}"),
+                            ("archived", '{"city": "Lyon"}')]
+    assert outcomes[3:] == ([("late", "one more thing")] if isinstance(home, Path) else [])
+
+
 def test_an_archive_excluding_everything_commits_the_exclusion_and_keeps_the_sandbox(home: Any) -> None:
     acct = _open(home).create_account("ann")
     sb = acct.create_sandbox("chat")
