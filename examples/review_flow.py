@@ -11,8 +11,9 @@ search, the home's files) but the sandbox kept for its history, and the version 
 exclusion; last it reads that history (the excluded fact's text, who, why: an owner's, 403 for the
 agent) and deletes it. Prints one line per step; exits 1 at the first wrong answer.
 
-Until keys carry roles (issue 41 item 4), which key is the agent's is given to ``create_app``
-(``may_approve``); with roles, the agent key is made with role ``agent``.
+The two keys differ by role only: the agent's is made with role ``agent`` (reads, writes to
+sandboxes, archives what needs no review), the owner's with role ``owner`` (also approves and
+excludes, reads and deletes a kept sandbox's history).
 """
 
 from __future__ import annotations
