@@ -78,7 +78,7 @@ __all__ = ["DataSet", "Prepared", "candidates", "check_decomposition", "cross_va
            "decompose", "evaluate", "fit", "main", "matrix_ranked", "objective", "per_category", "prepare",
            "ranked_ids", "self_check", "weights"]
 
-WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_LATE")
+WEIGHTS = ("W_FTS", "W_DENSE", "W_CONTEXT", "W_SESSION", "W_REPLY", "W_LATE")
 FUSION = WEIGHTS  # what the default is fitted on
 K = max(locomo.KS)  # as ``soulpass bench locomo``: the top 20 are asked for (candidate depth 50)
 KINDS = TURN_KINDS
@@ -86,7 +86,7 @@ ROUNDS = 12  # a fit stops earlier when a whole round moves nothing
 STEPS = (-0.3, -0.15, -0.07, 0.07, 0.15, 0.3)
 # The ranking before any fit: the two z-scores added, half the better neighbour's and half the
 # session's best. Fits start here, so no test question has a say in where a fit begins.
-START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5, "W_LATE": 1.0}
+START = {"W_FTS": 1.0, "W_DENSE": 1.0, "W_CONTEXT": 0.5, "W_SESSION": 0.5, "W_REPLY": 0.0, "W_LATE": 1.0}
 MIN_GAIN = 1e-5
 CHECK_PER_CONVERSATION = 3  # questions per conversation compared with the plain search
 ROOT = Path(__file__).resolve().parents[1]
@@ -153,7 +153,8 @@ def ranked_ids(item: Prepared, k: int = K) -> list[str]:
 
 
 # The part of ``rank``'s output that each weight multiplies (W_FTS and W_DENSE share "fused").
-_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session", "W_LATE": "fused"}
+_PART = {"W_FTS": "fused", "W_DENSE": "fused", "W_CONTEXT": "context", "W_SESSION": "session", "W_REPLY": "reply",
+         "W_LATE": "fused"}
 
 
 def decompose(item: Prepared) -> None:

@@ -36,8 +36,12 @@ def acct(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Account:
 
 def test_full_text_and_dense_both_find(acct: Account) -> None:
     hits = acct.search("Biscuit", k=3)
-    assert hits and "Biscuit" in hits[0].text
-    assert hits[0].parts.get("fts_rank") == 1 or hits[0].parts.get("dense_rank") == 1
+    assert hits and "Biscuit" in hits[0].text and "fts" in hits[0].parts and "dense" in hits[0].parts
+    # What the user said comes before the agent's reply about it, whichever retriever ranked which
+    # first: the reply carries the (negative) reply part.
+    assert hits[0].kind == "turn_user" and "reply" not in hits[0].parts
+    reply = next(h for h in hits if h.kind == "turn_llm")
+    assert "Biscuit" in reply.text and reply.parts["reply"] < 0
     # no shared word with the turn: only the dense retriever can find it
     hits = acct.search("canine pet dog", k=3)
     assert "golden retriever" in hits[0].text

@@ -10,26 +10,33 @@ from __future__ import annotations
 import math
 from collections.abc import Collection
 
-__all__ = ["CONTEXT_IN_SESSION", "W_CONTEXT", "W_DENSE", "W_FTS", "W_LATE", "W_SESSION", "CandidateScores",
-           "standardised"]
+from soulpass.ids import PERMANENT_PREFIXES, TEMP_PREFIXES
+
+__all__ = ["CONTEXT_IN_SESSION", "W_CONTEXT", "W_DENSE", "W_FTS", "W_LATE", "W_REPLY", "W_SESSION", "CandidateScores",
+           "is_reply", "standardised"]
 
 # Each retriever's scores are standardised over the candidates (z-scores) and added with weights; a
 # turn is read in its conversation: its better neighbour's score and the best score in its session
-# count too. The four weights are fitted on LoCoMo and BEAM-500K together (benchmarks/retrieval_fit.py,
-# coordinate ascent on R@10 + NDCG/2 from equal weights, rounded): in-sample there; what a
-# leave-one-data-set-out fit finds is in docs/performance.md. Traits of a turn (its speaker named by
-# the query, whether it asks, its length) were tried and removed: fitted on one set they lost on the
-# other, so no weight of theirs was known to carry over.
-W_FTS = 0.553
-W_DENSE = 1.69
-W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
-W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
+# count too, and whether it is an agent's reply (``W_REPLY``). These five weights are fitted on LoCoMo
+# and BEAM-500K together (benchmarks/retrieval_fit.py, coordinate ascent on R@10 + NDCG/2 from equal
+# weights, rounded): in-sample there; the headline, two-fold cross-validation by conversation, is in
+# docs/performance.md. Other traits of a turn (its speaker named by the query, whether it asks, its
+# length) were tried and left out: they moved neither set under cross-validation.
+W_FTS = 0.648
+W_DENSE = 0.973
+W_CONTEXT = 0.413  # x (better neighbour's fused score - the lowest)
+W_SESSION = 0.423  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
 # The optional late-interaction score (soulpass.embed.colbert: MaxSim over token vectors), standardised
 # like the others and added to the fused part; 0 where a search has no late scorer. Fitted alone, the
 # other weights as above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py; its
 # two-fold cross-validation by conversation is in docs/performance.md).
 W_LATE = 1.69
+# An agent's reply (a ``turn_llm``) against what a person said: an assistant's reply elaborates what
+# it answers, and what a memory is asked for is mostly what the user told. Added to a reply's score
+# (negative: a reply ranks below a person's turn that scores up to ~3 z-scores less); 0 for every
+# other kind, so it moves nothing where every turn is a person's.
+W_REPLY = -2.937
 
 _NO_LINKS: tuple[str | None, str | None] = (None, None)
 
@@ -104,21 +111,24 @@ class CandidateScores:
             session = sessions[i]
             if session is not None and s > best_in_session.get(session, floor):
                 best_in_session[session] = s
-        scored: list[tuple[float, str, float, float, float]] = []
+        scored: list[tuple[float, str, float, float, float, float]] = []
         for i in fused:
             session = sessions[i]
             top = best_in_session.get(session, floor) if session is not None else in_context[i]
             fused_part, context_part = W_FTS * zf[i] + W_DENSE * zd[i] + W_LATE * zl[i], W_CONTEXT * context[i]
             session_part = W_SESSION * (top - floor)
-            score = fused_part + context_part + session_part  # the parts' sum, in their order
-            scored.append((-score, i, fused_part, context_part, session_part))
+            reply_part = W_REPLY if is_reply(i) else 0.0
+            score = fused_part + context_part + session_part + reply_part  # the parts' sum, in their order
+            scored.append((-score, i, fused_part, context_part, session_part, reply_part))
         scored.sort()  # best first, ties by id (ids are unique: nothing after them is compared)
         fts, dense_scores = self.fts, self.dense
         fts_rank = _ranks(fts, fused)
         dense_rank = _ranks(dense_scores, fused)
         out = []
-        for negated, i, fused_part, context_part, session_part in scored[:limit]:
+        for negated, i, fused_part, context_part, session_part, reply_part in scored[:limit]:
             parts = {"fused": fused_part, "context": context_part, "session": session_part}
+            if reply_part:
+                parts["reply"] = reply_part
             if i in fts:
                 parts["fts"], parts["fts_rank"] = fts[i], fts_rank[i]
             if i in dense_scores:
@@ -128,6 +138,14 @@ class CandidateScores:
             parts["score"] = -negated
             out.append((i, parts))
         return out
+
+
+_REPLY_PREFIXES = (PERMANENT_PREFIXES["turn_llm"] + "_", TEMP_PREFIXES["turn_llm"])
+
+
+def is_reply(record_id: str) -> bool:
+    """Whether the record is an agent's turn (``turn_llm``): its id says so (``TL_…``, ``tl_temp_…``)."""
+    return record_id.startswith(_REPLY_PREFIXES)
 
 
 def _ranks(scores: dict[str, float], among: Collection[str]) -> dict[str, int]:
