@@ -33,7 +33,7 @@ from soulpass.index.catalog import Filters
 from soulpass.retrieval import Shape
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_ablation import Memo, constants, latency  # noqa: E402
+from plan_ablation import Memo, constants, latency
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "session_units.json"

@@ -54,9 +54,9 @@ HOP_FROM = 3  # the first hits a second query is read from
 HOP_WORDS = 8  # new words at most in a second query
 STANDING_DEPTH = 5  # tagged standing statements looked at per request
 STANDING_MAX = 2  # standing statements lifted per request
-W_TOPIC = 1.0  # x the hit's score in the topic query, scaled to 0..1 over that query's hits
-W_UNIT = 2.0  # x a session unit's score (1: the best session) for the session's best turn
-UNIT_SESSIONS = 5  # session units whose best turns are lifted
+W_TOPIC = 2.0  # x the hit's score in the topic query, scaled to 0..1 over that query's hits
+W_UNIT = 4.0  # x a session unit's score (1: the best session) for the session's best turn
+UNIT_SESSIONS = 8  # session units whose best turns are lifted
 UNIT_TURNS = 1  # turns a session unit points to (its best among the topic query's hits)
 UNIT_SHAPES = (Shape.ORDER, Shape.SUMMARY)  # the shapes whose answer is the topic across sessions
 OWN_TURNS_SHAPES = (Shape.ORDER,)  # in the first person, the topic query reads the user's own turns
@@ -184,7 +184,8 @@ def _units(searcher: Searcher, plan: Plan, filters: Filters | None, extra: Seque
         scope = replace(scope, kinds=(OWN_KIND,))
     found = searcher.search(plan.topic, DEPTH, scope, extra)
     units = session_units(found, UNIT_SESSIONS)
-    return [("topic", W_TOPIC, _scaled(found)), ("unit", W_UNIT, [(t, u.score) for u in units for t in u.turns[:UNIT_TURNS]])]
+    pointed = [(turn, u.score) for u in units for turn in u.turns[:UNIT_TURNS]]
+    return [("topic", W_TOPIC, _scaled(found)), ("unit", W_UNIT, pointed)]
 
 
 def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
