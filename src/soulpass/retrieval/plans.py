@@ -44,7 +44,9 @@ from soulpass.retrieval.words import topic_words
 __all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan"]
 
 # The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
-# they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set.
+# they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set; the
+# units' four (W_TOPIC to UNIT_TURNS) are the best point of a grid on both sets together, in-sample
+# (benchmarks/session_units.py: its two-fold cross-validation by conversation is the headline).
 W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
 PEOPLE = 2  # named people whose own turns are searched
 W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
@@ -54,9 +56,9 @@ HOP_FROM = 3  # the first hits a second query is read from
 HOP_WORDS = 8  # new words at most in a second query
 STANDING_DEPTH = 5  # tagged standing statements looked at per request
 STANDING_MAX = 2  # standing statements lifted per request
-W_TOPIC = 2.0  # x the hit's score in the topic query, scaled to 0..1 over that query's hits
+W_TOPIC = 4.0  # x the hit's score in the topic query, scaled to 0..1 over that query's hits
 W_UNIT = 4.0  # x a session unit's score (1: the best session) for the session's best turn
-UNIT_SESSIONS = 8  # session units whose best turns are lifted
+UNIT_SESSIONS = 3  # session units whose best turns are lifted
 UNIT_TURNS = 1  # turns a session unit points to (its best among the topic query's hits)
 UNIT_SHAPES = (Shape.ORDER, Shape.SUMMARY)  # the shapes whose answer is the topic across sessions
 OWN_TURNS_SHAPES = (Shape.ORDER,)  # in the first person, the topic query reads the user's own turns
