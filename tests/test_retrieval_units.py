@@ -105,3 +105,45 @@ def test_without_units_a_topic_plan_is_the_topic_lift_alone(project: soulpass.Ac
     monkeypatch.setattr(plans, "W_UNIT", 0.0)
     hits = run_plan(Plan(topic="garden"), project.index(), "Summarise the garden", 3, TURNS)
     assert all(h.parts.get("unit", 0.0) == 0.0 for h in hits) and any(h.parts.get("topic", 0.0) > 0 for h in hits)
+
+
+def test_the_units_benchmark_cross_validates_on_the_same_searches(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """``benchmarks/session_units.py`` on two tiny conversations (one per fold): every question is
+    scored, and a grid of one point with the units off is, question by question, the plans without them."""
+    import importlib.util
+    import json
+    import sys
+
+    from soulpass.bench import locomo
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "session_units.py"
+    spec = importlib.util.spec_from_file_location("soulpass_bench_session_units", script)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts benchmarks/ on the path
+    spec.loader.exec_module(bench)
+    texts = ["I planted roses in the garden", "my bike chain broke", "the garden hose leaks", "bike lights"]
+    samples = []
+    for n in range(2):
+        sessions = {}
+        for s in range(2):
+            sessions[f"session_{s + 1}_date_time"] = f"10:00 am on {s + 1} May, 2023"
+            sessions[f"session_{s + 1}"] = [{"speaker": "Ann", "dia_id": f"D{s + 1}:{t + 1}", "text": text}
+                                            for t, text in enumerate(texts[2 * s:2 * s + 2])]
+        qa = [{"question": "In which order did Ann bring up the garden?", "answer": "x",
+               "evidence": ["D1:1", "D2:1"], "category": 1},
+              {"question": "What broke on the bike?", "answer": "x", "evidence": ["D1:2"], "category": 4}]
+        samples.append({"sample_id": f"tiny{n}", "conversation": sessions, "qa": qa})
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps(samples), encoding="utf-8")
+    home = tmp_path / "home"
+    locomo.run(soulpass.open(home, embedder="none"), locomo.load(data))
+    monkeypatch.setattr(bench, "GRID", {"W_TOPIC": (0.0,), "W_UNIT": (0.0,)})
+    out = tmp_path / "units.json"
+    assert bench.main(["--set", "tiny", str(home), str(data), "--json", str(out)]) == 0
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["in_sample"] == {"W_TOPIC": 0.0, "W_UNIT": 0.0} == report["folds"]["A->B"]
+    tiny = report["sets"]["tiny"]
+    assert tiny["plain"]["overall"]["questions"] == tiny["cv"]["overall"]["questions"] == 4
+    assert tiny["cv"]["overall"] == tiny["plans_without_units"]["overall"]
+    assert tiny["cv_vs_plans_without_units"] == {"better": 0, "worse": 0}
