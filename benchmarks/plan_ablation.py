@@ -37,6 +37,7 @@ VARIANTS: dict[str, dict[str, Any]] = {
     "no person": {"W_PERSON": 0.0},
     "no hop": {"W_HOP": 0.0},
     "no standing": {"W_STANDING": 0.0, "STANDING_MAX": 0},
+    "no units": {"W_TOPIC": 0.0, "W_UNIT": 0.0},
 }
 
 
@@ -81,7 +82,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"benchmark": "plan-ablation", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "limit": args.limit, "constants": {n: repr(getattr(plans, n)) for n in
                                                                  ("W_PERSON", "W_HOP", "W_STANDING", "DEPTH",
-                                                                  "STANDING_MAX")},
+                                                                  "STANDING_MAX", "W_TOPIC", "W_UNIT",
+                                                                  "UNIT_SESSIONS", "UNIT_TURNS")},
                               "sets": {}}
     for name, home, data in args.sets:
         sp = soulpass.open(Path(home))

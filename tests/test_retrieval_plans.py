@@ -51,7 +51,10 @@ def test_a_plain_fact_is_the_plain_search_and_other_shapes_get_their_parts() -> 
     assert plan_for(analyse("What kinds of flowers grow in the garden?")) == Plan(hop=True)
     assert plan_for(analyse("Did Ann and Bob both like the garden?", ["Ann", "Bob"])) == Plan(who=("Ann", "Bob"),
                                                                                             hop=True)
-    assert plan_for(analyse("In which order did we discuss the garden and the bike?")).plain
+    ordered = plan_for(analyse("In which order did we discuss the garden and the bike?"))
+    assert ordered == Plan(topic="garden bike", own_turns=True)  # first person: what "we" brought up
+    summary = plan_for(analyse("Summarise what Ann said about the garden"))
+    assert (summary.topic, summary.own_turns) == ("ann garden", False)  # only an order reads the user's own turns
     assert plan_for(analyse("What does Ann grow?", ["Ann", "Bob"])).who == ("Ann",)
     request = plan_for(analyse("What time is our next meeting scheduled for?"))
     assert "meet" in " ".join(request.standing)
@@ -143,7 +146,8 @@ def test_the_ablation_scores_every_variant_on_the_same_searches(tmp_path: Path) 
     bench = locomo.run(soulpass.open(home, embedder="none"), locomo.load(data),
                        searcher=lambda a, q, k: [h.id for h in a.index().search(q, k, turn_kinds)])
     out = tmp_path / "ablation.json"
-    ablation.VARIANTS["all off"] = {"W_PERSON": 0.0, "W_HOP": 0.0, "W_STANDING": 0.0, "STANDING_MAX": 0}
+    ablation.VARIANTS["all off"] = {"W_PERSON": 0.0, "W_HOP": 0.0, "W_STANDING": 0.0, "STANDING_MAX": 0,
+                                    "W_TOPIC": 0.0, "W_UNIT": 0.0}
     try:
         assert ablation.main(["--set", "tiny", str(home), str(data), "--json", str(out)]) == 0
     finally:
@@ -151,7 +155,7 @@ def test_the_ablation_scores_every_variant_on_the_same_searches(tmp_path: Path) 
     report = json.loads(out.read_text(encoding="utf-8"))["sets"]["tiny"]
     assert report["plain"]["overall"] == bench["overall"]
     assert report["all off"]["overall"]["recall@10"] == report["plain"]["overall"]["recall@10"]
-    assert set(report) == {"plain", "plans", "no person", "no hop", "no standing", "all off"}
+    assert set(report) == {"plain", "plans", "no person", "no hop", "no standing", "no units", "all off"}
 
 
 @pytest.mark.parametrize(("query", "k", "field"), [(None, 10, "query"), (b"Caroline", 10, "query"),

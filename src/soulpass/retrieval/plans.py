@@ -10,6 +10,11 @@ adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows 
 - ``hop``: for lists and comparisons, the names and content words of the first hits become a
   second query (a second hop: the answer is spread over turns the question only half names); a hit
   the second query also finds is lifted by how well it scores there;
+- ``topic`` and ``unit``: for an order or a summary, the topic's turns across sessions
+  (``soulpass.retrieval.units``): the question's topic words alone are a second query (``topic``:
+  the user's own turns for a question in the first person about an order: what "I brought up"),
+  and the sessions that query finds best are units that point to their turns: each one's best turn
+  is lifted by how well its session scores (``unit``), so that one session does not fill the top;
 - ``standing``: for a request, the standing instructions or preferences that share a topic with it
   (tagged where they were written, ``soulpass.retrieval.standing``) are brought in and lifted, the
   more of its topics they name the more.
@@ -33,12 +38,15 @@ from soulpass.index.search import Hit, check_search
 from soulpass.retrieval.analysis import QueryAnalysis, Shape, analyse, named_participants
 from soulpass.retrieval.instructions import shared_topics, standing_instructions
 from soulpass.retrieval.standing import STANDING_TAGS
+from soulpass.retrieval.units import session_units, topic_query
 from soulpass.retrieval.words import topic_words
 
 __all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan"]
 
 # The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
-# they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set.
+# they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set; the
+# units' four (W_TOPIC to UNIT_TURNS) are the best point of a grid on both sets together, in-sample
+# (benchmarks/session_units.py: its two-fold cross-validation by conversation is the headline).
 W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
 PEOPLE = 2  # named people whose own turns are searched
 W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
@@ -48,6 +56,13 @@ HOP_FROM = 3  # the first hits a second query is read from
 HOP_WORDS = 8  # new words at most in a second query
 STANDING_DEPTH = 5  # tagged standing statements looked at per request
 STANDING_MAX = 2  # standing statements lifted per request
+W_TOPIC = 4.0  # x the hit's score in the topic query, scaled to 0..1 over that query's hits
+W_UNIT = 4.0  # x a session unit's score (1: the best session) for the session's best turn
+UNIT_SESSIONS = 3  # session units whose best turns are lifted
+UNIT_TURNS = 1  # turns a session unit points to (its best among the topic query's hits)
+UNIT_SHAPES = (Shape.ORDER, Shape.SUMMARY)  # the shapes whose answer is the topic across sessions
+OWN_TURNS_SHAPES = (Shape.ORDER,)  # in the first person, the topic query reads the user's own turns
+OWN_KIND = "turn_user"  # the kind of the user's own turns
 
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 
@@ -66,16 +81,21 @@ class Plan:
     who: tuple[str, ...] = ()  # people whose own turns are lifted
     hop: bool = False  # a second query from the first hits
     standing: tuple[str, ...] = ()  # a request's topics, matched against standing instructions
+    topic: str = ""  # the topic query of an order or a summary, whose sessions are units
+    own_turns: bool = False  # the topic query reads the user's own turns only
 
     @property
     def plain(self) -> bool:
-        return not (self.who or self.hop or self.standing)
+        return not (self.who or self.hop or self.standing or self.topic)
 
 
 def plan_for(analysis: QueryAnalysis) -> Plan:
     """The plan for a question as ``analyse`` read it."""
+    units = analysis.shape in UNIT_SHAPES
     return Plan(who=analysis.who, hop=analysis.shape in (Shape.LIST, Shape.COMPARISON),
-                standing=analysis.topics if analysis.request else ())
+                standing=analysis.topics if analysis.request else (),
+                topic=topic_query(analysis.text) if units else "",
+                own_turns=units and analysis.user and analysis.shape in OWN_TURNS_SHAPES)
 
 
 def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
@@ -125,6 +145,8 @@ def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filter
                                                                                           agent=person), extra))))
     if plan.hop and hits:
         lifts.append(("hop", W_HOP, _second_hop(searcher, query, hits, filters, extra)))
+    if plan.topic:
+        lifts.extend(_units(searcher, plan, filters, extra))
     for name, weight, found in lifts:
         for h, lift in found:
             if h.id not in by_id:
@@ -153,6 +175,19 @@ def _second_hop(searcher: Searcher, query: str, hits: list[Hit], filters: Filter
     if not new:
         return []
     return _scaled(searcher.search(f"{query} {' '.join(new[:HOP_WORDS])}", DEPTH, filters, extra))
+
+
+def _units(searcher: Searcher, plan: Plan, filters: Filters | None, extra: Sequence[CatalogRow],
+           ) -> list[tuple[str, float, list[tuple[Hit, float]]]]:
+    """The ``topic`` lift (the topic query's hits, scaled) and the ``unit`` lift (the ``UNIT_TURNS``
+    best turns of each of the ``UNIT_SESSIONS`` sessions that query finds best, by its session's score)."""
+    scope = filters or Filters()
+    if plan.own_turns and (not scope.kinds or OWN_KIND in scope.kinds):
+        scope = replace(scope, kinds=(OWN_KIND,))
+    found = searcher.search(plan.topic, DEPTH, scope, extra)
+    units = session_units(found, UNIT_SESSIONS)
+    pointed = [(turn, u.score) for u in units for turn in u.turns[:UNIT_TURNS]]
+    return [("topic", W_TOPIC, _scaled(found)), ("unit", W_UNIT, pointed)]
 
 
 def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
