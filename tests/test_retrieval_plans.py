@@ -96,8 +96,16 @@ def test_a_standing_instruction_is_tagged_when_written_and_surfaces_for_the_requ
         # It shares all three of the request's topics (time, meet, schedul): the whole lift.
         assert hits[0].text.startswith("Always use 24-hour") and hits[0].parts["standing"] == plans.W_STANDING
         assert hits[0].score > hits[1].score
-        assert acct.search("What time was the meeting moved to last week?", 3, kinds=["turn_user"])[0].parts.get(
-            "standing") is None  # a question about the past is no request
+        # A question about the past is no request, but the tagged instruction names its topics
+        # (time, meet): it governs it too ("when I ask about meeting schedules").
+        past = acct.search("What time was the meeting moved to last week?", 3, kinds=["turn_user"])
+        governing = next(h for h in past if h.text.startswith("Always use 24-hour"))
+        assert 0 < governing.parts["standing"] < plans.W_STANDING  # it names some of the question's topics
+        assert past[0].text == "The budget review meeting moved to Thursday"  # what answers it comes first
+        # One whose topics no tagged instruction names is the plain search, no part added.
+        other = "Where did I go jogging?"
+        assert [(h.id, h.score) for h in acct.search(other, 3, kinds=["turn_user"])] == [
+            (h.id, h.score) for h in acct.index().search(other, 3, Filters(kinds=("turn_user",)))]
     finally:
         acct.close()
 

@@ -31,7 +31,7 @@ CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session
 # like the others and added to the fused part; 0 where a search has no late scorer. Fitted alone, the
 # other weights as above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py; its
 # two-fold cross-validation by conversation is in docs/performance.md).
-W_LATE = 1.69
+W_LATE = 1.322
 # An agent's reply (a ``turn_llm``) against what a person said: an assistant's reply elaborates what
 # it answers, and what a memory is asked for is mostly what the user told. Added to a reply's score
 # (negative: a reply ranks below a person's turn that scores up to ~3 z-scores less); 0 for every

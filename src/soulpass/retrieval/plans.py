@@ -15,9 +15,10 @@ adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows 
   the user's own turns for a question in the first person about an order: what "I brought up"),
   and the sessions that query finds best are units that point to their turns: each one's best turn
   is lifted by how well its session scores (``unit``), so that one session does not fill the top;
-- ``standing``: for a request, the standing instructions or preferences that share a topic with it
-  (tagged where they were written, ``soulpass.retrieval.standing``) are brought in and lifted, the
-  more of its topics they name the more.
+- ``standing``: for a request, or a question that a tagged instruction names a topic of, the
+  standing instructions or preferences that share a topic with it (tagged where they were written,
+  ``soulpass.retrieval.standing``) are brought in and lifted, the more of its topics they name the
+  more.
 
 Spreading a list's hits over sessions, and taking part of the search's session term off for
 questions that gather, were tried and removed: measured on both public sets they lost
@@ -100,15 +101,25 @@ def plan_for(analysis: QueryAnalysis) -> Plan:
 
 def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
                     extra: Sequence[CatalogRow] = ()) -> list[Hit]:
-    """The search the engine runs (``Account.search``, ``Sandbox.search``): the plain search, and for
-    a request the standing instructions that govern it lifted (the ``standing`` part). The other
-    parts (``person``, ``hop``: :func:`planned_search`) are not in it: measured end to end they
-    doubled a search's time and did not raise recall (docs/retrieval.md)."""
+    """The search the engine runs (``Account.search``, ``Sandbox.search``): the plain search, with
+    the standing instructions that govern the question lifted (the ``standing`` part). A request is
+    governed by those it shares a topic with; any other question by the tagged ones that name one of
+    its topics ("Always include the logs when I ask about matcher failures" governs "What happened
+    when the matcher failed?"), so a question no tagged instruction speaks to costs one small
+    filtered search more. The other parts (``person``, ``hop``, ``units``: :func:`planned_search`)
+    are not in it: measured end to end they doubled a search's time and did not raise recall
+    (docs/retrieval.md)."""
     check_search(query, k)
     analysis = analyse(query)
-    if not analysis.request:
+    if not analysis.topics:
         return searcher.search(query, k, filters, extra)
-    return run_plan(Plan(standing=analysis.topics), searcher, query, k, filters, extra)
+    plan = Plan(standing=analysis.topics)
+    if analysis.request:
+        return run_plan(plan, searcher, query, k, filters, extra)
+    tagged = _tagged(searcher, query, filters, extra)
+    if not any(_shares(h, analysis.topics) for h in tagged):
+        return searcher.search(query, k, filters, extra)
+    return run_plan(plan, searcher, query, k, filters, extra, tagged=tagged)
 
 
 def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
@@ -128,9 +139,10 @@ def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters
 
 
 def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filters | None = None,
-             extra: Sequence[CatalogRow] = (), hits: list[Hit] | None = None) -> list[Hit]:
+             extra: Sequence[CatalogRow] = (), hits: list[Hit] | None = None,
+             tagged: list[Hit] | None = None) -> list[Hit]:
     """The ``k`` best hits for ``query`` under ``plan``; ``hits``: the plain search's best ``DEPTH``
-    (or more) where the caller has them already."""
+    (or more), ``tagged``: the tagged standing statements, where the caller has them already."""
     if plan.plain:
         return hits[:k] if hits is not None else searcher.search(query, k, filters, extra)
     if hits is None:
@@ -153,7 +165,7 @@ def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filter
                 by_id[h.id], score[h.id], parts[h.id] = h, floor, {}
             parts[h.id][name] = max(parts[h.id].get(name, 0.0), weight * lift)
     if plan.standing:
-        for h, share in _standing(searcher, plan.standing, query, hits, filters, extra):
+        for h, share in _standing(searcher, plan.standing, query, hits, filters, extra, tagged):
             if h.id not in by_id:
                 by_id[h.id], score[h.id], parts[h.id] = h, h.score, {}
             parts[h.id]["standing"] = W_STANDING * share
@@ -199,15 +211,28 @@ def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
 
 
 def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: list[Hit],
-              filters: Filters | None, extra: Sequence[CatalogRow]) -> list[tuple[Hit, float]]:
-    """The ``STANDING_MAX`` standing instructions and preferences that govern a request best (those
-    tagged where they were written, and those among the hits), each with the share of the request's
-    topics it names; one that shares none governs nothing."""
-    tagged = searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+              filters: Filters | None, extra: Sequence[CatalogRow], tagged: list[Hit] | None = None,
+              ) -> list[tuple[Hit, float]]:
+    """The ``STANDING_MAX`` standing instructions and preferences that govern a question best (those
+    tagged where they were written: ``tagged`` where the caller searched them already; and those
+    among the hits), each with the share of the question's topics it names; one that shares none
+    governs nothing."""
+    if tagged is None:
+        tagged = _tagged(searcher, query, filters, extra)
     found = []
     for h in {h.id: h for h in [*tagged, *hits]}.values():
-        shared = {t for s in standing_instructions(h.text) for t in shared_topics(s, topics)}
-        if shared:
-            found.append((h, len(shared) / len(topics)))
+        if share := _shares(h, topics):
+            found.append((h, share))
     found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
     return found[:STANDING_MAX]
+
+
+def _tagged(searcher: Searcher, query: str, filters: Filters | None, extra: Sequence[CatalogRow]) -> list[Hit]:
+    """The best ``STANDING_DEPTH`` statements tagged standing where they were written."""
+    return searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+
+
+def _shares(hit: Hit, topics: tuple[str, ...]) -> float:
+    """The share of ``topics`` the standing statements of ``hit`` name (0: it gives none, or names none)."""
+    shared = {t for s in standing_instructions(hit.text) for t in shared_topics(s, topics)}
+    return len(shared) / len(topics) if shared else 0.0

@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The engine's search (``Account.search``: the ranking and the standing lift), cross-validated.
+
+    PYTHONPATH=src python benchmarks/search_cv.py --fit benchmarks/results/retrieval_fit.json \\
+        --set locomo H1 ../shared/bench/locomo10.json --set beam H2 ../shared/bench/beam500k.json \\
+        [--before ROWS_LOCOMO ROWS_BEAM] [--json benchmarks/results/search_cv.json]
+
+``benchmarks/retrieval_fit.py`` fits the ranking weights by two-fold cross-validation by
+conversation over every set together and writes each fold's weights (``cv_pooled.folds``): fitted on
+fold A (the conversations at even positions of each data file), tested on fold B, and back. That
+script scores the plain ranking; this one runs what ``soulpass bench locomo`` runs, the engine's
+search (the standing instructions that govern a question lifted on top), over each fold's
+conversations with the weights fitted on the *other* fold, so no question reported had a say in
+the weights that ranked it. The homes are ones ``soulpass bench locomo`` ingested (as for
+``retrieval_fit.py``); nothing is written there but the index's own catch-up.
+
+Per set: R@1/5/10/20 and NDCG@10 overall and per category, and, with ``--before`` (a ``--rows``
+file of ``soulpass bench locomo`` per set, in ``--set`` order), the paired question-by-question
+change of R@10 against it (better / worse).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import soulpass.index.ranking as ranking
+from soulpass.bench import locomo
+import soulpass
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_JSON = ROOT / "benchmarks" / "results" / "search_cv.json"
+
+
+@contextmanager
+def ranking_weights(values: dict[str, float]) -> Iterator[None]:
+    """``soulpass.index.ranking``'s weights set to ``values`` for a while, restored afterwards."""
+    saved = {name: getattr(ranking, name) for name in values}
+    try:
+        for name, value in values.items():
+            if not name.startswith("W_") or not hasattr(ranking, name):
+                raise SystemExit(f"{name} is no ranking weight of soulpass.index.ranking")
+            setattr(ranking, name, value)
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(ranking, name, value)
+
+
+def fold_weights(fit_json: Path) -> dict[int, dict[str, float]]:
+    """The weights each test fold is ranked with: {0: fitted on fold B, 1: fitted on fold A}."""
+    folds = json.loads(fit_json.read_text(encoding="utf-8"))["cv_pooled"]["folds"]
+    return {1: folds["A->B"]["weights"], 0: folds["B->A"]["weights"]}
+
+
+def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
+    """Every question's row (as ``soulpass bench locomo --rows``), each fold under its weights."""
+    conversations = locomo.load(data)
+    sp = soulpass.open(home)  # the default embedder, no late scorer, no reranker: as ``soulpass bench locomo``
+    rows: list[dict[str, Any]] = []
+    for n, conv in enumerate(conversations):
+        name = locomo.account_name(conv)
+        if name not in sp.accounts():
+            raise SystemExit(f"{home} lacks the account {name}; ingest it first with "
+                             f"`soulpass --home {home} bench locomo --data {data} --out ...`")
+        account = sp.account(name)
+        try:
+            with ranking_weights(weights[n % 2]):
+                found, _ = locomo.evaluate(account, conv)
+        finally:
+            account.close()
+        rows += found
+        print(f"  {data.name}: {conv.sample_id} (fold {'AB'[n % 2]})", file=sys.stderr, flush=True)
+    return rows
+
+
+def paired(rows: Sequence[dict[str, Any]], before: Path) -> dict[str, int]:
+    """R@10 of each question against the same question in ``before`` (a ``--rows`` file)."""
+    old = {(r["conversation"], r["question"]): r for r in map(json.loads, before.read_text(encoding="utf-8").splitlines())}
+
+    def r10(row: dict[str, Any]) -> float:
+        gold = set(row["evidence"])
+        return len(gold & set(row["ranked"][:10])) / len(gold)
+
+    better = worse = 0
+    for row in rows:
+        was = old.get((row["conversation"], row["question"]))
+        if was is None:
+            continue
+        better += r10(row) > r10(was)
+        worse += r10(row) < r10(was)
+    return {"better": better, "worse": worse}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--fit", type=Path, required=True, help="a retrieval_fit.py result JSON (its cv_pooled folds)")
+    parser.add_argument("--set", dest="sets", nargs=3, action="append", required=True,
+                        metavar=("NAME", "HOME", "DATA"), help="a data set, the home it was ingested into, its file")
+    parser.add_argument("--before", nargs="+", type=Path, default=[], help="a --rows file per set, to pair against")
+    parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
+    args = parser.parse_args(argv)
+    if args.before and len(args.before) != len(args.sets):
+        parser.error("give one --before rows file per --set")
+    weights = fold_weights(args.fit)
+    report: dict[str, Any] = {"benchmark": "engine-search-cv", "date": datetime.now(UTC).isoformat(timespec="seconds"),
+                              "fit": str(args.fit), "fold_weights": {"A": weights[0], "B": weights[1]},
+                              "machine": {"python": platform.python_version(), "platform": platform.platform()},
+                              "sets": {}}
+    for n, (name, home, data) in enumerate(args.sets):
+        rows = run_set(Path(home), Path(data), weights)
+        entry = locomo.score(rows)
+        if args.before:
+            entry["paired_r10_vs_before"] = paired(rows, args.before[n])
+        report["sets"][name] = entry
+        o = entry["overall"]
+        print(f"{name}: 2-fold CV R@1 {o['recall@1']} R@5 {o['recall@5']} R@10 {o['recall@10']} "
+              f"R@20 {o['recall@20']} NDCG@10 {o['ndcg@10']}"
+              + (f"; against before {entry['paired_r10_vs_before']}" if args.before else ""))
+        for cat, m in entry["per_category"].items():
+            print(f"  {cat:24} R@10 {m['recall@10']}  NDCG@10 {m['ndcg@10']}  ({m['questions']} q)")
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(report, indent=1) + "\n", encoding="utf-8")
+    print(f"result written to {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
