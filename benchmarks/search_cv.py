@@ -31,9 +31,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import soulpass
 import soulpass.index.ranking as ranking
 from soulpass.bench import locomo
-import soulpass
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "search_cv.json"
@@ -42,11 +42,12 @@ DEFAULT_JSON = ROOT / "benchmarks" / "results" / "search_cv.json"
 @contextmanager
 def ranking_weights(values: dict[str, float]) -> Iterator[None]:
     """``soulpass.index.ranking``'s weights set to ``values`` for a while, restored afterwards."""
-    saved = {name: getattr(ranking, name) for name in values}
+    unknown = [name for name in values if not name.startswith("W_") or name not in vars(ranking)]
+    if unknown:
+        raise SystemExit(f"{', '.join(unknown)}: no ranking weight of soulpass.index.ranking")
+    saved = {name: vars(ranking)[name] for name in values}
     try:
         for name, value in values.items():
-            if not name.startswith("W_") or not hasattr(ranking, name):
-                raise SystemExit(f"{name} is no ranking weight of soulpass.index.ranking")
             setattr(ranking, name, value)
         yield
     finally:
@@ -83,7 +84,8 @@ def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]]) -> lis
 
 def paired(rows: Sequence[dict[str, Any]], before: Path) -> dict[str, int]:
     """R@10 of each question against the same question in ``before`` (a ``--rows`` file)."""
-    old = {(r["conversation"], r["question"]): r for r in map(json.loads, before.read_text(encoding="utf-8").splitlines())}
+    lines = before.read_text(encoding="utf-8").splitlines()
+    old = {(r["conversation"], r["question"]): r for r in map(json.loads, lines)}
 
     def r10(row: dict[str, Any]) -> float:
         gold = set(row["evidence"])

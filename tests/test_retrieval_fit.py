@@ -154,3 +154,45 @@ def _empty_home(tmp_path: Path) -> Path:
     empty = tmp_path / "empty"
     (empty / "accounts").mkdir(parents=True)
     return empty
+
+
+def test_search_cv_ranks_each_fold_with_the_other_folds_weights(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/search_cv.py``: the engine's search over each fold's conversations, under the
+    weights fitted on the other fold (read from a retrieval_fit JSON); the module's weights restored."""
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    spec = importlib.util.spec_from_file_location("soulpass_bench_search_cv", SCRIPT.with_name("search_cv.py"))
+    assert spec is not None and spec.loader is not None
+    cv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cv)
+    data = tmp_path / "tiny.json"
+    data.write_text(json.dumps([_sample(0, "Ann"), _sample(1, "Cara")]), encoding="utf-8")
+    home = tmp_path / "home"
+    conversations = locomo.load(data)
+    locomo.run(soulpass.open(home), conversations)
+    # Fold A's weights (fitted on A, tested on B) rank by full text alone, fold B's by meaning alone.
+    by_text = {"W_FTS": 1.0, "W_DENSE": 0.0, "W_CONTEXT": 0.0, "W_SESSION": 0.0, "W_REPLY": 0.0}
+    by_meaning = {**by_text, "W_FTS": 0.0, "W_DENSE": 1.0}
+    fit_json = tmp_path / "fit.json"
+    fit_json.write_text(json.dumps({"cv_pooled": {"folds": {"A->B": {"weights": by_text},
+                                                            "B->A": {"weights": by_meaning}}}}), encoding="utf-8")
+    before = ranking.W_FTS, ranking.W_DENSE
+    out = tmp_path / "cv.json"
+    assert cv.main(["--fit", str(fit_json), "--set", "tiny", str(home), str(data), "--json", str(out)]) == 0
+    assert before == (ranking.W_FTS, ranking.W_DENSE)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["fold_weights"] == {"A": by_meaning, "B": by_text}  # what each test fold was ranked by
+    # The same searches by hand: conversation 0 (fold A) under fold B's fit, conversation 1 under A's.
+    sp = soulpass.open(home)
+    rows = []
+    for n, weights in ((0, by_meaning), (1, by_text)):
+        account = sp.account(locomo.account_name(conversations[n]))
+        try:
+            with cv.ranking_weights(weights):
+                rows += locomo.evaluate(account, conversations[n])[0]
+        finally:
+            account.close()
+    assert report["sets"]["tiny"] == locomo.score(rows)
+    assert "2-fold CV" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="no ranking weight"), cv.ranking_weights({"W_NOPE": 1.0}):
+        pass

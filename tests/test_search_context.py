@@ -121,6 +121,27 @@ def test_a_record_without_a_vector_is_judged_by_its_full_text() -> None:
     assert order == ["a", "b", "d", "c"]
 
 
+def test_an_agents_reply_ranks_below_what_a_person_said() -> None:
+    """A reply (``TL_…``, ``tl_temp_…``) scoring as a person's turn ranks W_REPLY below it and says so."""
+    user, reply, temp = "TU_20250101_001", "TL_20250101_002", "tl_temp_0a1b2c"
+    assert ranking.is_reply(reply) and ranking.is_reply(temp) and not ranking.is_reply(user)
+    assert not ranking.is_reply("SF_20250101_001") and not ranking.is_reply("tu_temp_0a1b2c")
+    # The reply matches better by both retrievers, by less than the reply weight.
+    scores = CandidateScores({reply: 2.0, user: 1.9, "x": 0.1}, {reply: 0.52, user: 0.5, "x": 0.1})
+    scores.known.update([reply, user, "x"])
+    ranked = scores.rank(dict.fromkeys([reply, user, "x"]), {}, dense=True)
+    parts = dict(ranked)
+    assert ranking.W_REPLY < 0 and [i for i, _ in ranked][:2] == [user, reply]
+    assert parts[reply]["reply"] == ranking.W_REPLY and "reply" not in parts[user]
+    assert parts[reply]["score"] == pytest.approx(parts[reply]["fused"] + parts[reply]["context"]
+                                                  + parts[reply]["session"] + ranking.W_REPLY)
+    # Far enough ahead, it still comes first: a lift of its own, not a filter.
+    far = CandidateScores({reply: 9.0, user: 0.2, "x": 0.1, "y": 0.1, "z": 0.1, "w": 0.0},
+                          {reply: 0.9, user: 0.1, "x": 0.1, "y": 0.1, "z": 0.1, "w": 0.0})
+    far.known.update([reply, user, "x", "y", "z", "w"])
+    assert far.rank(dict.fromkeys(far.known), {}, dense=True)[0][0] == reply
+
+
 DISTRACTORS = [
     "I cooked pasta with garlic for dinner", "The train to Porto was delayed again",
     "We watched a documentary about whales",
