@@ -238,3 +238,24 @@ def test_context_meter_counts_the_project_block() -> None:
     name, count = token_counter()
     assert name in ("all-MiniLM-L6-v2 WordPiece", "chars/4")
     assert count("") == 0 and count("the cat sat on the mat") >= 6
+
+
+def test_bench_reports_the_score_parts_and_runs_the_plans(tmp_path: Path) -> None:
+    """The result names the score parts beyond the hybrid ones that reach a top 10, per question in
+    the rows and counted over questions; --plans searches with every retrieval plan instead."""
+    data = write_data(tmp_path / "chats.json", [beam_sample("b1", "A short reply about the zebrafinch ledger")])
+    home, out, rows_out = tmp_path / "home", tmp_path / "r.json", tmp_path / "rows.jsonl"
+    args = ["--home", str(home), "bench", "locomo", "--data", str(data), "--no-embed", "--rows", str(rows_out)]
+    res = CliRunner().invoke(cli, [*args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    result = json.loads(out.read_text(encoding="utf-8"))
+    rows = [json.loads(line) for line in rows_out.read_text(encoding="utf-8").splitlines()]
+    assert result["search"] == "engine" and all("reply" in r["parts"] for r in rows)  # replies in every top 10
+    assert result["parts"]["reply"] == len(rows) == 3 and not set(result["parts"]) & locomo.BASE_PARTS
+    assert "score parts beyond the hybrid ones" in res.output and "reply 3" in res.output
+    res = CliRunner().invoke(cli, [*args, "--out", str(out), "--reuse", "--plans"])
+    assert res.exit_code == 0, res.output
+    planned = json.loads(out.read_text(encoding="utf-8"))
+    assert planned["search"] == "plans" and planned["parts"]["reply"] == 3
+    # "What is my cat called?" asks for one fact naming nobody: the plans leave it the plain search.
+    assert planned["per_category"] and planned["overall"]["questions"] == 3

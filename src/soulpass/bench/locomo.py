@@ -29,9 +29,12 @@ from soulpass.engine import Account, Soulpass
 from soulpass.errors import InvalidInput
 from soulpass.importers.base import Failure
 from soulpass.importers.locomo import TAG_PREFIX, Conversation, Question, Session, Turn, ingest, load, parse_when, read
+from soulpass.index.catalog import Filters
+from soulpass.index.search import Hit
+from soulpass.retrieval.plans import planned_search
 
-__all__ = ["CATEGORIES", "KS", "TURN_KINDS", "Conversation", "Question", "Session", "Turn", "load", "parse_when",
-           "read", "run"]
+__all__ = ["BASE_PARTS", "CATEGORIES", "KS", "TURN_KINDS", "Conversation", "Question", "Session", "Turn", "load",
+           "parse_when", "planned_searcher", "read", "run"]
 
 KS = (1, 5, 10, 20)
 # LoCoMo's categories (1-5), then BEAM's abilities (11-19).
@@ -84,11 +87,22 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, max(0, math.ceil(q * len(ordered)) - 1))]
 
 
-Searcher = Callable[[Account, str, int], list[str]]
+Searcher = Callable[[Account, str, int], Sequence[str] | Sequence[Hit]]  # ids, or hits with their parts
 
 
-def default_searcher(account: Account, query: str, k: int) -> list[str]:
-    return [h.id for h in account.search(query, k, kinds=TURN_KINDS)]
+def default_searcher(account: Account, query: str, k: int) -> list[Hit]:
+    """The engine's search (``Account.search``: the ranking and the standing part)."""
+    return list(account.search(query, k, kinds=TURN_KINDS))
+
+
+def planned_searcher(account: Account, query: str, k: int) -> list[Hit]:
+    """Every retrieval plan by question shape (``soulpass.retrieval.plans.planned_search``: the
+    person, hop, topic, unit and standing parts), over the account's index."""
+    return planned_search(account.index(), query, k, Filters(kinds=TURN_KINDS))
+
+
+# Score parts every hybrid hit has; any other part in a top 10 is named in the result (``parts``).
+BASE_PARTS = frozenset({"fused", "context", "session", "fts", "fts_rank", "dense", "dense_rank", "score"})
 
 
 def evaluate(account: Account, conv: Conversation, searcher: Searcher = default_searcher,
@@ -100,10 +114,13 @@ def evaluate(account: Account, conv: Conversation, searcher: Searcher = default_
     rows, latencies = [], []
     for q in conv.questions:
         t0 = time.perf_counter()
-        ids = searcher(account, q.text, depth)
+        found = searcher(account, q.text, depth)
         latencies.append((time.perf_counter() - t0) * 1000)
+        ids = [h if isinstance(h, str) else h.id for h in found]
+        parts = sorted({p for h in found[:10] if not isinstance(h, str) for p in h.parts} - BASE_PARTS)
         row: dict[str, Any] = {"conversation": conv.sample_id, "question": q.text, "category": q.category,
-                               "evidence": list(q.evidence), "ranked": [dia.get(i, i) for i in ids]}
+                               "evidence": list(q.evidence), "ranked": [dia.get(i, i) for i in ids],
+                               "parts": parts}
         if meter is not None:
             row["context_tokens"] = meter.tokens(account, ids)
         rows.append(row)
@@ -160,6 +177,7 @@ def run(sp: Soulpass, conversations: Sequence[Conversation], *, reuse: bool = Fa
         "int8_queries": bool(getattr(embedder, "int8_queries", False)),  # the query's arithmetic (MiniLM)
         "late": late.model_id if (late := sp.late()) is not None else None,  # the late-interaction scorer
         **score(tally.rows),
+        "parts": _part_counts(tally.rows),
         "ingest": {"turns": tally.turns_ingested, "seconds": round(tally.ingest_s, 2),
                    "turns_per_s": round(tally.turns_ingested / tally.ingest_s, 1) if tally.ingest_s else None,
                    "index_seconds": round(tally.index_s, 2)},
@@ -175,6 +193,15 @@ def run(sp: Soulpass, conversations: Sequence[Conversation], *, reuse: bool = Fa
         result["rebuild"] = {"queries_with_other_top10": tally.rebuild_mismatches}
     result["_rows"] = tally.rows
     return result
+
+
+def _part_counts(rows: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How many questions have each score part beyond the hybrid ones (``BASE_PARTS``) in their top 10."""
+    counts: dict[str, int] = {}
+    for row in rows:
+        for part in row.get("parts", ()):
+            counts[part] = counts.get(part, 0) + 1
+    return dict(sorted(counts.items()))
 
 
 def _run_one(sp: Soulpass, conv: Conversation, tally: _Tally, *, reuse: bool, check_rebuild: bool,

@@ -38,6 +38,9 @@ def bench() -> None:
 @click.option("--rerank", is_flag=True, help="Re-order the best 30 with the cross-encoder (extra 'rerank').")
 @click.option("--late", is_flag=True,
               help="Score every candidate by late interaction (answerai-colbert-small-v1, extra 'rerank').")
+@click.option("--plans", is_flag=True,
+              help="Search with every retrieval plan by question shape (person, hop, session units, standing), "
+                   "not the engine's search.")
 @click.option("--k-context", type=click.IntRange(min=1), default=10, show_default=True,
               help="Hits whose context block is measured in tokens, per question.")
 @click.option("--no-embed", is_flag=True, help="Full text only: no embedder (fast ingest; no dense half).")
@@ -45,12 +48,15 @@ def bench() -> None:
               help="Also write every question's ranked dialog ids (JSON lines).")
 @click.pass_obj
 def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: bool, check_rebuild: bool,
-                 rerank: bool, late: bool, k_context: int, no_embed: bool, rows_out: Path | None) -> None:
+                 rerank: bool, late: bool, plans: bool, k_context: int, no_embed: bool,
+                 rows_out: Path | None) -> None:
     """Each conversation its own account (sessions as sandboxes); every QA item a query.
 
     Prints and saves Recall@1/5/10/20 and NDCG@10 overall and per category, ingest throughput,
-    search latency p50/p95, the context block's tokens for the top --k-context hits (mean, p50,
-    p95) and the items that could not be ingested (each with the reason; the rest is stored).
+    search latency p50/p95, how many questions have each score part beyond the hybrid ones in their
+    top 10 (reply, standing, late; with --plans person, hop, topic, unit), the context block's
+    tokens for the top --k-context hits (mean, p50, p95) and the items that could not be ingested
+    (each with the reason; the rest is stored).
     """
     conversations, failures = locomo.read(data)
     conversations = conversations[:limit]
@@ -63,8 +69,10 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
             bar.update(task, completed=done, description=f"done {sample_id}")
 
         result = locomo.run(sp, conversations, reuse=reuse, check_rebuild=check_rebuild, progress=progress,
-                            meter=ContextMeter(k_context), failures=failures)
+                            meter=ContextMeter(k_context), failures=failures,
+                            searcher=locomo.planned_searcher if plans else locomo.default_searcher)
     rows = result.pop("_rows")
+    result["search"] = "plans" if plans else "engine"  # planned_search, or Account.search
     atomic_write(out, (json.dumps(result, indent=1) + "\n").encode("utf-8"))
     if rows_out is not None:
         atomic_write(rows_out, "".join(json.dumps(r) + "\n" for r in rows).encode("utf-8"))
@@ -78,6 +86,8 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
                   f"indexing {ing['index_seconds']} s; search latency p50 {lat['p50']} ms, p95 {lat['p95']} ms")
     if result["late"]:
         console.print(f"late interaction: {result['late']} (every hit's 'late' part)")
+    parts = ", ".join(f"{name} {n}" for name, n in result["parts"].items()) or "none"
+    console.print(f"score parts beyond the hybrid ones, questions with one in the top 10: {parts}")
     ctx = result["context_tokens"]
     console.print(f"context block of the top {ctx['k']} hits: mean {ctx['mean']}, p50 {ctx['p50']}, p95 {ctx['p95']} "
                   f"tokens ({ctx['tokenizer']})")
