@@ -324,7 +324,8 @@ def _pooled(tests: Sequence[dict[str, float]]) -> dict[str, float]:
     return {"questions": n, "recall@10": recall, "ndcg@10": ndcg, "objective": objective(recall, ndcg)}
 
 
-def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
+def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False, start: Weights = START,
+                   ) -> dict[str, Any]:
     """Two folds by conversation within one data set."""
     folds: dict[str, Any] = {}
     tests = []
@@ -333,7 +334,7 @@ def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False
             continue
         if log:
             print(f"  {ds.name}: fitting on fold {train_name} ({len(train)} questions)", file=sys.stderr, flush=True)
-        fitted = _rounded(fit([train], START, names=names, log=log)["weights"])  # rounded: the JSON reproduces it
+        fitted = _rounded(fit([train], start, names=names, log=log)["weights"])  # rounded: the JSON reproduces it
         tested = evaluate(test, fitted)
         tests.append(tested)
         folds[f"{train_name}->{test_name}"] = {"weights": fitted, "test": _metrics(tested)}
@@ -341,7 +342,7 @@ def cross_validate(ds: DataSet, names: Sequence[str] = FUSION, log: bool = False
 
 
 def cross_validate_pooled(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False,
-                          ) -> dict[str, Any]:
+                          start: Weights = START) -> dict[str, Any]:
     """Two folds by conversation over every set together (the headline): fit on fold A of all sets,
     test on fold B of each, and the other way round."""
     folds: dict[str, Any] = {}
@@ -354,7 +355,7 @@ def cross_validate_pooled(sets: Sequence[DataSet], names: Sequence[str] = FUSION
         if log:
             print(f"  pooled cv: fitting on fold {label[0]} of every set ({sum(map(len, train))} questions)",
                   file=sys.stderr, flush=True)
-        fitted = _rounded(fit(train, START, names=names, log=log)["weights"])
+        fitted = _rounded(fit(train, start, names=names, log=log)["weights"])
         folds[label] = {"weights": fitted, "test": {}}
         for ds in sets:
             test = ds.fold(1 - train_parity)
@@ -376,28 +377,30 @@ def cross_validate_pooled(sets: Sequence[DataSet], names: Sequence[str] = FUSION
     return out
 
 
-def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False) -> dict[str, Any]:
+def run(sets: Sequence[DataSet], names: Sequence[str] = FUSION, log: bool = False, start: Weights = START,
+        ) -> dict[str, Any]:
     """Per data set: the current weights, cross-validation, leave-one-data-set-out; then a fit on all.
-    Only the weights in ``names`` are fitted; the others stay at ``START``."""
-    out: dict[str, Any] = {"fitted": list(names), "start": {"weights": dict(START)},
+    Only the weights in ``names`` are fitted, from ``start``; the others stay as ``start`` has them."""
+    out: dict[str, Any] = {"fitted": list(names), "start": {"weights": dict(start)},
                            "current": {"weights": current_weights()}, "sets": {}}
     for ds in sets:
-        entry: dict[str, Any] = {"questions": len(ds.items), "start": _metrics(evaluate(ds.items, START)),
-                                 "current": _metrics(evaluate(ds.items)), "cv": cross_validate(ds, names, log)}
+        entry: dict[str, Any] = {"questions": len(ds.items), "start": _metrics(evaluate(ds.items, start)),
+                                 "current": _metrics(evaluate(ds.items)),
+                                 "cv": cross_validate(ds, names, log, start)}
         others = [o.items for o in sets if o is not ds]
         if others:
             if log:
                 print(f"  fitting without {ds.name}", file=sys.stderr, flush=True)
-            lodo = _rounded(fit(others, START, names=names, log=log)["weights"])
+            lodo = _rounded(fit(others, start, names=names, log=log)["weights"])
             entry["lodo"] = {"weights": lodo, "test": _metrics(evaluate(ds.items, lodo)),
                              "per_category": per_category(ds.items, lodo)}
         out["sets"][ds.name] = entry
     if log:
         print("  fitting on all sets", file=sys.stderr, flush=True)
-    fitted = _rounded(fit([ds.items for ds in sets], START, names=names, log=log)["weights"])
+    fitted = _rounded(fit([ds.items for ds in sets], start, names=names, log=log)["weights"])
     out["fit_all"] = {"weights": fitted, "sets": {ds.name: _metrics(evaluate(ds.items, fitted)) for ds in sets},
                       "per_category": {ds.name: per_category(ds.items, fitted) for ds in sets}}
-    out["cv_pooled"] = cross_validate_pooled(sets, names, log)
+    out["cv_pooled"] = cross_validate_pooled(sets, names, log, start)
     return out
 
 
@@ -441,6 +444,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only the first N conversations of the set NAME (over --limit)")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     parser.add_argument("--late", action="store_true", help="searches score candidates by late interaction too")
+    parser.add_argument("--only", nargs="+", choices=WEIGHTS, default=None, metavar="WEIGHT",
+                        help="fit only these weights (from START), the others kept as ranking.py has them")
     args = parser.parse_args(argv)
     limits = {name: int(n) for name, n in args.set_limits}
     sets: list[DataSet] = []
@@ -460,7 +465,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 account.close()
         sets.append(DataSet(name, items))
     t1 = time.perf_counter()
-    result = run(sets, FUSION, log=True)
+    names, start = FUSION, START
+    if args.only:
+        names, start = tuple(args.only), {**current_weights(), **{n: START[n] for n in args.only}}
+    result = run(sets, names, log=True, start=start)
     t2 = time.perf_counter()
     report: dict[str, Any] = {
         "benchmark": "retrieval-weight-fit",

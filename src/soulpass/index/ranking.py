@@ -17,21 +17,22 @@ __all__ = ["CONTEXT_IN_SESSION", "W_CONTEXT", "W_DENSE", "W_FTS", "W_LATE", "W_R
 
 # Each retriever's scores are standardised over the candidates (z-scores) and added with weights; a
 # turn is read in its conversation: its better neighbour's score and the best score in its session
-# count too, and whether it is an agent's reply (``W_REPLY``). These five weights are fitted on LoCoMo
-# and BEAM-500K together (benchmarks/retrieval_fit.py, coordinate ascent on R@10 + NDCG/2 from equal
-# weights, rounded): in-sample there; the headline, two-fold cross-validation by conversation, is in
-# docs/performance.md. Other traits of a turn (its speaker named by the query, whether it asks, its
-# length) were tried and left out: they moved neither set under cross-validation.
-W_FTS = 0.648
-W_DENSE = 0.973
-W_CONTEXT = 0.413  # x (better neighbour's fused score - the lowest)
-W_SESSION = 0.423  # x (best fused-in-context score in the session - the lowest)
+# count too. The four weights are fitted on LoCoMo and BEAM-500K together (benchmarks/retrieval_fit.py,
+# coordinate ascent on R@10 + NDCG/2 from equal weights, rounded): in-sample there. ``W_REPLY`` and
+# ``W_LATE`` were each fitted alone afterwards, the others as they are (``retrieval_fit.py --only``);
+# the headline, two-fold cross-validation by conversation, is in docs/performance.md. Other traits of
+# a turn (its speaker named by the query, whether it asks, its length) were tried and left out: they
+# moved neither set under cross-validation.
+W_FTS = 0.553
+W_DENSE = 1.69
+W_CONTEXT = 0.402  # x (better neighbour's fused score - the lowest)
+W_SESSION = 0.615  # x (best fused-in-context score in the session - the lowest)
 CONTEXT_IN_SESSION = 0.5  # how much of its context a turn brings to its session's best
 # The optional late-interaction score (soulpass.embed.colbert: MaxSim over token vectors), standardised
 # like the others and added to the fused part; 0 where a search has no late scorer. Fitted alone, the
-# other weights as above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py; its
-# two-fold cross-validation by conversation is in docs/performance.md).
-W_LATE = 1.322
+# other weights as below and above, on LoCoMo and BEAM-500K together (benchmarks/late_interaction.py;
+# its two-fold cross-validation by conversation is in docs/performance.md).
+W_LATE = 1.3
 # An agent's reply (a ``turn_llm``) against what a person said: an assistant's reply elaborates what
 # it answers, and what a memory is asked for is mostly what the user told. Added to a reply's score
 # (negative: a reply ranks below a person's turn that scores up to ~3 z-scores less); 0 for every
