@@ -177,8 +177,8 @@ def test_memories_below_the_relevance_floor_stay_out_of_the_block(tmp_path: Path
 
 def test_a_standing_instruction_heads_the_memories_of_a_request_it_governs(tmp_path: Path) -> None:
     """Issue 42 item 4: "always use 24-hour time" given weeks earlier governs "what time is our next
-    meeting?": it comes first among the memories and says what it is; a question about the past
-    ("when did the meeting move?") is no request, and gets no standing instruction."""
+    meeting?": it comes first among the memories and says what it is. It governs a question about the
+    past on its topic too ("where did the meeting move?"); a question it names no topic of gets none."""
     acct = account(tmp_path)
     sb = acct.create_sandbox("earlier")
     sb.add_turn("user", "Always use 24-hour time format when I ask about meeting schedules.")
@@ -191,4 +191,7 @@ def test_a_standing_instruction_heads_the_memories_of_a_request_it_governs(tmp_p
     assert "(standing instruction, turn_user" in memories[1] and "24-hour time format" in memories[1], memories
     past = next(s for s in mem.context("eva", "Where did the meeting move to?", 100_000).sections
                 if s.name == "memories").text
-    assert "standing instruction" not in past, past
+    assert "(standing instruction, turn_user" in past and "big room" in past, past
+    other = next(s for s in mem.context("eva", "Which room is the design team in?", 100_000).sections
+                 if s.name == "memories").text
+    assert "standing instruction" not in other, other

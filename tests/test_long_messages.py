@@ -11,6 +11,7 @@ import pytest
 
 import soulpass
 from soulpass import Committed, InvalidInput, Limits
+from soulpass.index import ranking
 from soulpass.records import TurnLLM
 
 LONG = 350_000
@@ -44,7 +45,11 @@ def test_a_350k_turn_is_stored_found_and_returned_whole(tmp_path: Path) -> None:
     assert isinstance(record, TurnLLM) and record.text_excerpt == body
     assert acct.show(rid).text_excerpt == body
     hits = acct.search("zebrafinch marmalade", 5)
-    assert hits[0].id == rid and hits[0].text == body
+    found = next(h for h in hits if h.id == rid)
+    assert found.text == body and found.parts["fts_rank"] == 1
+    # Of two turns, the reply (the only match) and the user's turn it answers (no match, but its
+    # neighbour is the match) are within a reply's weight: what the user said comes first.
+    assert [h.id for h in hits] == [res.plan.id_map[asked], rid] and found.parts["reply"] == ranking.W_REPLY
     assert res.plan.id_map[asked] != rid
 
 
