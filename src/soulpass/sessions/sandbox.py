@@ -60,16 +60,15 @@ class SandboxInfo:
         """
         self.sandboxes.remove(self.sandbox_id)
 
+    @property
+    def meta(self) -> SandboxMeta:
+        """What the store keeps about the sandbox, without the store."""
+        return SandboxMeta(sandbox_id=self.sandbox_id, name=self.name, account=self.account,
+                           parent_version=self.parent_version, created_at=self.created_at,
+                           archived_as=self.archived_as, kept=self.kept)
+
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "sandbox_id": self.sandbox_id,
-            "name": self.name,
-            "account": self.account,
-            "parent_version": self.parent_version,
-            "created_at": self.created_at.isoformat(),
-            "archived_as": self.archived_as,
-            "kept": self.kept,
-        }
+        return self.meta.to_dict()
 
 
 def _check_label(name: str) -> str:
