@@ -23,6 +23,7 @@ import soulpass
 from postgres_helpers import postgres_url, schema_url
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Catalog, Filters
+from soulpass.index.catalog.query import query_terms
 from soulpass.index.opening import index_database
 from soulpass.store.contract import DatabaseIndex, LocalIndex
 from test_catalog import T0, build_history
@@ -359,3 +360,57 @@ def test_pg_search_scale_smoke(vector_server: str, tmp_path: Path, capsys: pytes
     assert set(result["p95_ratio_postgres_over_files"]) == {"all", "agent=alice", "session", "time 1/13"}
     with psycopg.connect(vector_server) as conn:  # its schema was dropped
         assert not conn.execute("SELECT 1 FROM pg_namespace WHERE nspname LIKE 'sp_load_%'").fetchall()
+
+
+def test_a_filtered_walk_finds_the_nearest_passing_records_in_one_statement(vurl: str) -> None:
+    """``DatabaseDense.nearest`` under a broad filter (a speaker, a tag): the records the HNSW walk
+    returns, checked against the catalog in the same statement, are the exact nearest passing ones
+    (a record's passages count as its own), never one that fails the filter."""
+    from soulpass.index.dense import DatabaseDense
+
+    emb = CountingEmbedder()
+    acct = soulpass.open(vurl, embedder=emb).account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(60):
+        speaker = "eva" if n % 3 == 0 else "bob"
+        sb.write_turn({"kind": "turn_user", "agent": speaker, "tags": ["pets"] if n % 10 == 0 else [],
+                       "text_excerpt": f"note {n} about garden{n % 7} and river{n % 5} with word{n}",
+                       "created_at": T0 + timedelta(minutes=n)})
+    sb.archive()
+    index = acct.index()
+    dense = index.dense
+    assert isinstance(dense, DatabaseDense)
+    query = emb.embed_batch(["garden3 river2 word9"])[0]
+    for filters in (Filters(agent="eva", kinds=("turn_user",)), Filters(tags=("pets",), kinds=("turn_user",))):
+        passing = index.catalog.ids_matching(filters)
+        assert 6 <= len(passing) < 60
+        exact = dense.cosines(query, passing)
+        want = sorted(exact, key=lambda i: (-exact[i], i))[:8]
+        got = dense.nearest(query, 8, filters)
+        assert set(got) <= set(passing)
+        assert [exact[i] for i in got] == pytest.approx([exact[i] for i in want])
+    everyone = dense.nearest(query, 100, Filters(agent="eva", kinds=("turn_user",)))  # more than pass: all of them
+    assert sorted(everyone) == sorted(index.catalog.ids_matching(Filters(agent="eva", kinds=("turn_user",))))
+    acct.close()
+
+
+def test_ranking_by_the_index_equals_ranking_by_reading_the_rows(url: str) -> None:
+    """Full text where every term is ranked finds each term's rows by the GIN index; ranking by
+    reading every matching row scores the same rows the same, under every filter (versions too)."""
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    index = AccountIndex(acct.store)
+    build_history(acct, index.catalog)  # type: ignore[arg-type]
+    catalog = index.catalog
+    compared = 0
+    for query in ("where does alice live", "Paris Berlin cat", "dog adoption travel pets", "eva said hello"):
+        for f in FILTERS:
+            with catalog.db.reading() as conn:  # type: ignore[attr-defined]
+                weights = catalog._weights(conn, query_terms(query))  # type: ignore[attr-defined]
+                by_index = catalog._rank_by_index(conn, weights, f, 20)  # type: ignore[attr-defined]
+                by_scan = catalog._rank_by_scan(conn, weights, weights, f, 20)  # type: ignore[attr-defined]
+            assert [i for i, _ in by_index] == [i for i, _ in by_scan], (query, f)
+            assert [s for _, s in by_index] == pytest.approx([s for _, s in by_scan]), (query, f)
+            assert catalog.fts_search(query, 20, f) == by_index
+            compared += bool(by_index)
+    assert compared >= 10
+    index.close()

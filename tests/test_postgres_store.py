@@ -71,7 +71,8 @@ def test_each_owner_migrates_its_own_tables(url: str) -> None:
                           "0006_api_key_roles", "0007_kept_sandboxes"]
     assert acct.search("anything") is not None
     assert migrated() == ["0001_store", "0002_api_keys", "0003_index", "0004_store_semantic_hash",
-                          "0005_account_deletions", "0006_api_key_roles", "0007_kept_sandboxes"]
+                          "0005_account_deletions", "0006_api_key_roles", "0007_kept_sandboxes",
+                          "0008_index_search_reads"]
     db = sp.backend.database()
     assert db is not None and db.migrate([]) == []
 
@@ -150,3 +151,24 @@ def test_what_jsonb_cannot_hold_is_refused_and_writes_nothing(url: str) -> None:
 def test_a_url_libpq_cannot_take_is_refused_by_name() -> None:
     with pytest.raises(InvalidInput, match=r'me:\*\*\*@.*invalid URI query parameter: "colour"'):
         soulpass.open("postgresql://me:secret@127.0.0.1:5432/test?colour=blue", embedder="none")
+
+
+def test_reads_take_no_transaction_and_a_failed_one_leaves_the_pool_usable(url: str) -> None:
+    """``Database.reading``: each statement on its own (no BEGIN before it, so no transaction is
+    open between two); an error is raised as it is, and the next read or commit works."""
+    import psycopg
+
+    from soulpass.store.postgres.connections import database
+
+    soulpass.open(url, embedder="none").create_account("ann")
+    db = database(url)
+    with db.reading() as conn:
+        conn.execute("SELECT 1")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE  # not INTRANS
+    with pytest.raises(psycopg.errors.UndefinedTable), db.reading() as conn:
+        conn.execute("SELECT * FROM no_such_table")
+    with db.reading() as conn:
+        assert conn.execute("SELECT name FROM accounts").fetchall() == [("ann",)]
+    with db.connection() as conn:  # the pool's connections are transactional again
+        conn.execute("SELECT 1")
+        assert conn.info.transaction_status == psycopg.pq.TransactionStatus.INTRANS

@@ -184,3 +184,28 @@ def test_the_engine_runs_the_plain_search_for_a_question_and_lifts_standing_ones
     assert [(h.id, h.score) for h in friends.search(asked, 5, kinds=["turn_user"])] == [
         (h.id, h.score) for h in index.search(asked, 5, TURNS)]
     assert not any({"person", "hop"} & set(h.parts) for h in friends.search(asked, 5))
+
+
+def test_only_a_statement_tagged_when_written_or_still_in_the_buffer_governs(tmp_path: Path) -> None:
+    """An assistant's "always …" is advice, not the user's rule: untagged, it gets no standing part.
+    A rule the user gives in the open session governs that session's search before it is archived."""
+    acct = soulpass.open(tmp_path, embedder="none").account("me", create=True)
+    try:
+        sb = acct.create_sandbox("advice")
+        advice = "Always double-check the meeting schedule before you send it."
+        sb.write_turn({"kind": "turn_llm", "text_excerpt": advice, "agent": "assistant", "created_at": T0})
+        sb.write_turn({"kind": "turn_user", "text_excerpt": "The meeting schedule moved to noon.",
+                       "agent": "user", "created_at": T0 + timedelta(minutes=1)})
+        assert isinstance(sb.archive(), Committed)
+        hits = acct.search("Can you tell me the meeting schedule?", 5)  # a request: the standing lift runs
+        assert any(h.text.startswith("Always double-check") for h in hits)
+        assert not any("standing" in h.parts for h in hits)
+        open_session = acct.create_sandbox("rules")
+        open_session.write_turn({"kind": "turn_user", "agent": "user", "created_at": T0 + timedelta(days=1),
+                                 "text_excerpt": "Always use 24-hour time when I ask about the meeting schedule."})
+        found = open_session.search("Can you tell me the meeting schedule?", 5)
+        rule = next(h for h in found if h.text.startswith("Always use 24-hour"))
+        assert rule.parts["standing"] > 0
+        open_session.discard()
+    finally:
+        acct.close()

@@ -33,6 +33,10 @@ __all__ = ["DatabaseDense", "DenseScores", "LocalDense"]
 OVERFETCH_MOST = 32
 OVERFETCH_MARGIN = 1.25
 
+# A walk over the database's vectors asks for this many vectors per record wanted (a record's
+# passages are vectors of their own: the walk is asked again, for twice as many, where they fill it).
+WALK_ROWS = 2
+
 TopRecords = Callable[[int], tuple[list[str], bool]]  # n -> the n nearest records, and whether that was all
 
 
@@ -91,11 +95,26 @@ class DatabaseDense:
         self._vectors, self._catalog = vectors, catalog
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str]:
+        if self._vectors.pgvector and _broad(filters):  # the filter checked in the walk: one statement
+            fetch = WALK_ROWS * depth
+            while True:
+                hits, ended = self._vectors.nearest_passing(vector, fetch, filters)
+                nearest = list(passages.best_per_record(hits))
+                if len(nearest) >= depth or ended:
+                    return nearest[:depth]
+                fetch *= 2  # a record's passages filled the walk: ask again, for more
         return _nearest_passing(self._vectors, self._catalog, vector, depth, filters,
                                 lambda n: _top_records(self._vectors, vector, n))
 
     def cosines(self, vector: Any, ids: Sequence[str]) -> dict[str, float]:
         return self._vectors.best_per_record(vector, ids)
+
+
+def _broad(filters: Filters) -> bool:
+    """Whether many rows may pass ``filters`` (a kind, a speaker, a time range), so that the nearest
+    vectors are searched first and checked (not searched among every passing id: a version, a
+    session, an event or a persona)."""
+    return filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id)
 
 
 def _top_records(vectors: VectorIndex, vector: Any, n: int) -> tuple[list[str], bool]:
@@ -107,7 +126,7 @@ def _nearest_passing(vectors: VectorIndex, catalog: SearchCatalog[Any], vector: 
                      top: TopRecords) -> list[str]:
     """The ``depth`` nearest records passing ``filters``: over-fetched and checked where many rows
     may pass, else searched among the passing ids."""
-    if filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id):
+    if _broad(filters):
         # Many rows may pass (a speaker, a time range): ask the vector index for more than needed
         # and check them here, instead of listing every passing id. Each try measures the share
         # that passes; the next asks for enough at that share (at least twice as many), unless

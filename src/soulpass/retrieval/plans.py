@@ -66,6 +66,7 @@ OWN_TURNS_SHAPES = (Shape.ORDER,)  # in the first person, the topic query reads 
 OWN_KIND = "turn_user"  # the kind of the user's own turns
 
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
+_STANDING = frozenset(STANDING_TAGS)
 
 
 class Searcher(Protocol):
@@ -219,9 +220,10 @@ def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: lis
     governs nothing."""
     if tagged is None:
         tagged = _tagged(searcher, query, filters, extra)
+    unconsolidated = {r.id for r in extra}
     found = []
     for h in {h.id: h for h in [*tagged, *hits]}.values():
-        if share := _shares(h, topics):
+        if _may_stand(h, unconsolidated) and (share := _shares(h, topics)):
             found.append((h, share))
     found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
     return found[:STANDING_MAX]
@@ -230,6 +232,13 @@ def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: lis
 def _tagged(searcher: Searcher, query: str, filters: Filters | None, extra: Sequence[CatalogRow]) -> list[Hit]:
     """The best ``STANDING_DEPTH`` statements tagged standing where they were written."""
     return searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+
+
+def _may_stand(hit: Hit, unconsolidated: set[str]) -> bool:
+    """Whether ``hit`` may give a standing statement: it was tagged as one when it was consolidated,
+    or it is not consolidated yet (a sandbox's buffer), so it is read as written. Any other hit (an
+    untagged turn, an assistant's reply) gives none, and is not read again at each search."""
+    return hit.id in unconsolidated or (hit.row is not None and not _STANDING.isdisjoint(hit.row.tags))
 
 
 def _shares(hit: Hit, topics: tuple[str, ...]) -> float:

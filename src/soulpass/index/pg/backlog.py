@@ -42,7 +42,7 @@ class PgBacklog:
 
     def _mark(self) -> tuple[int, str]:
         generation = self.catalog.generation()
-        with self.catalog.db.connection() as conn:
+        with self.catalog.db.reading() as conn:
             got = conn.execute("SELECT generation, after_version, after_id FROM index_embedded"
                                " WHERE account_id = %s AND model = %s", (self.catalog.account, self.key)).fetchone()
         if got is None or int(got[0]) != generation:

@@ -43,6 +43,10 @@ _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _COPY_BATCH = 5_000
 _IDF_CACHE = 4_096  # terms whose document frequency a handle remembers
 DF_CAP = 500  # document frequencies are counted up to here (see ``PgCatalog._weights``)
+# A row's full-text vector copied once for the score's one match per term: read from the table, a
+# long turn's vector is TOASTed and every ``c.tsv @@ term`` decompresses it again. The filters
+# come before the match in each WHERE, so the cheap ones (kind, tags) rule a row out first.
+_READ_ONCE = "c.tsv || ''::tsvector AS tsv"
 RANKED_ROWS = 5_000  # the most matching rows a full-text search ranks (see ``fts_search``)
 RECOUNT_S = 60.0  # rows in force (the IDFs' N) past SMALL_ACCOUNT are counted again at most this often
 SMALL_ACCOUNT = 10_000
@@ -189,18 +193,18 @@ class PgCatalog:
 
     def born(self) -> str | None:
         """What tells this index from one made after it was dropped (None: dropped, not made again)."""
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             row = conn.execute("SELECT born FROM index_state WHERE account_id = %s", (self.account,)).fetchone()
         return None if row is None else str(row[0])
 
     def version(self) -> int:
         """The store version this catalog reflects."""
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return self._state(conn)[0]
 
     def generation(self) -> int:
         """How many times the catalog was rebuilt (the embedding backlog starts again after one)."""
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return self._state(conn)[2]
 
     def status(self) -> CatalogStatus:
@@ -312,7 +316,9 @@ class PgCatalog:
     def fts_search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[tuple[str, float]]:
         """The ``k`` best rows for free text, best first, as ``(id, score)``; ties by id.
 
-        Every matching row is ranked while the terms match at most ``RANKED_ROWS`` rows in all. Past
+        Every matching row is ranked while the terms match at most ``RANKED_ROWS`` rows in all: each
+        term's rows found by the GIN index, their weights summed, and only the vector of a row that
+        matched read (for its length). Past
         that (common words at scale), the rows ranked are those matching the rarest terms, up to
         ``RANKED_ROWS`` (when every term is that common, the first ``RANKED_ROWS`` rows found): a
         row that matches only the commonest terms may be missed here, and is still found by dense
@@ -322,8 +328,7 @@ class PgCatalog:
         terms = query_terms(query)
         if not terms or k == 0:
             return []
-        where, params = filter_sql(filters or Filters())
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             weights = self._weights(conn, terms)
             if not weights:
                 return []
@@ -334,13 +339,38 @@ class PgCatalog:
                     break
                 ranked.append(w)
                 seen += w[2]
-            score, score_params = self._score_sql(weights)
-            # The inner LIMIT never cuts while the ranked terms match at most RANKED_ROWS rows; when
-            # even the rarest term is commoner (every term common), it bounds the work.
-            rows = conn.execute(
-                f"SELECT c.id, {score} AS s FROM (SELECT * FROM index_rows AS c WHERE c.account_id = %s"
-                f" AND c.tsv @@ to_tsquery('english', %s) AND {where} LIMIT %s) AS c ORDER BY s DESC, c.id LIMIT %s",
-                (*score_params, self.account, self._match(ranked), *params, RANKED_ROWS, k)).fetchall()
+            if len(ranked) == len(weights):  # every term ranked: each one's rows found by the index
+                return self._rank_by_index(conn, weights, filters or Filters(), k)
+            return self._rank_by_scan(conn, weights, ranked, filters or Filters(), k)
+
+    def _rank_by_index(self, conn: Any, weights: list[tuple[str, float, int]], filters: Filters,
+                       k: int) -> list[tuple[str, float]]:
+        """The ``k`` best rows matching any term: each term's rows found by the GIN index and its
+        weight summed per row, then only a matching row's vector read (for its length)."""
+        where, params = filter_sql(filters)
+        where_r, params_r = filter_sql(filters, "r")
+        rows = conn.execute(
+            "SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id, sum(t.idf) AS w"
+            " FROM unnest(%s::text[], %s::float8[]) AS t(term, idf) JOIN index_rows AS c"
+            f" ON c.tsv @@ plainto_tsquery('english', t.term) WHERE c.account_id = %s AND {where} GROUP BY c.id) AS m"
+            f" JOIN index_rows AS r ON r.account_id = %s AND r.id = m.id AND {where_r} ORDER BY s DESC, m.id LIMIT %s",
+            ([t for t, _, _ in weights], [idf for _, idf, _ in weights], self.account, *params, self.account,
+             *params_r, k)).fetchall()
+        return [(rid, float(s)) for rid, s in rows]
+
+    def _rank_by_scan(self, conn: Any, weights: list[tuple[str, float, int]], ranked: list[tuple[str, float, int]],
+                      filters: Filters, k: int) -> list[tuple[str, float]]:
+        """The ``k`` best of the rows (up to ``RANKED_ROWS``) matching a ``ranked`` term, each scored
+        by every term of ``weights``: the rows read in turn, each one's vector once."""
+        where, params = filter_sql(filters)
+        score, score_params = self._score_sql(weights)
+        # The inner LIMIT never cuts while the ranked terms match at most RANKED_ROWS rows; when
+        # even the rarest term is commoner (every term common), it bounds the work.
+        rows = conn.execute(
+            f"SELECT c.id, {score} AS s FROM (SELECT c.id, {_READ_ONCE} FROM index_rows AS c"
+            f" WHERE c.account_id = %s AND {where} AND c.tsv @@ to_tsquery('english', %s) LIMIT %s) AS c"
+            " ORDER BY s DESC, c.id LIMIT %s",
+            (*score_params, self.account, *params, self._match(ranked), RANKED_ROWS, k)).fetchall()
         return [(rid, float(s)) for rid, s in rows]
 
     def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
@@ -350,15 +380,15 @@ class PgCatalog:
         if not terms or not wanted:
             return {}
         where, params = filter_sql(filters or Filters())
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             weights = self._weights(conn, terms)
             if not weights:
                 return {}
             score, score_params = self._score_sql(weights)
             rows = conn.execute(
-                f"SELECT c.id, {score} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
-                f" AND c.tsv @@ to_tsquery('english', %s) AND {where}",
-                (*score_params, self.account, wanted, self._match(weights), *params)).fetchall()
+                f"SELECT c.id, {score} FROM (SELECT c.id, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
+                f" AND c.id = ANY(%s) AND {where} AND c.tsv @@ to_tsquery('english', %s) OFFSET 0) AS c",
+                (*score_params, self.account, wanted, *params, self._match(weights))).fetchall()
         return {rid: float(s) for rid, s in rows}
 
     # --- lookups -------------------------------------------------------------------------
@@ -368,7 +398,7 @@ class PgCatalog:
         if not wanted:
             return set()
         where, params = filter_sql(filters or Filters())
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return {rid for (rid,) in conn.execute(
                 f"SELECT c.id FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s) AND {where}",
                 (self.account, wanted, *params))}
@@ -382,7 +412,7 @@ class PgCatalog:
             return {}
         select, own, params, own_params = neighbour_sql(filters, kinds, "index_rows", postgres=True)
         sql = f"SELECT {select} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s) AND {own}"
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             found = conn.execute(sql, (*params, self.account, wanted, *own_params)).fetchall()
         return {rid: (before, after) for rid, before, after in found}
 
@@ -392,7 +422,7 @@ class PgCatalog:
         if as_of_version is not None:
             sql += " AND c.version <= %s AND (c.replaced_at IS NULL OR c.replaced_at > %s)"
             params += [as_of_version, as_of_version]
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return list(conn.execute(sql + " ORDER BY c.id, c.version", params).fetchall())
 
     def get(self, ids: Iterable[str], as_of_version: int | None = None) -> list[CatalogRow]:
@@ -411,7 +441,7 @@ class PgCatalog:
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         where, params = filter_sql(filters or Filters())
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return [rid for (rid,) in conn.execute(
                 f"SELECT c.id FROM index_rows AS c WHERE c.account_id = %s AND {where} ORDER BY c.id",
                 (self.account, *params))]
@@ -428,7 +458,7 @@ class PgCatalog:
         if not wanted:
             return []
         where, params = filter_sql(filters or Filters())
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             fetched = conn.execute(
                 f"SELECT {_SELECT} FROM index_rows AS c WHERE c.account_id = %s AND c.semantic_hash = ANY(%s)"
                 f" AND {where} ORDER BY c.event_us, c.id", (self.account, wanted, *params)).fetchall()
@@ -448,7 +478,7 @@ class PgCatalog:
     def rows_after(self, kinds: Sequence[str], after: tuple[int, str], limit: int) -> list[CatalogRow]:
         """Rows in force of ``kinds`` with text, after ``(version, id)`` in that order (the embedding
         backlog's walk)."""
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             fetched = conn.execute(
                 f"SELECT {_SELECT} FROM index_rows AS c WHERE c.account_id = %s AND (c.version, c.id) > (%s, %s)"
                 " AND c.valid_to IS NULL AND c.kind = ANY(%s) AND c.text <> '' ORDER BY c.version, c.id LIMIT %s",
@@ -456,7 +486,7 @@ class PgCatalog:
         return [_row(values) for values in fetched]
 
     def count_after(self, kinds: Sequence[str], after: tuple[int, str]) -> int:
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return int(conn.execute(
                 "SELECT count(*) FROM index_rows AS c WHERE c.account_id = %s AND (c.version, c.id) > (%s, %s)"
                 " AND c.valid_to IS NULL AND c.kind = ANY(%s) AND c.text <> ''",

@@ -19,6 +19,7 @@ import itertools
 import logging
 import shutil
 import threading
+import weakref
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,9 @@ import numpy as np
 import numpy.typing as npt
 
 from soulpass.errors import InvalidInput
+from soulpass.index.catalog.query import Filters
 from soulpass.index.passages import best_in_array, passage_id, record_of
+from soulpass.index.pg.catalog import filter_sql
 from soulpass.store.contract import Database
 from soulpass.store.fsio import atomic_write, dump_json, load_json
 from soulpass.vectors import SharedIndex, model_tag, open_vector_index
@@ -104,6 +107,7 @@ class PgVectors:
         self._local: SharedIndex | None = None
         self._local_folder = local_folder
         self._ann = False  # the HNSW index is known to exist
+        self._walking: weakref.WeakSet[Any] = weakref.WeakSet()  # pooled connections set for filtered walks
         self._ensure_table(model_id)
         if not self.pgvector:
             self._local = open_vector_index(local_folder, model_id=model_id, dim=dim, backend="hnsw")
@@ -194,7 +198,7 @@ class PgVectors:
         """How many passage vectors each record has (those it has any of)."""
         if not ids:
             return {}
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return {rid: int(n) for rid, n in conn.execute(
                 f"SELECT record, count(*) FROM {self.table} WHERE account_id = %s AND record = ANY(%s)"
                 " AND id <> record AND embedding IS NOT NULL GROUP BY record", (self.account, list(ids)))}
@@ -209,19 +213,19 @@ class PgVectors:
             of = {rid: tuple(passage_id(rid, n) for n in range(k)) for rid, k in self.passage_counts(records).items()}
             wanted = [*records, *itertools.chain.from_iterable(of.values())]
             return best_in_array(records, of, self._local.cosine_array(vector, wanted))
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return {rid: float(best) for rid, best in conn.execute(
                 f"SELECT record, max(-(embedding {self._ip} %s::{self._vector})) FROM {self.table}"
                 " WHERE account_id = %s AND record = ANY(%s) AND embedding IS NOT NULL GROUP BY record",
                 (_literal(unit_query(vector, self.dim)), self.account, list(records)))}
 
     def passages_total(self) -> int:
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return int(conn.execute(f"SELECT count(*) FROM {self.table} WHERE account_id = %s AND id <> record"
                                     " AND embedding IS NOT NULL", (self.account,)).fetchone()[0])
 
     def count(self) -> int:
-        with self.db.connection() as conn:
+        with self.db.reading() as conn:
             return int(conn.execute(f"SELECT count(*) FROM {self.table} WHERE account_id = %s"
                                     " AND embedding IS NOT NULL", (self.account,)).fetchone()[0])
 
@@ -236,17 +240,17 @@ class PgVectors:
             return self._local.search(query, k, allowed)
         literal = _literal(query)
         exact = allowed is not None and len(allowed) <= EXACT_AMONG
-        if not exact:
-            self._ensure_ann()  # on its own connection: none held idle meanwhile
-        with self.db.connection() as conn, conn.transaction():
-            if exact:
-                assert allowed is not None
+        if exact:
+            assert allowed is not None
+            with self.db.reading() as conn:
                 # OFFSET 0 keeps the planner from walking the HNSW graph for a handful of rows.
                 rows = conn.execute(
                     f"SELECT id, d FROM (SELECT id, embedding {self._ip} %s::{self._vector} AS d FROM {self.table}"
                     " WHERE account_id = %s AND id = ANY(%s) AND embedding IS NOT NULL OFFSET 0) AS s"
                     " ORDER BY d, id LIMIT %s", (literal, self.account, list(allowed), k)).fetchall()
-                return [(rid, -float(d)) for rid, d in rows]
+            return [(rid, -float(d)) for rid, d in rows]
+        self._ensure_ann()  # on its own connection: none held idle meanwhile
+        with self.db.connection() as conn, conn.transaction():  # the SET LOCALs hold for this walk
             conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(EF_SEARCH, k), 1000)};"  # its ceiling
                          " SET LOCAL hnsw.iterative_scan = relaxed_order")
             wanted = set(allowed) if allowed is not None else None
@@ -261,6 +265,30 @@ class PgVectors:
                 fetch *= 4
         found.sort(key=lambda hit: (-hit[1], hit[0]))  # relaxed order: the graph's walk is nearly sorted
         return found[:k]
+
+    def nearest_passing(self, vector: npt.ArrayLike, n: int, filters: Filters) -> tuple[list[tuple[str, float]], bool]:
+        """The ``n`` vectors nearest ``vector`` (records' own and passages') whose record has a catalog
+        row passing ``filters``, best first, and whether that was every one there is: one statement,
+        the HNSW walk going on while rows fail the filter (``hnsw.iterative_scan``), where the vectors
+        are in the database (pgvector); ``filters`` a broad one (no version, session or event: those
+        are searched among the ids that pass, ``search(allowed=...)``)."""
+        if not self.pgvector:
+            raise InvalidInput("a filtered walk needs the vectors in the database (pgvector)", table=self.table)
+        if type(n) is not int or n < 1:
+            raise InvalidInput(f"n must be a positive integer, not {n!r}", field="n")
+        where, params = filter_sql(filters)
+        self._ensure_ann()
+        with self.db.reading() as conn:
+            if conn not in self._walking:  # once per pooled connection: the walk goes on past ef_search
+                conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}; SET hnsw.iterative_scan = relaxed_order")
+                self._walking.add(conn)
+            rows = conn.execute(
+                f"SELECT v.id, v.embedding {self._ip} %s::{self._vector} AS d FROM {self.table} AS v"
+                " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
+                f" AND c.id = v.record AND {where}) ORDER BY d LIMIT %s",
+                (_literal(unit_query(vector, self.dim)), self.account, *params, n)).fetchall()
+        found = sorted(((rid, -float(d)) for rid, d in rows), key=lambda hit: (-hit[1], hit[0]))
+        return found, len(rows) < n
 
     def _ensure_ann(self) -> None:
         """Build the HNSW index if the table has none yet: at the first search, not at the table's

@@ -69,7 +69,7 @@ class PostgresAccount:
         return self._sandboxes
 
     def head(self) -> int:
-        with self._db.connection() as conn:
+        with self._db.reading() as conn:
             row = conn.execute("SELECT head FROM accounts WHERE id = %s", (self._id,)).fetchone()
         if row is None:
             raise NotFound(f"account {self._name!r} no longer exists", account=self._name)

@@ -79,9 +79,9 @@ CREATE TABLE session_events (
 );
 """
 
-# The store's own tables. The index's (soulpass.index.pg.schema: 0003_index) and the server's
-# keys (soulpass.server.pg_keys: 0002_api_keys) are migrated by their owners, through the same
-# runner (Database.migrate), and recorded in the same table.
+# The store's own tables. The index's (soulpass.index.pg.schema: 0003_index,
+# 0008_index_search_reads) and the server's keys (soulpass.server.pg_keys: 0002_api_keys) are
+# migrated by their owners, through the same runner (Database.migrate), and recorded in the same table.
 # Journal dedupe (Snapshot.with_semantic_hash) finds an account's entries by semantic hash at every
 # archive that holds an entry: an index lookup instead of reading the journal's rows.
 _SEMANTIC_HASH = """
