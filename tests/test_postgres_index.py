@@ -414,3 +414,40 @@ def test_ranking_by_the_index_equals_ranking_by_reading_the_rows(url: str) -> No
             compared += bool(by_index)
     assert compared >= 10
     index.close()
+
+
+def test_draining_all_writes_each_batch_in_order_while_the_next_is_embedded(url: str) -> None:
+    """``PgBacklog.drain_all``: every row embedded once, progress to the end; a write that fails
+    stops the drain with its error, the mark past the batches written and not past the one that
+    failed, so the next drain embeds only what has no vector."""
+    emb = CountingEmbedder()
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(30):
+        sb.add_turn("user", f"line {n} about pears")
+    sb.archive()
+    index = AccountIndex(acct.store, emb, embed_inline=False)
+    index.catch_up()
+    backlog = index.backlog
+    assert backlog is not None and backlog.pending() == 30
+    real = backlog.vectors.upsert  # type: ignore[union-attr]
+    calls: list[int] = []
+
+    def second_fails(ids: Any, vectors: Any, sources: Any = None) -> None:
+        calls.append(len(ids))
+        if len(calls) == 2:
+            raise OSError("disk gone")
+        real(ids, vectors, sources=sources)
+
+    backlog.vectors.upsert = second_fails  # type: ignore[union-attr,method-assign]
+    with pytest.raises(OSError, match="disk gone"):
+        backlog.drain_all(emb.embed_batch, 7)
+    assert backlog.pending() == 23  # the first batch's vectors and mark are in; the second's are not
+    backlog.vectors.upsert = real  # type: ignore[union-attr,method-assign]
+    emb.texts.clear()
+    seen: list[tuple[int, int]] = []
+    assert backlog.drain_all(emb.embed_batch, 7, progress=lambda done, total: seen.append((done, total))) == 23
+    assert sorted(emb.texts) == sorted(f"user: line {n} about pears" for n in range(7, 30))  # none again
+    assert seen[-1] == (23, 23) and [d for d, _ in seen] == sorted(d for d, _ in seen)
+    assert backlog.pending() == 0 and index.vectors is not None and index.vectors.count() == 30
+    index.close()
