@@ -286,16 +286,24 @@ def test_index_is_shared_between_handles_and_embedded_once(vurl: str, tmp_path: 
     assert status.vectors == 30 and status.pending_embeddings == 0
 
 
-def test_a_drain_that_dies_after_writing_vectors_does_not_embed_again(vurl: str) -> None:
+def not_embedded(url: str, lines: list[str]) -> tuple[CountingEmbedder, AccountIndex]:
+    """An account whose user said ``lines`` (one archive), indexed with nothing embedded yet: its
+    counting embedder and its index, every line in the embedding backlog."""
     emb = CountingEmbedder()
-    acct = soulpass.open(vurl, embedder="none").account("alice", create=True)
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
     sb = acct.create_sandbox("s1")
-    for n in range(10):
-        sb.add_turn("user", f"line {n} about apples")
+    for line in lines:
+        sb.add_turn("user", line)
     sb.archive()
     index = AccountIndex(acct.store, emb, embed_inline=False)
     index.catch_up()
-    assert index.backlog is not None and index.backlog.pending() == 10
+    assert index.backlog is not None and index.backlog.pending() == len(lines)
+    return emb, index
+
+
+def test_a_drain_that_dies_after_writing_vectors_does_not_embed_again(vurl: str) -> None:
+    emb, index = not_embedded(vurl, [f"line {n} about apples" for n in range(10)])
+    assert index.backlog is not None
     real = index.backlog._move_mark  # type: ignore[union-attr]
 
     def dies(mark: Any) -> None:
@@ -420,16 +428,9 @@ def test_draining_all_writes_each_batch_in_order_while_the_next_is_embedded(url:
     """``PgBacklog.drain_all``: every row embedded once, progress to the end; a write that fails
     stops the drain with its error, the mark past the batches written and not past the one that
     failed, so the next drain embeds only what has no vector."""
-    emb = CountingEmbedder()
-    acct = soulpass.open(url, embedder="none").account("alice", create=True)
-    sb = acct.create_sandbox("s1")
-    for n in range(30):
-        sb.add_turn("user", f"line {n} about pears")
-    sb.archive()
-    index = AccountIndex(acct.store, emb, embed_inline=False)
-    index.catch_up()
+    emb, index = not_embedded(url, [f"line {n} about pears" for n in range(30)])
     backlog = index.backlog
-    assert backlog is not None and backlog.pending() == 30
+    assert backlog is not None
     real = backlog.vectors.upsert  # type: ignore[union-attr]
     calls: list[int] = []
 
