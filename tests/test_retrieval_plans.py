@@ -93,9 +93,14 @@ def test_a_standing_instruction_is_tagged_when_written_and_surfaces_for_the_requ
         assert "standing:instruction" in tagged["Always use 24-hour time format when I ask about meeting schedules."]
         assert not set(STANDING_TAGS) & set(tagged["I always go jogging before work."])  # a habit, not a rule
         hits = acct.search("What time is our next meeting scheduled for?", 3, kinds=["turn_user"])
-        # It shares all three of the request's topics (time, meet, schedul): the whole lift.
+        # It names the request's topics (time, meet, schedul): it governs it, the whole lift.
         assert hits[0].text.startswith("Always use 24-hour") and hits[0].parts["standing"] == plans.W_STANDING
         assert hits[0].score > hits[1].score
+        # A long request naming few of the rule's topics: governed all the same, the whole lift.
+        long_ask = acct.search("Can you tell me the time of the launch meeting and what budget we bring?", 3,
+                               kinds=["turn_user"])
+        rule = next(h for h in long_ask if h.text.startswith("Always use 24-hour"))
+        assert rule.parts["standing"] == plans.W_STANDING
         # A question about the past is no request, but the tagged instruction names its topics
         # (time, meet): it governs it too ("when I ask about meeting schedules").
         past = acct.search("What time was the meeting moved to last week?", 3, kinds=["turn_user"])

@@ -17,8 +17,10 @@ adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows 
   is lifted by how well its session scores (``unit``), so that one session does not fill the top;
 - ``standing``: for a request, or a question that a tagged instruction names a topic of, the
   standing instructions or preferences that share a topic with it (tagged where they were written,
-  ``soulpass.retrieval.standing``) are brought in and lifted, the more of its topics they name the
-  more.
+  ``soulpass.retrieval.standing``) govern it: the best two are brought in and lifted, for a
+  request by the whole ``W_STANDING`` (a long request names many topics: its share of them was too
+  little a lift; docs/retrieval.md), for any other question by the share of its topics they name
+  (what answers a question about the past comes before the rule on how to answer it).
 
 Spreading a list's hits over sessions, and taking part of the search's session term off for
 questions that gather, were tried and removed: measured on both public sets they lost
@@ -51,7 +53,7 @@ __all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", 
 W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
 PEOPLE = 2  # named people whose own turns are searched
 W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
-W_STANDING = 3.0  # x the share of a request's topics a standing instruction names
+W_STANDING = 3.0  # a governing standing statement's lift: whole for a request, x the topics' share else
 DEPTH = 50  # hits a plan re-scores
 HOP_FROM = 3  # the first hits a second query is read from
 HOP_WORDS = 8  # new words at most in a second query
@@ -82,7 +84,8 @@ class Plan:
 
     who: tuple[str, ...] = ()  # people whose own turns are lifted
     hop: bool = False  # a second query from the first hits
-    standing: tuple[str, ...] = ()  # a request's topics, matched against standing instructions
+    standing: tuple[str, ...] = ()  # a question's topics, matched against standing instructions
+    request: bool = False  # the question is a request: a statement that governs it is lifted whole
     topic: str = ""  # the topic query of an order or a summary, whose sessions are units
     own_turns: bool = False  # the topic query reads the user's own turns only
 
@@ -95,7 +98,7 @@ def plan_for(analysis: QueryAnalysis) -> Plan:
     """The plan for a question as ``analyse`` read it."""
     units = analysis.shape in UNIT_SHAPES
     return Plan(who=analysis.who, hop=analysis.shape in (Shape.LIST, Shape.COMPARISON),
-                standing=analysis.topics if analysis.request else (),
+                standing=analysis.topics if analysis.request else (), request=analysis.request,
                 topic=topic_query(analysis.text) if units else "",
                 own_turns=units and analysis.user and analysis.shape in OWN_TURNS_SHAPES)
 
@@ -114,7 +117,7 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     analysis = analyse(query)
     if not analysis.topics:
         return searcher.search(query, k, filters, extra)
-    plan = Plan(standing=analysis.topics)
+    plan = Plan(standing=analysis.topics, request=analysis.request)
     if analysis.request:
         return run_plan(plan, searcher, query, k, filters, extra)
     tagged = _tagged(searcher, query, filters, extra)
@@ -166,7 +169,7 @@ def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filter
                 by_id[h.id], score[h.id], parts[h.id] = h, floor, {}
             parts[h.id][name] = max(parts[h.id].get(name, 0.0), weight * lift)
     if plan.standing:
-        for h, share in _standing(searcher, plan.standing, query, hits, filters, extra, tagged):
+        for h, share in _standing(searcher, plan, query, hits, filters, extra, tagged):
             if h.id not in by_id:
                 by_id[h.id], score[h.id], parts[h.id] = h, h.score, {}
             parts[h.id]["standing"] = W_STANDING * share
@@ -211,20 +214,19 @@ def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
     return [(h, (h.score - low) / (high - low) if high > low else 1.0) for h in hits]
 
 
-def _standing(searcher: Searcher, topics: tuple[str, ...], query: str, hits: list[Hit],
-              filters: Filters | None, extra: Sequence[CatalogRow], tagged: list[Hit] | None = None,
-              ) -> list[tuple[Hit, float]]:
+def _standing(searcher: Searcher, plan: Plan, query: str, hits: list[Hit], filters: Filters | None,
+              extra: Sequence[CatalogRow], tagged: list[Hit] | None = None) -> list[tuple[Hit, float]]:
     """The ``STANDING_MAX`` standing instructions and preferences that govern a question best (those
     tagged where they were written: ``tagged`` where the caller searched them already; and those
-    among the hits), each with the share of the question's topics it names; one that shares none
-    governs nothing."""
+    among the hits), each with its share of the lift: 1 for a request, else the share of the
+    question's topics it names; one that names none governs nothing."""
     if tagged is None:
         tagged = _tagged(searcher, query, filters, extra)
     unconsolidated = {r.id for r in extra}
     found = []
     for h in {h.id: h for h in [*tagged, *hits]}.values():
-        if _may_stand(h, unconsolidated) and (share := _shares(h, topics)):
-            found.append((h, share))
+        if _may_stand(h, unconsolidated) and (share := _shares(h, plan.standing)):
+            found.append((h, 1.0 if plan.request else share))
     found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
     return found[:STANDING_MAX]
 
