@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""The engine's search (``Account.search``: the ranking and the standing lift), cross-validated.
+"""The engine's search (``Account.search``: the ranking, the standing lift, session units), cross-validated.
 
     PYTHONPATH=src python benchmarks/search_cv.py --fit benchmarks/results/retrieval_fit.json \\
         --set locomo H1 ../shared/bench/locomo10.json --set beam H2 ../shared/bench/beam500k.json \\
+        [--plans-fit benchmarks/results/session_units.json] \\
         [--before ROWS_LOCOMO ROWS_BEAM] [--json benchmarks/results/search_cv.json]
 
 ``benchmarks/retrieval_fit.py`` fits the ranking weights by two-fold cross-validation by
@@ -11,7 +12,9 @@ fold A (the conversations at even positions of each data file), tested on fold B
 script scores the plain ranking; this one runs what ``soulpass bench locomo`` runs, the engine's
 search (the standing instructions that govern a question lifted on top), over each fold's
 conversations with the weights fitted on the *other* fold, so no question reported had a say in
-the weights that ranked it. The homes are ones ``soulpass bench locomo`` ingested (as for
+the weights that ranked it; with ``--plans-fit`` (``benchmarks/session_units.py``'s result, whose
+folds are chosen the same way) the session units' constants too. The homes are ones ``soulpass
+bench locomo`` ingested (as for
 ``retrieval_fit.py``); nothing is written there but the index's own catch-up.
 
 Per set: R@1/5/10/20 and NDCG@10 overall and per category, and, with ``--before`` (a ``--rows``
@@ -26,33 +29,52 @@ import json
 import platform
 import sys
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import soulpass
 import soulpass.index.ranking as ranking
+import soulpass.retrieval.plans as plans
 from soulpass.bench import locomo
+from soulpass.retrieval import Shape
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "search_cv.json"
 
 
 @contextmanager
-def ranking_weights(values: dict[str, float]) -> Iterator[None]:
-    """``soulpass.index.ranking``'s weights set to ``values`` for a while, restored afterwards."""
-    unknown = [name for name in values if not name.startswith("W_") or name not in vars(ranking)]
+def module_values(module: ModuleType, values: dict[str, Any], what: str) -> Iterator[None]:
+    """``module``'s constants ``values`` (``what`` they are, for the error) set for a while, restored
+    afterwards."""
+    unknown = [name for name in values if name not in vars(module) or not name.isupper()]
     if unknown:
-        raise SystemExit(f"{', '.join(unknown)}: no ranking weight of soulpass.index.ranking")
-    saved = {name: vars(ranking)[name] for name in values}
+        raise SystemExit(f"{', '.join(unknown)}: no {what} of {module.__name__}")
+    saved = {name: vars(module)[name] for name in values}
     try:
         for name, value in values.items():
-            setattr(ranking, name, value)
+            setattr(module, name, value)
         yield
     finally:
         for name, value in saved.items():
-            setattr(ranking, name, value)
+            setattr(module, name, value)
+
+
+def ranking_weights(values: dict[str, float]) -> AbstractContextManager[None]:
+    """``soulpass.index.ranking``'s weights set to ``values`` for a while, restored afterwards."""
+    if bad := [name for name in values if not name.startswith("W_")]:
+        raise SystemExit(f"{', '.join(bad)}: no ranking weight of soulpass.index.ranking")
+    return module_values(ranking, values, "ranking weight")
+
+
+def plan_values(values: dict[str, Any]) -> AbstractContextManager[None]:
+    """``soulpass.retrieval.plans``' constants set to ``values`` (as ``benchmarks/session_units.py``
+    writes them: shapes by name) for a while, restored afterwards."""
+    values = {name: tuple(Shape(v) for v in value) if name.endswith("_SHAPES") else value
+              for name, value in values.items()}
+    return module_values(plans, values, "plan constant")
 
 
 def fold_weights(fit_json: Path) -> dict[int, dict[str, float]]:
@@ -61,8 +83,19 @@ def fold_weights(fit_json: Path) -> dict[int, dict[str, float]]:
     return {1: folds["A->B"]["weights"], 0: folds["B->A"]["weights"]}
 
 
-def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]]) -> list[dict[str, Any]]:
-    """Every question's row (as ``soulpass bench locomo --rows``), each fold under its weights."""
+def fold_plan_values(fit_json: Path | None) -> dict[int, dict[str, Any]]:
+    """The plan constants each test fold is searched with (``benchmarks/session_units.py``'s folds,
+    the same way round as ``fold_weights``); none without a file."""
+    if fit_json is None:
+        return {0: {}, 1: {}}
+    folds = json.loads(fit_json.read_text(encoding="utf-8"))["folds"]
+    return {1: folds["A->B"], 0: folds["B->A"]}
+
+
+def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]],
+            plan_folds: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Every question's row (as ``soulpass bench locomo --rows``), each fold under its weights (and
+    its plan constants)."""
     conversations = locomo.load(data)
     sp = soulpass.open(home)  # the default embedder, no late scorer, no reranker: as ``soulpass bench locomo``
     rows: list[dict[str, Any]] = []
@@ -73,7 +106,7 @@ def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]]) -> lis
                              f"`soulpass --home {home} bench locomo --data {data} --out ...`")
         account = sp.account(name)
         try:
-            with ranking_weights(weights[n % 2]):
+            with ranking_weights(weights[n % 2]), plan_values((plan_folds or {}).get(n % 2, {})):
                 found, _ = locomo.evaluate(account, conv)
         finally:
             account.close()
@@ -106,18 +139,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fit", type=Path, required=True, help="a retrieval_fit.py result JSON (its cv_pooled folds)")
     parser.add_argument("--set", dest="sets", nargs=3, action="append", required=True,
                         metavar=("NAME", "HOME", "DATA"), help="a data set, the home it was ingested into, its file")
+    parser.add_argument("--plans-fit", type=Path, default=None,
+                        help="a session_units.py result JSON: each fold's plan constants (its folds)")
     parser.add_argument("--before", nargs="+", type=Path, default=[], help="a --rows file per set, to pair against")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
     if args.before and len(args.before) != len(args.sets):
         parser.error("give one --before rows file per --set")
-    weights = fold_weights(args.fit)
+    weights, plan_folds = fold_weights(args.fit), fold_plan_values(args.plans_fit)
     report: dict[str, Any] = {"benchmark": "engine-search-cv", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "fit": str(args.fit), "fold_weights": {"A": weights[0], "B": weights[1]},
+                              "plans_fit": str(args.plans_fit) if args.plans_fit else None,
+                              "fold_plan_values": {"A": plan_folds[0], "B": plan_folds[1]},
                               "machine": {"python": platform.python_version(), "platform": platform.platform()},
                               "sets": {}}
     for n, (name, home, data) in enumerate(args.sets):
-        rows = run_set(Path(home), Path(data), weights)
+        rows = run_set(Path(home), Path(data), weights, plan_folds)
         entry = locomo.score(rows)
         if args.before:
             entry["paired_r10_vs_before"] = paired(rows, args.before[n])

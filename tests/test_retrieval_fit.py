@@ -15,8 +15,10 @@ import pytest
 
 import soulpass
 import soulpass.index.ranking as ranking
+import soulpass.retrieval.plans as plans
 from soulpass.bench import locomo
 from soulpass.index.catalog import Filters
+from soulpass.retrieval import Shape
 
 pytest.importorskip("onnxruntime", reason="the 'embed' extra is not installed")
 
@@ -195,4 +197,20 @@ def test_search_cv_ranks_each_fold_with_the_other_folds_weights(
     assert report["sets"]["tiny"] == locomo.score(rows)
     assert "2-fold CV" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="no ranking weight"), cv.ranking_weights({"W_NOPE": 1.0}):
+        pass
+    # Session units' constants per fold (benchmarks/session_units.py's result): set for each fold's
+    # searches, restored after, named in the report; shapes by name.
+    plans_json = tmp_path / "units.json"
+    plans_json.write_text(json.dumps({"folds": {"A->B": {"W_UNIT": 2.0, "OWN_TURNS_SHAPES": ["order"]},
+                                                "B->A": {"W_UNIT": 8.0, "OWN_TURNS_SHAPES": []}}}), encoding="utf-8")
+    units_before = plans.W_UNIT, plans.OWN_TURNS_SHAPES
+    assert cv.main(["--fit", str(fit_json), "--plans-fit", str(plans_json), "--set", "tiny", str(home), str(data),
+                    "--json", str(out)]) == 0
+    assert units_before == (plans.W_UNIT, plans.OWN_TURNS_SHAPES)
+    report = json.loads(out.read_text(encoding="utf-8"))
+    assert report["fold_plan_values"] == {"A": {"W_UNIT": 8.0, "OWN_TURNS_SHAPES": []},
+                                          "B": {"W_UNIT": 2.0, "OWN_TURNS_SHAPES": ["order"]}}
+    with cv.plan_values({"OWN_TURNS_SHAPES": ["summary"]}):
+        assert plans.OWN_TURNS_SHAPES == (Shape.SUMMARY,)
+    with pytest.raises(SystemExit, match="no plan constant"), cv.plan_values({"W_NOPE": 1.0}):
         pass
