@@ -424,7 +424,7 @@ def test_ranking_by_the_index_equals_ranking_by_reading_the_rows(url: str) -> No
     index.close()
 
 
-def test_draining_all_writes_each_batch_in_order_while_the_next_is_embedded(url: str) -> None:
+def test_draining_all_stops_at_a_failed_write_and_goes_on_from_there(url: str) -> None:
     """``PgBacklog.drain_all``: every row embedded once, progress to the end; a write that fails
     stops the drain with its error, the mark past the batches written and not past the one that
     failed, so the next drain embeds only what has no vector."""
