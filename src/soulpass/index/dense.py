@@ -95,7 +95,7 @@ class DatabaseDense:
         self._vectors, self._catalog = vectors, catalog
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str]:
-        if self._vectors.pgvector and _broad(filters):  # the filter checked in the walk: one statement
+        if self._vectors.pgvector and _broad(filters):  # the filter checked in the walk: one query
             fetch = WALK_ROWS * depth
             while True:
                 hits, ended = self._vectors.nearest_passing(vector, fetch, filters)

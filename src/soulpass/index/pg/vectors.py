@@ -19,7 +19,6 @@ import itertools
 import logging
 import shutil
 import threading
-import weakref
 from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
@@ -107,7 +106,6 @@ class PgVectors:
         self._local: SharedIndex | None = None
         self._local_folder = local_folder
         self._ann = False  # the HNSW index is known to exist
-        self._walking: weakref.WeakSet[Any] = weakref.WeakSet()  # pooled connections set for filtered walks
         self._ensure_table(model_id)
         if not self.pgvector:
             self._local = open_vector_index(local_folder, model_id=model_id, dim=dim, backend="hnsw")
@@ -268,7 +266,7 @@ class PgVectors:
 
     def nearest_passing(self, vector: npt.ArrayLike, n: int, filters: Filters) -> tuple[list[tuple[str, float]], bool]:
         """The ``n`` vectors nearest ``vector`` (records' own and passages') whose record has a catalog
-        row passing ``filters``, best first, and whether that was every one there is: one statement,
+        row passing ``filters``, best first, and whether that was every one there is: one query,
         the HNSW walk going on while rows fail the filter (``hnsw.iterative_scan``), where the vectors
         are in the database (pgvector); ``filters`` a broad one (no version, session or event: those
         are searched among the ids that pass, ``search(allowed=...)``)."""
@@ -278,10 +276,9 @@ class PgVectors:
             raise InvalidInput(f"n must be a positive integer, not {n!r}", field="n")
         where, params = filter_sql(filters)
         self._ensure_ann()
-        with self.db.reading() as conn:
-            if conn not in self._walking:  # once per pooled connection: the walk goes on past ef_search
-                conn.execute(f"SET hnsw.ef_search = {EF_SEARCH}; SET hnsw.iterative_scan = relaxed_order")
-                self._walking.add(conn)
+        with self.db.connection() as conn, conn.transaction():  # the SET LOCALs hold for this walk
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(EF_SEARCH, n), 1000)};"
+                         " SET LOCAL hnsw.iterative_scan = relaxed_order")
             rows = conn.execute(
                 f"SELECT v.id, v.embedding {self._ip} %s::{self._vector} AS d FROM {self.table} AS v"
                 " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
