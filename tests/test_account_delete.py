@@ -146,11 +146,18 @@ def _vectors(url: str, account_id: int) -> int:
 
 
 def _dump(url: str) -> str:
+    """Every row of the test's own schema, as ``pg_dump`` writes them (only that schema: another
+    run's schemas in the same database may come and go meanwhile)."""
+    from soulpass.store.postgres.connections import database
     from soulpass.store.postgres.url import server_url
 
+    with database(url).connection() as conn:
+        schema = conn.execute("SELECT current_schema()").fetchone()[0]
     env = {**os.environ, "PGCONNECT_TIMEOUT": "5"}
-    return subprocess.run(["pg_dump", "--data-only", server_url(url)], capture_output=True, text=True, check=True,
-                          env=env).stdout
+    done = subprocess.run(["pg_dump", "--data-only", f"--schema={schema}", server_url(url)], capture_output=True,
+                          text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
 
 
 @pytest.mark.parametrize("index", ["database", "local"])
