@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import soulpass.retrieval.plans as plans
@@ -57,15 +58,16 @@ class Memo:
 
 
 @contextmanager
-def constants(values: dict[str, Any]) -> Iterator[None]:
-    saved = {name: getattr(plans, name) for name in values}
+def constants(values: dict[str, Any], module: ModuleType = plans) -> Iterator[None]:
+    """``module``'s constants set to ``values`` for a while, restored afterwards."""
+    saved = {name: getattr(module, name) for name in values}
     try:
         for name, value in values.items():
-            setattr(plans, name, value)
+            setattr(module, name, value)
         yield
     finally:
         for name, value in saved.items():
-            setattr(plans, name, value)
+            setattr(module, name, value)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The engine's search (``Account.search``: the ranking, the standing lift, session units), cross-validated.
+"""The engine's search (``Account.search``: the ranking and the standing lift), cross-validated.
 
     PYTHONPATH=src python benchmarks/search_cv.py --fit benchmarks/results/retrieval_fit.json \\
         --set locomo H1 ../shared/bench/locomo10.json --set beam H2 ../shared/bench/beam500k.json \\
@@ -28,12 +28,13 @@ import argparse
 import json
 import platform
 import sys
-from collections.abc import Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
 from datetime import UTC, datetime
 from pathlib import Path
-from types import ModuleType
 from typing import Any
+
+from plan_ablation import constants  # benchmarks/: on sys.path when run as a script
 
 import soulpass
 import soulpass.index.ranking as ranking
@@ -45,36 +46,22 @@ ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "search_cv.json"
 
 
-@contextmanager
-def module_values(module: ModuleType, values: dict[str, Any], what: str) -> Iterator[None]:
-    """``module``'s constants ``values`` (``what`` they are, for the error) set for a while, restored
-    afterwards."""
-    unknown = [name for name in values if name not in vars(module) or not name.isupper()]
-    if unknown:
-        raise SystemExit(f"{', '.join(unknown)}: no {what} of {module.__name__}")
-    saved = {name: vars(module)[name] for name in values}
-    try:
-        for name, value in values.items():
-            setattr(module, name, value)
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(module, name, value)
-
-
 def ranking_weights(values: dict[str, float]) -> AbstractContextManager[None]:
     """``soulpass.index.ranking``'s weights set to ``values`` for a while, restored afterwards."""
-    if bad := [name for name in values if not name.startswith("W_")]:
-        raise SystemExit(f"{', '.join(bad)}: no ranking weight of soulpass.index.ranking")
-    return module_values(ranking, values, "ranking weight")
+    unknown = [name for name in values if not name.startswith("W_") or name not in vars(ranking)]
+    if unknown:
+        raise SystemExit(f"{', '.join(unknown)}: no ranking weight of soulpass.index.ranking")
+    return constants(values, ranking)
 
 
 def plan_values(values: dict[str, Any]) -> AbstractContextManager[None]:
     """``soulpass.retrieval.plans``' constants set to ``values`` (as ``benchmarks/session_units.py``
-    writes them: shapes by name) for a while, restored afterwards."""
-    values = {name: tuple(Shape(v) for v in value) if name.endswith("_SHAPES") else value
-              for name, value in values.items()}
-    return module_values(plans, values, "plan constant")
+    writes them: shapes by name) for a while, restored afterwards (``plan_ablation.constants``)."""
+    unknown = [name for name in values if not name.isupper() or name not in vars(plans)]
+    if unknown:
+        raise SystemExit(f"{', '.join(unknown)}: no plan constant of soulpass.retrieval.plans")
+    return constants({name: tuple(Shape(v) for v in value) if name.endswith("_SHAPES") else value
+                      for name, value in values.items()})
 
 
 def fold_weights(fit_json: Path) -> dict[int, dict[str, float]]:
@@ -93,7 +80,7 @@ def fold_plan_values(fit_json: Path | None) -> dict[int, dict[str, Any]]:
 
 
 def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]],
-            plan_folds: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+            plan_folds: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
     """Every question's row (as ``soulpass bench locomo --rows``), each fold under its weights (and
     its plan constants)."""
     conversations = locomo.load(data)
@@ -106,7 +93,7 @@ def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]],
                              f"`soulpass --home {home} bench locomo --data {data} --out ...`")
         account = sp.account(name)
         try:
-            with ranking_weights(weights[n % 2]), plan_values((plan_folds or {}).get(n % 2, {})):
+            with ranking_weights(weights[n % 2]), plan_values(plan_folds[n % 2]):
                 found, _ = locomo.evaluate(account, conv)
         finally:
             account.close()

@@ -163,6 +163,7 @@ def test_search_cv_ranks_each_fold_with_the_other_folds_weights(
     """``benchmarks/search_cv.py``: the engine's search over each fold's conversations, under the
     weights fitted on the other fold (read from a retrieval_fit JSON); the module's weights restored."""
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # its shared module (plan_ablation)
     spec = importlib.util.spec_from_file_location("soulpass_bench_search_cv", SCRIPT.with_name("search_cv.py"))
     assert spec is not None and spec.loader is not None
     cv = importlib.util.module_from_spec(spec)
