@@ -111,8 +111,7 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     its topics ("Always include the logs when I ask about matcher failures" governs "What happened
     when the matcher failed?"), so a question no tagged instruction speaks to costs one small
     filtered search more. The other parts (``person``, ``hop``, ``units``: :func:`planned_search`)
-    are not in it: measured end to end they doubled a search's time and did not raise recall
-    (docs/retrieval.md)."""
+    are not in it: measured end to end they cost more time than they gained (docs/retrieval.md)."""
     check_search(query, k)
     analysis = analyse(query)
     if not analysis.topics:
@@ -120,8 +119,8 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     plan = Plan(standing=analysis.topics, request=analysis.request)
     if analysis.request:
         return run_plan(plan, searcher, query, k, filters, extra)
-    tagged = _tagged(searcher, query, filters, extra)
-    if not any(_shares(h, analysis.topics) for h in tagged):
+    tagged = _tagged(searcher, query, analysis.topics, filters, extra)
+    if not any(share for _, share in tagged):
         return searcher.search(query, k, filters, extra)
     return run_plan(plan, searcher, query, k, filters, extra, tagged=tagged)
 
@@ -144,9 +143,10 @@ def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters
 
 def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filters | None = None,
              extra: Sequence[CatalogRow] = (), hits: list[Hit] | None = None,
-             tagged: list[Hit] | None = None) -> list[Hit]:
+             tagged: list[tuple[Hit, float]] | None = None) -> list[Hit]:
     """The ``k`` best hits for ``query`` under ``plan``; ``hits``: the plain search's best ``DEPTH``
-    (or more), ``tagged``: the tagged standing statements, where the caller has them already."""
+    (or more), ``tagged``: the tagged standing statements with their shares (``_tagged``), where the
+    caller has them already."""
     if plan.plain:
         return hits[:k] if hits is not None else searcher.search(query, k, filters, extra)
     if hits is None:
@@ -215,25 +215,32 @@ def _scaled(hits: list[Hit]) -> list[tuple[Hit, float]]:
 
 
 def _standing(searcher: Searcher, plan: Plan, query: str, hits: list[Hit], filters: Filters | None,
-              extra: Sequence[CatalogRow], tagged: list[Hit] | None = None) -> list[tuple[Hit, float]]:
+              extra: Sequence[CatalogRow], tagged: list[tuple[Hit, float]] | None = None,
+              ) -> list[tuple[Hit, float]]:
     """The ``STANDING_MAX`` standing instructions and preferences that govern a question best (those
     tagged where they were written: ``tagged`` where the caller searched them already; and those
     among the hits), each with its share of the lift: 1 for a request, else the share of the
     question's topics it names; one that names none governs nothing."""
     if tagged is None:
-        tagged = _tagged(searcher, query, filters, extra)
+        tagged = _tagged(searcher, query, plan.standing, filters, extra)
+    shares = {h.id: share for h, share in tagged}  # each statement read once
     unconsolidated = {r.id for r in extra}
     found = []
-    for h in {h.id: h for h in [*tagged, *hits]}.values():
-        if _may_stand(h, unconsolidated) and (share := _shares(h, plan.standing)):
+    for h in {h.id: h for h in [*(h for h, _ in tagged), *hits]}.values():
+        if not _may_stand(h, unconsolidated):
+            continue
+        if share := (shares[h.id] if h.id in shares else _shares(h, plan.standing)):
             found.append((h, 1.0 if plan.request else share))
     found.sort(key=lambda f: (-f[1], -f[0].score, f[0].id))
     return found[:STANDING_MAX]
 
 
-def _tagged(searcher: Searcher, query: str, filters: Filters | None, extra: Sequence[CatalogRow]) -> list[Hit]:
-    """The best ``STANDING_DEPTH`` statements tagged standing where they were written."""
-    return searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+def _tagged(searcher: Searcher, query: str, topics: tuple[str, ...], filters: Filters | None,
+            extra: Sequence[CatalogRow]) -> list[tuple[Hit, float]]:
+    """The best ``STANDING_DEPTH`` statements tagged standing where they were written, each with the
+    share of ``topics`` (the question's) it names."""
+    found = searcher.search(query, STANDING_DEPTH, replace(filters or Filters(), tags=STANDING_TAGS), extra)
+    return [(h, _shares(h, topics)) for h in found]
 
 
 def _may_stand(hit: Hit, unconsolidated: set[str]) -> bool:
