@@ -60,13 +60,14 @@ def test_deep_json_in_an_import_file_is_a_clear_error(tmp_path: Path, source: st
     assert "nested more than 64 levels deep" in result.output and "Traceback" not in result.output
 
 
-def test_deep_json_in_edit_set_and_a_huge_k_are_clear_errors(hostile_world: World) -> None:
+def test_deep_json_in_edit_set_and_a_huge_k_are_clear_errors(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
     from soulpass.cli.main import cli
 
-    home = str(hostile_world.sp.home)
-    record = next(iter(hostile_world.acct.records("turn_user"))).id
+    world = World(tmp_path / "home")  # its own: the property test's hostile calls may edit the shared one's turn
+    home = str(world.sp.home)
+    record = world.ids["@turn"]
     runner = CliRunner()
     edit = runner.invoke(cli, ["--home", home, "edit", record, "-a", "ann", "--set", f"tags={DEEP[:3000]}"])
     assert edit.exit_code == InvalidInput.exit_code and "nested more than 64 levels deep" in edit.output
