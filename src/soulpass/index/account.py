@@ -28,6 +28,7 @@ from soulpass.index.contract import IndexCatalog
 from soulpass.index.dense import DatabaseDense, DenseScores, LocalDense
 from soulpass.index.filtered import MaskedDense
 from soulpass.index.follow import Follower, IndexStatus
+from soulpass.index.gather import Gather
 from soulpass.index.opening import account_vectors_folder
 from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.recipe import SEARCHABLE_KINDS, embed_passages, embed_text
@@ -61,6 +62,7 @@ class AccountIndex:
         self._state: sqlite3.Connection | None = None
         self._identity: Callable[[], object]  # what says the index opened is still the one there
         self._opened: object = None
+        self._gather: Gather | None = None  # how a search fetches its candidates (None: step by step)
         match store.index_location():
             case DatabaseIndex() as where:  # the store keeps the index beside it (PostgreSQL): every process shares it
                 self.dense, self.follower = self._open_in_database(where, embed_inline)
@@ -69,7 +71,7 @@ class AccountIndex:
         self._search = HybridSearch(
             self.catalog, store.name, dense=self.dense, reranker=reranker, late=late,
             query_vectors=QueryVectors(embedder, QUERY_VECTORS_KEPT) if embedder is not None else None,
-            buffer=BufferVectors(embedder) if embedder is not None else None)
+            buffer=BufferVectors(embedder) if embedder is not None else None, gather=self._gather)
 
     def _open_local(self, index_folder: Path, backend: VectorBackend, fulltext: FullText | None,
                     embed_inline: bool) -> tuple[DenseScores | None, Follower]:
@@ -105,6 +107,7 @@ class AccountIndex:
         """The catalog, vectors and backlog in the store's PostgreSQL database (``soulpass.index.pg``)."""
         from soulpass.index.opening import index_database
         from soulpass.index.pg import PgBacklog, PgCatalog, PgVectors
+        from soulpass.index.pg.gather import PgGather
 
         db, account_id = index_database(where), where.account
 
@@ -122,7 +125,9 @@ class AccountIndex:
                                  passages_of=embed_passages, carried=where.folder / carried_name(model))
         follower = Follower(self.store, catalog, embedder=self.embedder, vectors=vectors, backlog=self.backlog,
                             passage_vectors=vectors.passages_total, embed_inline=embed_inline)
-        return DatabaseDense(vectors, catalog), follower
+        dense = DatabaseDense(vectors, catalog)
+        self._gather = PgGather(catalog, vectors, dense)  # the candidates in one statement
+        return dense, follower
 
     @property
     def dense_error(self) -> str | None:

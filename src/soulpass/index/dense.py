@@ -25,7 +25,7 @@ from soulpass.vectors.groups import GroupBest
 if TYPE_CHECKING:
     from soulpass.index.pg import PgVectors
 
-__all__ = ["DatabaseDense", "DenseScores", "LocalDense"]
+__all__ = ["DatabaseDense", "DenseScores", "LocalDense", "broad"]
 
 # Filtered dense search: ask the vector index for up to this many times the candidates needed
 # (measuring the share that passes), with this margin over the measured share, before listing
@@ -95,7 +95,7 @@ class DatabaseDense:
         self._vectors, self._catalog = vectors, catalog
 
     def nearest(self, vector: Any, depth: int, filters: Filters) -> list[str]:
-        if self._vectors.pgvector and _broad(filters):  # the filter checked in the walk: one query
+        if self._vectors.pgvector and broad(filters):  # the filter checked in the walk: one query
             fetch = WALK_ROWS * depth
             while True:
                 hits, ended = self._vectors.nearest_passing(vector, fetch, filters)
@@ -110,7 +110,7 @@ class DatabaseDense:
         return self._vectors.best_per_record(vector, ids)
 
 
-def _broad(filters: Filters) -> bool:
+def broad(filters: Filters) -> bool:
     """Whether many rows may pass ``filters`` (a kind, a speaker, a time range), so that the nearest
     vectors are searched first and checked (not searched among every passing id: a version, a
     session, an event or a persona)."""
@@ -126,7 +126,7 @@ def _nearest_passing(vectors: VectorIndex, catalog: SearchCatalog[Any], vector: 
                      top: TopRecords) -> list[str]:
     """The ``depth`` nearest records passing ``filters``: over-fetched and checked where many rows
     may pass, else searched among the passing ids."""
-    if _broad(filters):
+    if broad(filters):
         # Many rows may pass (a speaker, a time range): ask the vector index for more than needed
         # and check them here, instead of listing every passing id. Each try measures the share
         # that passes; the next asks for enough at that share (at least twice as many), unless

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from soulpass.index.buffer_rows import BufferVectors, buffer_fts, buffer_links
 from soulpass.index.catalog import CatalogRow, Filters, passes
 from soulpass.index.contract import SearchCatalog
 from soulpass.index.dense import DenseScores
+from soulpass.index.gather import Gather, Stepwise
 from soulpass.index.query_vectors import QueryVectors
 from soulpass.index.ranking import CandidateScores, standardised
 from soulpass.index.recipe import SEARCHABLE_KINDS, TURN_KINDS, embed_text
@@ -83,9 +84,13 @@ class HybridSearch:
 
     def __init__(self, catalog: SearchCatalog[Any], name: str, *, dense: DenseScores | None = None,
                  query_vectors: QueryVectors | None = None, buffer: BufferVectors | None = None,
-                 reranker: Reranker | None = None, late: LateScorer | None = None) -> None:
+                 reranker: Reranker | None = None, late: LateScorer | None = None,
+                 gather: Gather | None = None) -> None:
+        """``gather``: how the candidates are fetched around the full-text hits (default: ``Stepwise``
+        over ``catalog`` and ``dense``)."""
         self.catalog, self.name, self.reranker, self.late = catalog, name, reranker, late
         self._dense, self._query_vectors, self._buffer = dense, query_vectors, buffer
+        self._gather: Gather = gather if gather is not None else Stepwise(catalog, dense)
         self.dense_error: str | None = None  # why the last query could not be embedded (full text only)
 
     def search(self, query: str, k: int = 10, filters: Filters | None = None,
@@ -114,57 +119,49 @@ class HybridSearch:
         depth = max(CANDIDATES, 2 * k)
         query_vector = self._query_vector(query)  # embedded while the full-text search runs
         late = self.late.start(query) if self.late is not None and query.strip() else None  # so is this one
-        fts = dict(self.catalog.fts_search(query, depth, filters))
+        hits = dict(self.catalog.fts_search(query, depth, filters))
         qvec = query_vector()
-        dense = self._dense.nearest(qvec, depth, filters) if qvec is not None and self._dense is not None else []
-        scores = CandidateScores(fts, {})
-        self._complete(query, qvec, scores, [*fts, *dense], filters)
+        turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
+        found = self._gather.around(query, qvec, hits, depth, filters, turn_kinds)
+        scores = CandidateScores(found.fts, found.dense)
+        scores.known.update(found.ids)
+        scores.fts_checked.update(found.ids)
+        links, sessions = found.links, found.sessions
         own = [r for r in extra if passes(r, filters)]
-        own_ids = {r.id for r in own}
         if own:
             scores.fts.update(buffer_fts(query, own))
             if qvec is not None and self._buffer is not None:
                 scores.dense.update(self._buffer.cosines(qvec, own))
-            scores.known.update(own_ids)
-            scores.fts_checked.update(own_ids)
-        links = self._neighbours(query, qvec, scores, filters, own)
-        sessions = self.catalog.sessions(scores.ids, as_of_version=filters.as_of_version)
-        sessions.update((r.id, r.session_id) for r in own)
+            scores.known.update(r.id for r in own)
+            scores.fts_checked.update(r.id for r in own)
+            links.update(buffer_links([r for r in own if r.kind in turn_kinds]))
+            sessions.update((r.id, r.session_id) for r in own)
+        if turn_kinds and scores.known:
+            self._neighbours(query, qvec, scores, links, sessions, filters)
         if late is not None:
             self._late_scores(late, scores, filters, own)
         return Candidates(scores, sessions, links, qvec is not None, own)
 
-    def _neighbours(self, query: str, qvec: Any, scores: CandidateScores, filters: Filters,
-                    own: list[CatalogRow]) -> dict[str, tuple[str | None, str | None]]:
-        """The turns next to the candidates in their sessions; those next to the best become candidates."""
-        turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
-        if not turn_kinds or not scores.ids:
-            return {}
-        own_ids = {r.id for r in own}
-        links = self.catalog.neighbours([i for i in scores.ids if i not in own_ids], turn_kinds, filters)
-        links.update(buffer_links([r for r in own if r.kind in turn_kinds]))
+    def _neighbours(self, query: str, qvec: Any, scores: CandidateScores,
+                    links: dict[str, tuple[str | None, str | None]], sessions: dict[str, str | None],
+                    filters: Filters) -> None:
+        """The turns next to the best candidates in their sessions become candidates too."""
         best = scores.best(NEIGHBOURS_OF_BEST, dense=qvec is not None)
-        added = [n for rid in best for n in links.get(rid, ()) if n and n not in scores.known]
-        self._complete(query, qvec, scores, added, filters)
+        added = [n for n in dict.fromkeys(n for rid in best for n in links.get(rid, ())) if n and n not in scores.known]
+        if not added:
+            return
+        found = self._gather.scores(query, qvec, added, filters)
+        scores.known.update(added)
+        scores.fts_checked.update(added)
+        scores.fts.update(found.fts)
+        scores.dense.update(found.dense)
+        sessions.update(found.sessions)
         # A turn added as a neighbour knows its neighbours from theirs (it is their next or previous).
         for rid, (before, after) in list(links.items()):
             if before in added:
                 links[before] = (links.get(before, (None, None))[0], rid)
             if after in added:
                 links[after] = (rid, links.get(after, (None, None))[1])
-        return links
-
-    def _complete(self, query: str, qvec: Any, scores: CandidateScores, ids: Iterable[str], filters: Filters) -> None:
-        """Give every id in ``ids`` both scores, exactly (BM25 0 when no term matches)."""
-        new = [i for i in dict.fromkeys(ids) if i not in scores.known]
-        scores.known.update(new)
-        no_fts = [i for i in scores.known if i not in scores.fts and i not in scores.fts_checked]
-        if no_fts:
-            scores.fts.update(self.catalog.fts_scores(query, no_fts, filters))
-            scores.fts_checked.update(no_fts)
-        no_dense = [i for i in scores.known if i not in scores.dense]
-        if qvec is not None and no_dense and self._dense is not None:
-            scores.dense.update(self._dense.cosines(qvec, no_dense))
 
     def _late_scores(self, late: Callable[[Sequence[str]], list[float]], scores: CandidateScores, filters: Filters,
                      own: list[CatalogRow]) -> None:

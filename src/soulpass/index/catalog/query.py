@@ -169,6 +169,14 @@ def neighbour_sql(filters: Filters | None, kinds: Sequence[str], table: str, *, 
     just after it in its session (by event time, then id) among the rows of ``kinds`` passing the
     filters (two correlated subqueries over ``table AS n``), the condition on ``c`` itself, and the
     parameters of each. A row-value comparison walks the (session, event time, id) index outwards."""
+    before, after, own, params, own_params = neighbour_sides(filters, kinds, table, postgres=postgres)
+    return f"c.id, {before}, {after}", own, [*params, *params], own_params
+
+
+def neighbour_sides(filters: Filters | None, kinds: Sequence[str], table: str, *, postgres: bool = False,
+                    ) -> tuple[str, str, str, list[Any], list[Any]]:
+    """``neighbour_sql``'s parts: the subquery giving the row before ``c``, the one giving the row
+    after it (each taking the parameters ``params``), the condition on ``c`` and its parameters."""
     filters = Filters(**{**filters.__dict__, "kinds": tuple(kinds)}) if filters else Filters(kinds=tuple(kinds))
     where, params = filter_sql(filters, alias="n", postgres=postgres)
     own, own_params = filter_sql(filters, alias="c", postgres=postgres)
@@ -180,4 +188,4 @@ def neighbour_sql(filters: Filters | None, kinds: Sequence[str], table: str, *, 
                 f" ORDER BY n.event_us {order}, n.id {order} LIMIT 1)")
 
     own = f"c.session_id IS NOT NULL AND c.event_us IS NOT NULL AND {own}"
-    return f"c.id, {side('<', 'DESC')}, {side('>', 'ASC')}", own, [*params, *params], own_params
+    return side("<", "DESC"), side(">", "ASC"), own, params, own_params

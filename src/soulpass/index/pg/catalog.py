@@ -265,6 +265,10 @@ class PgCatalog:
                 if n >= DF_CAP:
                     df = max(df, common.get(lexeme.strip("'"), 0.0) * total)
                 self._idf[term] = ((total, generation), df)
+        return self._weighed(terms, total)
+
+    def _weighed(self, terms: list[str], total: int) -> list[tuple[str, float, int]]:
+        """``_weights`` from the counted document frequencies of ``terms`` among ``total`` rows."""
         out = []
         for term in terms:
             df = int(self._idf[term][1])
@@ -272,6 +276,16 @@ class PgCatalog:
                 out.append((term, math.log(1 + (max(total, df) - df + 0.5) / (df + 0.5)), df))
         out.sort(key=lambda w: (w[2], w[0]))
         return out
+
+    def weights(self, conn: Any, query: str) -> list[tuple[str, float, int]]:
+        """The weights of ``query``'s terms (see ``_weights``) as this handle's last full-text search
+        counted them, without a statement; counted on ``conn`` where a term was not."""
+        terms = query_terms(query)
+        kept = self._rows_in_force
+        if kept is not None and all((c := self._idf.get(t)) is not None and c[0][1] == kept[0]
+                                    and abs(c[0][0] - kept[3]) <= kept[3] // 10 for t in terms):
+            return self._weighed(terms, kept[3])  # what ``_weights`` gives while the rows stay as counted
+        return self._weights(conn, terms) if terms else []
 
     def _common_lexemes(self, conn: Any) -> dict[str, float]:
         """The share of ``index_rows`` holding each of its most common lexemes, from the column's

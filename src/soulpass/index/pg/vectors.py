@@ -19,7 +19,7 @@ import itertools
 import logging
 import shutil
 import threading
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -247,10 +247,7 @@ class PgVectors:
                     " WHERE account_id = %s AND id = ANY(%s) AND embedding IS NOT NULL OFFSET 0) AS s"
                     " ORDER BY d, id LIMIT %s", (literal, self.account, list(allowed), k)).fetchall()
             return [(rid, -float(d)) for rid, d in rows]
-        self._ensure_ann()  # on its own connection: none held idle meanwhile
-        with self.db.connection() as conn, conn.transaction():  # the SET LOCALs hold for this walk
-            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(EF_SEARCH, k), 1000)};"  # its ceiling
-                         " SET LOCAL hnsw.iterative_scan = relaxed_order")
+        with self.walking(k) as conn:
             wanted = set(allowed) if allowed is not None else None
             fetch = k if wanted is None else 4 * k
             while True:
@@ -275,10 +272,7 @@ class PgVectors:
         if type(n) is not int or n < 1:
             raise InvalidInput(f"n must be a positive integer, not {n!r}", field="n")
         where, params = filter_sql(filters)
-        self._ensure_ann()
-        with self.db.connection() as conn, conn.transaction():  # the SET LOCALs hold for this walk
-            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(EF_SEARCH, n), 1000)};"
-                         " SET LOCAL hnsw.iterative_scan = relaxed_order")
+        with self.walking(n) as conn:
             rows = conn.execute(
                 f"SELECT v.id, v.embedding {self._ip} %s::{self._vector} AS d FROM {self.table} AS v"
                 " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
@@ -286,6 +280,24 @@ class PgVectors:
                 (_literal(unit_query(vector, self.dim)), self.account, *params, n)).fetchall()
         found = sorted(((rid, -float(d)) for rid, d in rows), key=lambda hit: (-hit[1], hit[0]))
         return found, len(rows) < n
+
+    @contextlib.contextmanager
+    def walking(self, n: int) -> Iterator[Any]:
+        """A connection in a transaction (pipelined: its statements go with the caller's first) whose
+        HNSW walks consider ``n`` candidates at least (``EF_SEARCH``; 1,000, pgvector's ceiling, at
+        most) and go on while rows fail a filter (``hnsw.iterative_scan``); the index built first if
+        there is none."""
+        self._ensure_ann()  # on its own connection: none held idle meanwhile
+        with self.db.connection() as conn, conn.pipeline(), conn.transaction():  # the SET LOCALs hold for it
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(max(EF_SEARCH, n), 1000)}")
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            yield conn
+
+    def vector_sql(self, vector: npt.ArrayLike) -> tuple[str, str, str]:
+        """For a statement of the search (``soulpass.index.pg.gather``): the table, and the distance
+        of a row ``v`` to ``vector`` (the negated inner product, ascending is nearest first) with the
+        one parameter it takes."""
+        return self.table, f"v.embedding {self._ip} %s::{self._vector}", _literal(unit_query(vector, self.dim))
 
     def _ensure_ann(self) -> None:
         """Build the HNSW index if the table has none yet: at the first search, not at the table's

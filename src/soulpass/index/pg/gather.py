@@ -1,0 +1,123 @@
+"""A search's candidates fetched from PostgreSQL in one statement (``soulpass.index.gather.Gather``).
+
+Step by step (``soulpass.index.gather.Stepwise``), gathering a search's candidates asks the
+database five questions after its full-text hits: the nearest records (a filtered HNSW walk), the
+full-text scores of the records found only by vector, the cosines of those found only by text, the
+neighbours of every candidate in its session, and their sessions; and three more for the neighbours
+the ranking adds. Each is a round trip and a statement planned and run on its own. Here the first
+five are one statement (the walk, the candidates, both exact scores, the session and the
+neighbours of each), in the walk's transaction, and the last three one more.
+
+It answers where the steps would walk the HNSW graph with the filter checked in the walk (the
+vectors in the database, a broad filter: ``soulpass.index.dense.DatabaseDense.nearest``) and the
+walk's first rows hold enough records; anywhere else, and where a record's passages fill the walk,
+it asks the steps. Same candidates, same scores (``tests/test_pg_gather.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from soulpass.index.catalog.query import Filters, neighbour_sides
+from soulpass.index.dense import WALK_ROWS, DenseScores, broad
+from soulpass.index.gather import Gathered, Stepwise
+from soulpass.index.pg.catalog import PgCatalog, filter_sql
+from soulpass.index.pg.vectors import PgVectors
+
+__all__ = ["PgGather"]
+
+_READ_ONCE = "c.tsv || ''::tsvector AS matched"  # the row's full-text vector read (decompressed) once
+
+
+class PgGather:
+    """``Gather`` over a PostgreSQL catalog and the pgvector vectors beside it."""
+
+    def __init__(self, catalog: PgCatalog, vectors: PgVectors, dense: DenseScores) -> None:
+        """``dense``: the vectors' scores for the steps (``DatabaseDense`` over ``vectors``)."""
+        self.catalog, self.vectors = catalog, vectors
+        self.steps = Stepwise(catalog, dense)
+
+    def around(self, query: str, vector: Any, hits: dict[str, float], depth: int, filters: Filters,
+               turn_kinds: Sequence[str]) -> Gathered:
+        if vector is None or not self.vectors.pgvector or not broad(filters):
+            return self.steps.around(query, vector, hits, depth, filters, turn_kinds)
+        fetch = WALK_ROWS * depth
+        table, distance, literal = self.vectors.vector_sql(vector)
+        where, params = filter_sql(filters)
+        account = self.catalog.account
+        with self.vectors.walking(fetch) as conn:
+            terms, idfs = self._weights(conn, query)
+            linked, link_params = _links(filters, turn_kinds)
+            rows = conn.execute(
+                f"WITH {_TERMS}, walk AS MATERIALIZED (SELECT v.id, v.record, {distance} AS d FROM {table} AS v"
+                " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
+                f" AND c.id = v.record AND {where}) ORDER BY d LIMIT %s),"
+                " near AS MATERIALIZED (SELECT record AS id FROM walk GROUP BY record"
+                " ORDER BY min(d), (array_agg(id ORDER BY d, id))[1] LIMIT %s),"
+                " found AS (SELECT h.id FROM unnest(%s::text[]) AS h(id) UNION SELECT id FROM near)"
+                f" SELECT c.id, c.session_id, {_FTS}, {_cosine(table, distance)}, {linked},"
+                " (SELECT count(*) FROM walk), (SELECT count(*) FROM near)"
+                f" FROM (SELECT c.*, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
+                f" AND c.id IN (SELECT id FROM found) AND {where} OFFSET 0) AS c",
+                (terms, idfs, literal, account, *params, fetch, depth, list(hits), literal, *link_params,
+                 account, *params)).fetchall()
+        walked, near = (rows[0][-2], rows[0][-1]) if rows else (0, 0)
+        if near < depth and walked == fetch:  # a record's passages filled the walk: the steps walk again
+            return self.steps.around(query, vector, hits, depth, filters, turn_kinds)
+        found = _gathered(rows, hits)
+        found.links = {rid: (before, after) for rid, _, _, _, own, before, after, *_ in rows if own and turn_kinds}
+        return found
+
+    def scores(self, query: str, vector: Any, ids: Sequence[str], filters: Filters) -> Gathered:
+        if vector is None or not self.vectors.pgvector or not ids:
+            return self.steps.scores(query, vector, ids, filters)
+        table, distance, literal = self.vectors.vector_sql(vector)
+        where, params = filter_sql(filters)
+        with self.catalog.db.reading() as conn:
+            terms, idfs = self._weights(conn, query)
+            rows = conn.execute(
+                f"WITH {_TERMS} SELECT c.id, c.session_id, {_FTS}, {_cosine(table, distance)}"
+                f" FROM (SELECT c.*, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
+                f" AND {where} OFFSET 0) AS c",
+                (terms, idfs, literal, self.catalog.account, list(dict.fromkeys(ids)), *params)).fetchall()
+        return _gathered(rows, {})
+
+    def _weights(self, conn: Any, query: str) -> tuple[list[str], list[float]]:
+        weights = self.catalog.weights(conn, query)
+        return [t for t, _, _ in weights], [idf for _, idf, _ in weights]
+
+
+# The query's terms as full-text queries, parsed once, in their order (rarest first), with weights.
+_TERMS = ("terms AS MATERIALIZED (SELECT plainto_tsquery('english', t.term) AS q, t.idf"
+          " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n) ORDER BY t.n)")
+
+# A row's full-text score, as ``PgCatalog.fts_scores`` gives it: the weights of the terms it holds,
+# summed in their order, over its length (NULL: it holds none).
+_FTS = "(SELECT sum(t.idf) FROM terms AS t WHERE c.matched @@ t.q) / (1 + ln(1 + length(c.matched)))"
+
+
+def _cosine(table: str, distance: str) -> str:
+    """A record's best cosine over its own and its passages' vectors (``PgVectors.best_per_record``)."""
+    return (f"(SELECT max(-({distance})) FROM {table} AS v WHERE v.account_id = c.account_id"
+            " AND v.record = c.id AND v.embedding IS NOT NULL)")
+
+
+def _links(filters: Filters, turn_kinds: Sequence[str]) -> tuple[str, list[Any]]:
+    """Three columns: whether a candidate ``c`` is a turn with neighbours (``PgCatalog.neighbours``'s
+    condition), and the ids of the rows before and after it."""
+    if not turn_kinds:
+        return "false, NULL::text, NULL::text", []
+    before, after, own, params, own_params = neighbour_sides(filters, turn_kinds, "index_rows", postgres=True)
+    return f"{own}, {before}, {after}", [*own_params, *params, *params]
+
+
+def _gathered(rows: Sequence[Sequence[Any]], hits: dict[str, float]) -> Gathered:
+    """Candidates from rows ``(id, session, full-text score, cosine, ...)``; a full-text hit keeps
+    the score its search gave."""
+    fts = {rid: float(s) for rid, _, s, *_ in rows if s is not None}
+    fts.update(hits)
+    return Gathered(ids=list(dict.fromkeys([*hits, *(r[0] for r in rows)])), fts=fts,
+                    dense={rid: float(cos) for rid, _, _, cos, *_ in rows if cos is not None},
+                    sessions={rid: session for rid, session, *_ in rows})
+
