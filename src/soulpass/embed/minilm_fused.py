@@ -49,14 +49,14 @@ def rewrite(model_path: Path) -> bytes:
     model, initialisers, producers = parsed.model, parsed.initialisers, parsed.producers
     graph = model.graph
     products = {p.out: p for node in graph.node
-                if (p := minilm_int8._product(node, producers, parsed.readers, initialisers)) is not None}
+                if (p := minilm_int8.weight_product(node, producers, parsed.readers, initialisers)) is not None}
     mask = f"{PREFIX}mask"
     nodes: list[Any] = [helper.make_node("Cast", ["attention_mask"], [mask], to=onnx.TensorProto.INT32)]
     attentions = gelus = 0
     for node in graph.node:
         attention = next((a for out in node.output[:1]
-                          if (a := minilm_int8._attention(out, producers, initialisers)) is not None), None)
-        gelu = minilm_int8._gelu_input(node, producers, initialisers)
+                          if (a := minilm_int8.attention_heads(out, producers, initialisers)) is not None), None)
+        gelu = minilm_int8.gelu_input(node, producers, initialisers)
         if attention is not None:  # node makes the heads' joined output: the whole attention instead
             nodes.append(_attention(node.output[0], attention, products, initialisers, mask, graph))
             attentions += 1
@@ -75,7 +75,7 @@ def rewrite(model_path: Path) -> bytes:
 def _attention(out: str, found: tuple[str, str, str, int, float], products: dict[str, Any],
                initialisers: dict[str, Any], mask: str, graph: Any) -> Any:
     """One ``Attention`` making ``out`` from the input of the query, key and value products ``found``
-    names (``minilm_int8._attention``), over their float32 weights side by side."""
+    names (``minilm_int8.attention_heads``), over their float32 weights side by side."""
     from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     q, k, v, size, scale = found

@@ -49,7 +49,8 @@ from soulpass.embed.base import missing_extra
 from soulpass.errors import Corrupted
 
 __all__ = [
-    "UNFUSED", "WEIGHT_PRODUCTS", "cache_dir", "exact_int8_products", "kept_graph", "query_model", "rewrite",
+    "UNFUSED", "WEIGHT_PRODUCTS", "attention_heads", "cache_dir", "exact_int8_products", "gelu_input", "kept_graph",
+    "query_model", "rewrite", "weight_product",
 ]
 
 log = logging.getLogger(__name__)
@@ -195,7 +196,7 @@ def rewrite(model_path: Path) -> bytes:
 
     model, initialisers, producers, readers = parsed.model, parsed.initialisers, parsed.producers, parsed.readers
     graph = model.graph
-    products = [p for node in graph.node if (p := _product(node, producers, readers, initialisers)) is not None]
+    products = [p for node in graph.node if (p := weight_product(node, producers, readers, initialisers)) is not None]
     if len(products) != WEIGHT_PRODUCTS:
         raise Corrupted(f"model file {model_path} has {len(products)} int8 weight products, expected "
                         f"{WEIGHT_PRODUCTS}", path=str(model_path))
@@ -217,7 +218,7 @@ def rewrite(model_path: Path) -> bytes:
                         helper.make_node("Concat", [one, f"{sizes}/rest"], [sizes], axis=0),
                         helper.make_node("Cast", ["attention_mask"], [mask], to=onnx.TensorProto.INT32)]
     for node in graph.node:
-        if (gelu := _gelu_input(node, producers, initialisers)) is not None:
+        if (gelu := gelu_input(node, producers, initialisers)) is not None:
             nodes.append(helper.make_node("Gelu", [gelu], [node.output[0]], name=f"{node.name}/gelu",
                                           domain="com.microsoft"))
         elif node.name in first_of:
@@ -248,7 +249,7 @@ def _int8_products(group: list[_Product], initialisers: dict[str, Any], producer
     bias = ["", biases[0] if len(group) == 1 else constant(f"{name}/bias", joined(biases))] if biases else []
     out = group[0].out if len(group) == 1 else f"{PREFIX}{name}/joint"
     nodes: list[Any] = []
-    attention = _attention(x, producers, initialisers)
+    attention = attention_heads(x, producers, initialisers)
     if attention is not None:  # its [CLS] row spans what the others do: multiplied with them
         q, k, v, size, scale = attention
         nodes += [helper.make_node("MultiHeadAttention", [q, k, v, "", mask], [f"{x}/attention"],
@@ -267,8 +268,8 @@ def _int8_products(group: list[_Product], initialisers: dict[str, Any], producer
     return nodes
 
 
-def _product(node: Any, producers: dict[str, Any], readers: dict[str, list[Any]],
-             initialisers: dict[str, Any]) -> _Product | None:
+def weight_product(node: Any, producers: dict[str, Any], readers: dict[str, list[Any]],
+                   initialisers: dict[str, Any]) -> _Product | None:
     """``node`` as a weight product (its bias folded in when its only reader is ``Add(out, b)``, ``b``
     a 1-D initialiser), or None when it is not one."""
     weight = _int8_weight(node, producers, initialisers)
@@ -282,8 +283,8 @@ def _product(node: Any, producers: dict[str, Any], readers: dict[str, list[Any]]
     return _Product(node, node.input[0], *weight, added.output[0] if added is not None else node.output[0], bias, added)
 
 
-def _attention(x: str, producers: dict[str, Any],
-               initialisers: dict[str, Any]) -> tuple[str, str, str, int, float] | None:
+def attention_heads(x: str, producers: dict[str, Any],
+                    initialisers: dict[str, Any]) -> tuple[str, str, str, int, float] | None:
     """``(q, k, v, head size, scale)`` when ``x`` is the exported attention over ``q``, ``k``, ``v``:
     heads split (Reshape, Transpose), both sides scaled, the mask added, softmax, NaN made 0, times
     the values, heads joined; else None."""
@@ -326,7 +327,7 @@ def _attention(x: str, producers: dict[str, Any],
     return (q, k, v, size, scale) if size == q_size == k_size > 0 else None
 
 
-def _gelu_input(node: Any, producers: dict[str, Any], initialisers: dict[str, Any]) -> str | None:
+def gelu_input(node: Any, producers: dict[str, Any], initialisers: dict[str, Any]) -> str | None:
     """``x`` when ``node`` is the last of the exported exact GELU, ``x * (0.5 * (1 + erf(x / sqrt 2)))``
     (``Mul(x, Mul(0.5, Add(Erf(Div(x, sqrt 2)), 1)))``); else None."""
     from onnx import numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
