@@ -3,6 +3,7 @@ reading asks for, and what each part does to the hits and says in ``hit.parts``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -212,5 +213,53 @@ def test_only_a_statement_tagged_when_written_or_still_in_the_buffer_governs(tmp
         rule = next(h for h in found if h.text.startswith("Always use 24-hour"))
         assert rule.parts["standing"] > 0
         open_session.discard()
+    finally:
+        acct.close()
+
+
+def test_retag_reads_the_standing_tags_again_and_commits_what_changed(tmp_path: Path) -> None:
+    """A rule consolidated before the reader knew it (its tag missing) governs nothing; ``retag``
+    gives it its tag in a version of its own, and takes a tag the reader no longer gives away,
+    leaving every other tag. A dry run writes nothing; a second run finds nothing to change."""
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    acct = soulpass.open(tmp_path, embedder="none").account("me", create=True)
+    try:
+        sb = acct.create_sandbox("rules")
+        rule_text = "Always use 24-hour time when I ask about the meeting schedule."
+        sb.write_turn({"kind": "turn_user", "agent": "user", "created_at": T0, "text_excerpt": rule_text})
+        sb.write_turn({"kind": "turn_user", "agent": "user", "created_at": T0 + timedelta(minutes=1),
+                       "text_excerpt": "The meeting schedule moved to the park pavilion.", "tags": ["park"]})
+        assert isinstance(sb.archive(), Committed)
+        turns = {r.text_excerpt: r for r in acct.records("turn_user")}
+        rule, other = turns[rule_text], turns["The meeting schedule moved to the park pavilion."]
+        assert "standing:instruction" in rule.tags  # stamped when consolidated
+        acct.edit(rule.id, tags=[], reason="as an older reader left it")
+        acct.edit(other.id, tags=["park", "standing:preference"], reason="as a looser reader left it")
+
+        def rule_governs() -> bool:
+            hits = acct.search("Can you tell me the meeting schedule?", 5)
+            return any("standing" in h.parts for h in hits if h.id == rule.id)
+
+        assert not rule_governs()
+        head = acct.head()
+        planned = acct.retag(dry_run=True)
+        assert sorted(planned, key=lambda r: r["id"] != rule.id) == [
+            {"id": rule.id, "added": ["standing:instruction"], "removed": [], "version": None},
+            {"id": other.id, "added": [], "removed": ["standing:preference"], "version": None}]
+        assert acct.head() == head
+        res = CliRunner().invoke(cli, ["--home", str(tmp_path), "retag", "-a", "me", "--json"])
+        assert res.exit_code == 0, res.output
+        done = json.loads(res.output)
+        assert sorted(r["version"] for r in done) == [head + 1, head + 2]
+        assert acct.record(rule.id).tags == ("standing:instruction",)
+        assert acct.record(other.id).tags == ("park",)
+        assert rule_governs()
+        assert acct.history(rule.id)[-1].version in {head + 1, head + 2}
+        assert acct.retag() == []
+        res = CliRunner().invoke(cli, ["--home", str(tmp_path), "retag", "-a", "me"])
+        assert res.exit_code == 0 and "as the reader reads them now" in res.output
     finally:
         acct.close()

@@ -75,6 +75,9 @@ COMMANDS: dict[str, tuple[tuple[str, ...], str]] = {
         "Remove index rows whose file is gone."),
     "restore": (("integrity_cmds",),
         "Bring an account back from a backup; every file is checked against the backup's hashes."),
+    "retag": (("memory_cmds",),
+        "Read again which turns give a standing instruction or preference; commit the tags that "
+        "changed."),
     "rollback": (("version_cmds",),
         "Commit a new version whose content equals VERSION (nothing is destroyed)."),
     "sandbox": (("sandbox_cmds",),

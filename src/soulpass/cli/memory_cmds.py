@@ -119,4 +119,22 @@ def adopt(state: State, account: str, dry_run: bool, as_json: bool) -> None:
           [(r["version"] or "", r["id"], ", ".join(r["fields"]), r["key"], r.get("note", "")) for r in rows])
 
 
-COMMANDS = [edit, history, forget, adopt]
+@click.command("retag")
+@account_option
+@click.option("--dry-run", is_flag=True, help="List the turns whose tags would change; write nothing.")
+@json_option
+@click.pass_obj
+def retag(state: State, account: str, dry_run: bool, as_json: bool) -> None:
+    """Read again which turns give a standing instruction or preference; commit the tags that changed."""
+    rows = state.account(account).retag(dry_run=dry_run)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        console.print("every turn's standing tags are as the reader reads them now")
+        return
+    table("Standing tags read again" + (" (dry run)" if dry_run else ""), ["version", "id", "added", "removed"],
+          [(r["version"] or "", r["id"], ", ".join(r["added"]), ", ".join(r["removed"])) for r in rows])
+
+
+COMMANDS = [edit, history, forget, adopt, retag]

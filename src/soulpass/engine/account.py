@@ -222,6 +222,30 @@ class Account:
             out.append(row)
         return out
 
+    def retag(self, *, dry_run: bool = False, by: str | None = "retag") -> list[dict[str, Any]]:
+        """Read again which user turns in force give a standing instruction or preference
+        (``soulpass.retrieval.standing``: the tags a turn is stamped with when it is consolidated)
+        and commit the ``standing:*`` tags that changed: a turn consolidated before the reader
+        knew its kind of statement gets its tag, one the reader no longer reads as standing loses
+        it. Each turn is an edit, a version of its own, so it shows in the history and rolls back.
+        One dict per turn whose tags change: ``id``, ``added``, ``removed``, ``version`` (None on a
+        dry run)."""
+        from soulpass.records import TurnUser
+        from soulpass.retrieval.standing import TAG_PREFIX, standing_tags
+        out: list[dict[str, Any]] = []
+        for rec in [r for r in self.records("turn_user") if isinstance(r, TurnUser)]:
+            now = standing_tags(rec.text_excerpt)
+            was = tuple(t for t in rec.tags if t.startswith(TAG_PREFIX))
+            if set(now) == set(was):
+                continue
+            row: dict[str, Any] = {"id": rec.id, "added": sorted(set(now) - set(was)),
+                                   "removed": sorted(set(was) - set(now)), "version": None}
+            if not dry_run:
+                tags = [*(t for t in rec.tags if not t.startswith(TAG_PREFIX)), *now]
+                row["version"] = self.edit(rec.id, reason="standing tags read again", by=by, tags=tags)
+            out.append(row)
+        return out
+
     def history(self, record_id: str) -> list[HistoryStep]:
         """Every version that wrote record ``record_id``, oldest first, with the fields it changed."""
         from soulpass.engine import editing
