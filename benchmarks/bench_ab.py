@@ -62,6 +62,14 @@ def bench(home: str, args: argparse.Namespace, out: Path, src: Path | None, reus
     return result
 
 
+def resolved(revision: str) -> str:
+    """The commit ``revision`` names in this repository (a folder given as ``--before``: as given)."""
+    if Path(revision).is_dir():
+        return revision
+    found = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", revision], capture_output=True, text=True)
+    return found.stdout.strip() or revision
+
+
 def settle(url: str) -> None:
     """``VACUUM ANALYZE`` the tables of the schema ``url`` searches (``postgres_schema``'s)."""
     import psycopg
@@ -102,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
                       f"p95 {got['latency_ms']['p95']} ms", flush=True)
     p50 = {side: round(statistics.median(r["latency_ms"]["p50"] for r in runs), 2) for side, runs in sides.items()}
     differ = sum(a != b for a, b in zip(sides["after"][0]["ranked"], sides["before"][0]["ranked"], strict=True))
-    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "before": args.before, "data": args.data.name,
+    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "before": resolved(args.before), "after": resolved("HEAD"),
+           "data": args.data.name,
            "limit": args.limit, "backend": "postgresql" if args.postgres else "files", "rounds": args.rounds,
            "questions": len(sides["after"][0]["ranked"]),
            "runs": {side: [r["latency_ms"] for r in runs] for side, runs in sides.items()},
