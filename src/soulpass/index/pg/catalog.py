@@ -360,12 +360,14 @@ class PgCatalog:
     def _rank_by_index(self, conn: Any, weights: list[tuple[str, float, int]], filters: Filters,
                        k: int) -> list[tuple[str, float]]:
         """The ``k`` best rows matching any term: each term's rows found by the GIN index and its
-        weight summed per row, then only a matching row's vector read (for its length)."""
+        weight summed per row, in the terms' order (as ``_score_sql`` sums them: the same score to
+        the last bit, whatever order the rows were found in), then only a matching row's vector read
+        (for its length)."""
         where, params = filter_sql(filters)
         where_r, params_r = filter_sql(filters, "r")
         rows = conn.execute(
-            "SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id, sum(t.idf) AS w"
-            " FROM unnest(%s::text[], %s::float8[]) AS t(term, idf) JOIN index_rows AS c"
+            "SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id, sum(t.idf ORDER BY t.n) AS w"
+            " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n) JOIN index_rows AS c"
             f" ON c.tsv @@ plainto_tsquery('english', t.term) WHERE c.account_id = %s AND {where} GROUP BY c.id) AS m"
             f" JOIN index_rows AS r ON r.account_id = %s AND r.id = m.id AND {where_r} ORDER BY s DESC, m.id LIMIT %s",
             ([t for t, _, _ in weights], [idf for _, idf, _ in weights], self.account, *params, self.account,
