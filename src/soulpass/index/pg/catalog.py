@@ -249,8 +249,7 @@ class PgCatalog:
         most common lexemes) times the account's rows, or ``DF_CAP`` if it has none. Remembered per
         handle until the rows in force change by a tenth, or a rebuild."""
         total, generation = self._size(conn)
-        new = [t for t in dict.fromkeys(terms) if (cached := self._idf.get(t)) is None or cached[0][1] != generation
-               or abs(cached[0][0] - total) > total // 10]
+        new = [t for t in dict.fromkeys(terms) if not self._counted(t, total, generation)]
         if new:
             counted = conn.execute(
                 "SELECT t.term, plainto_tsquery('english', t.term)::text, (SELECT count(*) FROM (SELECT 1"
@@ -282,10 +281,15 @@ class PgCatalog:
         counted them, without a statement; counted on ``conn`` where a term was not."""
         terms = query_terms(query)
         kept = self._rows_in_force
-        if kept is not None and all((c := self._idf.get(t)) is not None and c[0][1] == kept[0]
-                                    and abs(c[0][0] - kept[3]) <= kept[3] // 10 for t in terms):
+        if kept is not None and all(self._counted(t, kept[3], kept[0]) for t in terms):
             return self._weighed(terms, kept[3])  # what ``_weights`` gives while the rows stay as counted
         return self._weights(conn, terms) if terms else []
+
+    def _counted(self, term: str, total: int, generation: int) -> bool:
+        """Whether ``term``'s remembered document frequency holds for ``total`` rows in force of
+        ``generation``: counted in that generation, among rows within a tenth of ``total``."""
+        cached = self._idf.get(term)
+        return cached is not None and cached[0][1] == generation and abs(cached[0][0] - total) <= total // 10
 
     def _common_lexemes(self, conn: Any) -> dict[str, float]:
         """The share of ``index_rows`` holding each of its most common lexemes, from the column's

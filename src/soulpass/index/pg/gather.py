@@ -66,7 +66,7 @@ class PgGather:
         if near < depth and walked == fetch:  # a record's passages filled the walk: the steps walk again
             return self.steps.around(query, vector, hits, depth, filters, turn_kinds)
         found = _gathered(rows, hits)
-        found.links = {rid: (before, after) for rid, _, _, _, own, before, after, *_ in rows if own and turn_kinds}
+        found.links = {rid: (before, after) for rid, _, _, _, own, before, after, *_ in rows if own}
         return found
 
     def scores(self, query: str, vector: Any, ids: Sequence[str], filters: Filters) -> Gathered:
