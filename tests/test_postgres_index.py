@@ -477,3 +477,36 @@ def test_full_text_counts_and_ranks_an_accounts_own_rows_beside_another(url: str
     assert catalog.fts_search("the and a", 10) == []
     small.close()
     large.close()
+
+
+def test_a_large_catch_up_takes_the_planners_statistics_a_small_one_leaves_them(
+        vurl: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A catch-up that wrote ``SETTLE_AFTER`` rows or vectors or more analyses the catalog's and the
+    vectors' tables (a new account's rows are in no statistics until then, and the planner took them
+    for a handful); one of a few rows leaves that to autovacuum."""
+    from soulpass.index import follow
+    from soulpass.store.postgres.url import server_url
+
+    monkeypatch.setattr(follow, "SETTLE_AFTER", 20)
+
+    def analysed() -> dict[str, int]:
+        with psycopg.connect(server_url(vurl), autocommit=True) as conn:
+            return dict(conn.execute(
+                "SELECT relname, analyze_count FROM pg_stat_user_tables WHERE schemaname = current_schema()"
+                " AND (relname = 'index_rows' OR relname LIKE 'index_vectors_%')").fetchall())
+
+    acct = soulpass.open(vurl, embedder=CountingEmbedder()).account("alice", create=True)
+    sb = acct.create_sandbox("s1")
+    for n in range(30):
+        sb.add_turn("user", f"turn number {n} talks about topic{n} and gardens")
+    sb.archive()
+    assert acct.search("topic7 gardens", k=3)[0].text.startswith("turn number 7 ")
+    counts = analysed()
+    assert len(counts) == 2 and set(counts.values()) == {1}, counts
+    sb = acct.create_sandbox("s2")
+    for n in range(3):
+        sb.add_turn("user", f"a later turn {n} about ferns")
+    sb.archive()
+    assert acct.search("ferns", k=3)[0].text.startswith("a later turn")
+    assert analysed() == counts  # three rows: no statistics taken
+    acct.close()

@@ -116,7 +116,7 @@ class AccountIndex:
         self._identity = catalog.born  # its state row is made again when the index is dropped
         self._opened = self._identity()
         if self.embedder is None:
-            return None, Follower(self.store, catalog, embed_inline=embed_inline)
+            return None, Follower(self.store, catalog, embed_inline=embed_inline, settle=catalog.settle)
         model = self.embedder.model_id
         vectors = PgVectors(db, account_id, model_id=model, dim=self.embedder.dim,
                             local_folder=account_vectors_folder(where.folder, "hnsw", model))
@@ -124,7 +124,8 @@ class AccountIndex:
         self.backlog = PgBacklog(catalog, vectors, embedding_key(model), embed_text, SEARCHABLE_KINDS,
                                  passages_of=embed_passages, carried=where.folder / carried_name(model))
         follower = Follower(self.store, catalog, embedder=self.embedder, vectors=vectors, backlog=self.backlog,
-                            passage_vectors=vectors.passages_total, embed_inline=embed_inline)
+                            passage_vectors=vectors.passages_total, embed_inline=embed_inline,
+                            settle=lambda: catalog.settle(vectors.table))
         dense = DatabaseDense(vectors, catalog)
         self._gather = PgGather(catalog, vectors, dense)  # the candidates in one statement
         return dense, follower

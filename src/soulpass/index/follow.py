@@ -30,6 +30,7 @@ log = logging.getLogger(__name__)
 
 EMBED_BATCH = 256
 PREPARE_FILTERS_AFTER = 16_384  # vectors written by one catch-up after which the filter masks are built
+SETTLE_AFTER = 500  # rows or vectors written by one catch-up after which the database is settled (``settle``)
 
 
 @dataclass(frozen=True)
@@ -47,15 +48,20 @@ class Follower:
     """Keeps one account's catalog and vectors following its store.
 
     ``state``: the local vectors' embedding state (None where the vectors are kept in the database);
-    ``passage_vectors()``: how many of the vectors are passages' (not records')."""
+    ``passage_vectors()``: how many of the vectors are passages' (not records'); ``settle()``: where
+    the index is kept in a database, brings the planner's statistics up to what a large catch-up
+    wrote (``PgCatalog.settle``). A new account's rows are in no statistics until the table is
+    analysed again (autovacuum waits for a tenth of the table to change, which an account among
+    many never is), and the planner, taking them for a handful, chose for a search to compare every
+    vector of the account with every one of its rows (docs/retrieval.md)."""
 
     def __init__(self, store: AccountBackend, catalog: IndexCatalog[AccountBackend], *,
                  embedder: Embedder | None = None, vectors: VectorIndex | None = None,
                  backlog: EmbedBacklog | PgBacklog | None = None, state: sqlite3.Connection | None = None,
                  masked: MaskedDense | None = None, passage_vectors: Callable[[], int] = lambda: 0,
-                 embed_inline: bool = True) -> None:
+                 embed_inline: bool = True, settle: Callable[[], None] | None = None) -> None:
         self.store, self.catalog, self.embedder, self.vectors, self.backlog = store, catalog, embedder, vectors, backlog
-        self.embed_inline = embed_inline
+        self.embed_inline, self._settle = embed_inline, settle
         self._state, self._masked, self._passage_vectors = state, masked, passage_vectors
         self._synced: tuple[int, CatchUpReport] | None = None  # HEAD last caught up to completely
 
@@ -70,8 +76,11 @@ class Follower:
         report = self.catalog.catch_up(self.store)
         before = self.vectors.count() if self.vectors is not None else 0
         deferred = self.embed_new()
-        if self.vectors is not None and self.vectors.count() - before >= PREPARE_FILTERS_AFTER:
+        written = self.vectors.count() - before if self.vectors is not None else 0
+        if written >= PREPARE_FILTERS_AFTER:
             self.prepare_filters()  # a large import: the first filtered search need not build them
+        if self._settle is not None and max(report.rows_added, written) >= SETTLE_AFTER:
+            self._settle()
         if not deferred and report.to_version == head:
             self._synced = (head, CatchUpReport(head, head, 0, 0, 0))
         return report
@@ -98,6 +107,8 @@ class Follower:
         if self.backlog is not None:
             self.backlog.reset()
         self.embed_new()
+        if self._settle is not None:
+            self._settle()
         return report
 
     def embed_new(self) -> bool:

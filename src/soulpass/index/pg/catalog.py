@@ -37,7 +37,7 @@ from soulpass.store.contract import AccountBackend, VersionEntry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PgCatalog", "filter_sql"]
+__all__ = ["FTS_SQL", "READ_ONCE", "TERMS_SQL", "PgCatalog", "filter_sql", "term_params"]
 
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _COPY_BATCH = 5_000
@@ -46,8 +46,17 @@ DF_CAP = 500  # document frequencies are counted up to here (see ``PgCatalog._we
 # A row's full-text vector copied once for the score's one match per term: read from the table, a
 # long turn's vector is TOASTed and every ``c.tsv @@ term`` decompresses it again. The filters
 # come before the match in each WHERE, so the cheap ones (kind, tags) rule a row out first.
-_READ_ONCE = "c.tsv || ''::tsvector AS tsv"
+READ_ONCE = "c.tsv || ''::tsvector AS matched"
+# The query's terms as full-text queries, parsed once, with their weights, in their order (rarest
+# first): a CTE ``terms`` taking two parameters (``term_params``).
+TERMS_SQL = ("terms AS MATERIALIZED (SELECT plainto_tsquery('english', t.term) AS q, t.idf, t.n"
+             " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n))")
+# A row's full-text score, the one form every statement uses: the weights of the terms its vector
+# (``c.matched``, ``READ_ONCE``) holds, summed in the terms' order (as ``_rank_by_index`` sums them:
+# the same score to the last bit), over its length; NULL where it holds none.
+FTS_SQL = "(SELECT sum(t.idf ORDER BY t.n) FROM terms AS t WHERE c.matched @@ t.q) / (1 + ln(1 + length(c.matched)))"
 RANKED_ROWS = 5_000  # the most matching rows a full-text search ranks (see ``fts_search``)
+SETTLE_WAIT_MS = 2_000  # how long ``settle`` waits for a table another ANALYZE or VACUUM holds
 RECOUNT_S = 60.0  # rows in force (the IDFs' N) past SMALL_ACCOUNT are counted again at most this often
 SMALL_ACCOUNT = 10_000
 
@@ -55,6 +64,11 @@ SMALL_ACCOUNT = 10_000
 def filter_sql(filters: Filters, alias: str = "c") -> tuple[str, list[Any]]:
     """``soulpass.index.catalog.query.filter_sql`` for ``index_rows AS alias``."""
     return query_filter_sql(filters, alias, postgres=True)
+
+
+def term_params(weights: Sequence[tuple[str, float, int]]) -> tuple[list[str], list[float]]:
+    """``TERMS_SQL``'s two parameters from ``PgCatalog``'s weights: the terms and their weights."""
+    return [t for t, _, _ in weights], [idf for _, idf, _ in weights]
 
 
 def _row(values: Sequence[Any]) -> CatalogRow:
@@ -182,6 +196,20 @@ class PgCatalog:
         self.close()
 
     # --- state ---------------------------------------------------------------------------
+
+    def settle(self, *also: str) -> None:
+        """``ANALYZE`` the catalog's table (and the tables ``also`` names: the vectors'), so that the
+        planner knows rows written in bulk. Not done, with a warning, where the statistics cannot be
+        taken now (a lock held too long): autovacuum will, and the search is right either way."""
+        import psycopg
+
+        tables = ", ".join(("index_rows", *also))
+        try:
+            with self.db.connection() as conn:
+                conn.execute(f"SET LOCAL lock_timeout = '{SETTLE_WAIT_MS}ms'")
+                conn.execute(f"ANALYZE {tables}")
+        except psycopg.errors.LockNotAvailable as exc:
+            log.warning("statistics of %s not taken now: %s", tables, exc)
 
     def _state(self, conn: Any, *, lock: bool = False) -> tuple[int, str, int]:
         row = conn.execute("SELECT store_version, store_timestamp, generation FROM index_state WHERE account_id = %s"
@@ -318,15 +346,6 @@ class PgCatalog:
         return cached[3], generation
 
     @staticmethod
-    def _score_sql(weights: list[tuple[str, float, int]]) -> tuple[str, list[Any]]:
-        """The score expression and its parameters."""
-        parts, params = [], []
-        for term, idf, _ in weights:
-            parts.append("%s * (c.tsv @@ plainto_tsquery('english', %s))::int")
-            params += [idf, term]
-        return f"({' + '.join(parts)}) / (1 + ln(1 + length(c.tsv)))", params
-
-    @staticmethod
     def _match(weights: list[tuple[str, float, int]]) -> str:
         """A tsquery ORing the terms (tokens are letters and digits: nothing to escape)."""
         return " | ".join(f"'{t}'" for t, _, _ in weights)
@@ -364,18 +383,17 @@ class PgCatalog:
     def _rank_by_index(self, conn: Any, weights: list[tuple[str, float, int]], filters: Filters,
                        k: int) -> list[tuple[str, float]]:
         """The ``k`` best rows matching any term: each term's rows found by the GIN index and its
-        weight summed per row, in the terms' order (as ``_score_sql`` sums them: the same score to
-        the last bit, whatever order the rows were found in), then only a matching row's vector read
+        weight summed per row, in the terms' order (as ``FTS_SQL`` sums them: the same score to the
+        last bit, whatever order the rows were found in), then only a matching row's vector read
         (for its length)."""
         where, params = filter_sql(filters)
         where_r, params_r = filter_sql(filters, "r")
         rows = conn.execute(
-            "SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id, sum(t.idf ORDER BY t.n) AS w"
-            " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n) JOIN index_rows AS c"
-            f" ON c.tsv @@ plainto_tsquery('english', t.term) WHERE c.account_id = %s AND {where} GROUP BY c.id) AS m"
+            f"WITH {TERMS_SQL} SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id,"
+            " sum(t.idf ORDER BY t.n) AS w FROM terms AS t JOIN index_rows AS c ON c.tsv @@ t.q"
+            f" WHERE c.account_id = %s AND {where} GROUP BY c.id) AS m"
             f" JOIN index_rows AS r ON r.account_id = %s AND r.id = m.id AND {where_r} ORDER BY s DESC, m.id LIMIT %s",
-            ([t for t, _, _ in weights], [idf for _, idf, _ in weights], self.account, *params, self.account,
-             *params_r, k)).fetchall()
+            (*term_params(weights), self.account, *params, self.account, *params_r, k)).fetchall()
         return [(rid, float(s)) for rid, s in rows]
 
     def _rank_by_scan(self, conn: Any, weights: list[tuple[str, float, int]], ranked: list[tuple[str, float, int]],
@@ -383,14 +401,13 @@ class PgCatalog:
         """The ``k`` best of the rows (up to ``RANKED_ROWS``) matching a ``ranked`` term, each scored
         by every term of ``weights``: the rows read in turn, each one's vector once."""
         where, params = filter_sql(filters)
-        score, score_params = self._score_sql(weights)
         # The inner LIMIT never cuts while the ranked terms match at most RANKED_ROWS rows; when
         # even the rarest term is commoner (every term common), it bounds the work.
         rows = conn.execute(
-            f"SELECT c.id, {score} AS s FROM (SELECT c.id, {_READ_ONCE} FROM index_rows AS c"
+            f"WITH {TERMS_SQL} SELECT c.id, {FTS_SQL} AS s FROM (SELECT c.id, {READ_ONCE} FROM index_rows AS c"
             f" WHERE c.account_id = %s AND {where} AND c.tsv @@ to_tsquery('english', %s) LIMIT %s) AS c"
             " ORDER BY s DESC, c.id LIMIT %s",
-            (*score_params, self.account, *params, self._match(ranked), RANKED_ROWS, k)).fetchall()
+            (*term_params(weights), self.account, *params, self._match(ranked), RANKED_ROWS, k)).fetchall()
         return [(rid, float(s)) for rid, s in rows]
 
     def fts_scores(self, query: str, ids: Iterable[str], filters: Filters | None = None) -> dict[str, float]:
@@ -404,11 +421,11 @@ class PgCatalog:
             weights = self._weights(conn, terms)
             if not weights:
                 return {}
-            score, score_params = self._score_sql(weights)
             rows = conn.execute(
-                f"SELECT c.id, {score} FROM (SELECT c.id, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
-                f" AND c.id = ANY(%s) AND {where} AND c.tsv @@ to_tsquery('english', %s) OFFSET 0) AS c",
-                (*score_params, self.account, wanted, *params, self._match(weights))).fetchall()
+                f"WITH {TERMS_SQL} SELECT c.id, {FTS_SQL} FROM (SELECT c.id, {READ_ONCE} FROM index_rows AS c"
+                f" WHERE c.account_id = %s AND c.id = ANY(%s) AND {where} AND c.tsv @@ to_tsquery('english', %s)"
+                " OFFSET 0) AS c",
+                (*term_params(weights), self.account, wanted, *params, self._match(weights))).fetchall()
         return {rid: float(s) for rid, s in rows}
 
     # --- lookups -------------------------------------------------------------------------

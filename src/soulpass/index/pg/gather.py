@@ -22,12 +22,10 @@ from typing import Any
 from soulpass.index.catalog.query import Filters, neighbour_sides
 from soulpass.index.dense import WALK_ROWS, DenseScores, broad
 from soulpass.index.gather import Gathered, Stepwise
-from soulpass.index.pg.catalog import PgCatalog, filter_sql
+from soulpass.index.pg.catalog import FTS_SQL, READ_ONCE, TERMS_SQL, PgCatalog, filter_sql, term_params
 from soulpass.index.pg.vectors import PgVectors
 
 __all__ = ["PgGather"]
-
-_READ_ONCE = "c.tsv || ''::tsvector AS matched"  # the row's full-text vector read (decompressed) once
 
 
 class PgGather:
@@ -50,15 +48,15 @@ class PgGather:
             terms, idfs = self._weights(conn, query)
             linked, link_params = _links(filters, turn_kinds)
             rows = conn.execute(
-                f"WITH {_TERMS}, walk AS MATERIALIZED (SELECT v.id, v.record, {distance} AS d FROM {table} AS v"
+                f"WITH {TERMS_SQL}, walk AS MATERIALIZED (SELECT v.id, v.record, {distance} AS d FROM {table} AS v"
                 " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
                 f" AND c.id = v.record AND {where}) ORDER BY d LIMIT %s),"
                 " near AS MATERIALIZED (SELECT record AS id FROM walk GROUP BY record"
                 " ORDER BY min(d), (array_agg(id ORDER BY d, id))[1] LIMIT %s),"
                 " found AS (SELECT h.id FROM unnest(%s::text[]) AS h(id) UNION SELECT id FROM near)"
-                f" SELECT c.id, c.session_id, {_FTS}, {_cosine(table, distance)}, {linked},"
+                f" SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}, {linked},"
                 " (SELECT count(*) FROM walk), (SELECT count(*) FROM near)"
-                f" FROM (SELECT c.*, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
+                f" FROM (SELECT c.*, {READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
                 f" AND c.id IN (SELECT id FROM found) AND {where} OFFSET 0) AS c",
                 (terms, idfs, literal, account, *params, fetch, depth, list(hits), literal, *link_params,
                  account, *params)).fetchall()
@@ -77,24 +75,14 @@ class PgGather:
         with self.catalog.db.reading() as conn:
             terms, idfs = self._weights(conn, query)
             rows = conn.execute(
-                f"WITH {_TERMS} SELECT c.id, c.session_id, {_FTS}, {_cosine(table, distance)}"
-                f" FROM (SELECT c.*, {_READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
+                f"WITH {TERMS_SQL} SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}"
+                f" FROM (SELECT c.*, {READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
                 f" AND {where} OFFSET 0) AS c",
                 (terms, idfs, literal, self.catalog.account, list(dict.fromkeys(ids)), *params)).fetchall()
         return _gathered(rows, {})
 
     def _weights(self, conn: Any, query: str) -> tuple[list[str], list[float]]:
-        weights = self.catalog.weights(conn, query)
-        return [t for t, _, _ in weights], [idf for _, idf, _ in weights]
-
-
-# The query's terms as full-text queries, parsed once, in their order (rarest first), with weights.
-_TERMS = ("terms AS MATERIALIZED (SELECT plainto_tsquery('english', t.term) AS q, t.idf"
-          " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n) ORDER BY t.n)")
-
-# A row's full-text score, as ``PgCatalog.fts_scores`` gives it: the weights of the terms it holds,
-# summed in their order, over its length (NULL: it holds none).
-_FTS = "(SELECT sum(t.idf) FROM terms AS t WHERE c.matched @@ t.q) / (1 + ln(1 + length(c.matched)))"
+        return term_params(self.catalog.weights(conn, query))
 
 
 def _cosine(table: str, distance: str) -> str:
