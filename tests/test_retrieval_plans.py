@@ -192,6 +192,32 @@ def test_the_engine_runs_the_plain_search_for_a_question_and_lifts_standing_ones
     assert not any({"person", "hop"} & set(h.parts) for h in friends.search(asked, 5))
 
 
+def test_the_engine_searches_a_summary_or_an_order_asked_outright_by_its_topic(friends: soulpass.Account) -> None:
+    """The words asking for the order or the summary name nothing to find: the engine's search asks
+    the topic instead. An event placed against another, and a topic of one word, are asked as they are."""
+    index = friends.index()
+
+    def same(asked: str, searched: str) -> None:
+        assert [(h.id, h.score) for h in friends.search(asked, 5, kinds=["turn_user"])] == [
+            (h.id, h.score) for h in index.search(searched, 5, TURNS)]
+
+    same("In which order did we talk about the garden hose and the new bike?", "garden hose new bike")
+    same("Can you summarise what we discussed about the leaking garden hose?", "leaking garden hose")
+    same("What did Ann do after she planted the tomatoes?", "What did Ann do after she planted the tomatoes?")
+    same("Summarise the garden", "Summarise the garden")  # one word of topic: asked as it is
+
+    asked: list[str] = []
+
+    class Recorder:
+        def search(self, query: str, k: int = 10, filters: Filters | None = None,
+                   extra: object = ()) -> list[plans.Hit]:
+            asked.append(query)
+            return []
+
+    plans.governed_search(Recorder(), "Give me a timeline of the kitchen renovation budget", 5)
+    assert asked and set(asked) == {"kitchen renovation budget"}  # the tagged statements, then the plain search
+
+
 def test_only_a_statement_tagged_when_written_or_still_in_the_buffer_governs(tmp_path: Path) -> None:
     """An assistant's "always …" is advice, not the user's rule: untagged, it gets no standing part.
     A rule the user gives in the open session governs that session's search before it is archived."""

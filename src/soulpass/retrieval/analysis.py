@@ -39,7 +39,9 @@ class QueryAnalysis:
     person ("I", "my", "we"); ``when`` holds its time expressions resolved against ``reference``;
     ``request`` is true for a request to do, answer, format or schedule something (as opposed to a
     question about past events), and ``topics`` are its content words' stems, on which standing
-    instructions are matched."""
+    instructions are matched. ``across`` is true where the answer spans a topic across the
+    conversation: a summary, or an order asked outright ("in which order", "timeline"), not one event
+    placed against another ("what did she do after the move?")."""
 
     text: str
     who: tuple[str, ...]
@@ -49,6 +51,7 @@ class QueryAnalysis:
     request: bool
     topics: tuple[str, ...]
     reference: date | None
+    across: bool
 
 
 _FIRST_PERSON = frozenset({"i", "me", "my", "mine", "myself", "i'm", "i've", "i'd", "i'll",
@@ -228,13 +231,15 @@ def analyse(question: str, participants: Iterable[str] = (), *, session_dates: S
     bare = _without(text, (r.phrase for r in when))
     words = tokens(bare)
     leave_out = frozenset(w for p in who for w in tokens(p))
+    shape = _shape(bare, words, who)
     return QueryAnalysis(
         text=question,
         who=who,
         user=any(w in _FIRST_PERSON for w in words),
-        shape=_shape(bare, words, who),
+        shape=shape,
         when=when,
         request=_is_request(bare, words, when, ref),
         topics=topic_words(bare, leave_out=leave_out),
         reference=ref,
+        across=shape is Shape.SUMMARY or _ORDER.search(bare) is not None,  # an order asked outright
     )

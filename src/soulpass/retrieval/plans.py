@@ -66,6 +66,7 @@ UNIT_TURNS = 1  # turns a session unit points to (its best among the topic query
 UNIT_SHAPES = (Shape.ORDER, Shape.SUMMARY)  # the shapes whose answer is the topic across sessions
 OWN_TURNS_SHAPES = (Shape.ORDER,)  # in the first person, the topic query reads the user's own turns
 OWN_KIND = "turn_user"  # the kind of the user's own turns
+TOPIC_WORDS = 2  # the fewest words of a topic that the engine's search asks instead of the question
 
 _NAME = re.compile(r"\b[A-Z][a-z]{2,}\b")
 _STANDING = frozenset(STANDING_TAGS)
@@ -111,9 +112,20 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     its topics ("Always include the logs when I ask about matcher failures" governs "What happened
     when the matcher failed?"), so a question no tagged instruction speaks to costs one small
     filtered search more. The other parts (``person``, ``hop``, ``units``: :func:`planned_search`)
-    are not in it: measured end to end they cost more time than they gained (docs/retrieval.md)."""
+    are not in it: measured end to end they cost more time than they gained (docs/retrieval.md).
+
+    A question whose answer spans a topic across the conversation (``QueryAnalysis.across``: a
+    summary, an order asked outright) is searched by its topic (``topic_query``: "Can you walk me
+    through the order in which I brought up the aspects of the chat app's message storage?" by
+    "chat app's message storage"), read again as such: the words that ask for the summary or the
+    order name nothing to find, and drown the topic in both the full text and the query's vector.
+    A topic of fewer than ``TOPIC_WORDS`` words is too little to stand for the question, which is
+    then searched as asked."""
     check_search(query, k)
     analysis = analyse(query)
+    topic = topic_query(query) if analysis.across else ""
+    if len(topic.split()) >= TOPIC_WORDS:
+        query, analysis = topic, analyse(topic)
     if not analysis.topics:
         return searcher.search(query, k, filters, extra)
     plan = Plan(standing=analysis.topics, request=analysis.request)
