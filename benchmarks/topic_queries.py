@@ -47,7 +47,6 @@ from soulpass.importers.locomo import read
 from soulpass.index.catalog import Filters
 from soulpass.index.search import Hit
 from soulpass.retrieval import Shape, analyse
-from soulpass.retrieval.units import topic_query
 
 ROOT = Path(__file__).resolve().parents[1]
 K, DEPTH = 20, 50
@@ -55,8 +54,7 @@ Variant = Callable[[Any, str], list[Hit]]
 SCOPE = Filters(kinds=TURN_KINDS)
 
 
-def _topic(question: str) -> str:
-    return topic_query(question) if len(topic_query(question).split()) >= plans.TOPIC_WORDS else ""
+_topic = plans.topic_to_ask
 
 
 def engine(index: Any, question: str) -> list[Hit]:

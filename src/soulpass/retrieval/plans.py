@@ -44,7 +44,7 @@ from soulpass.retrieval.standing import STANDING_TAGS
 from soulpass.retrieval.units import session_units, topic_query
 from soulpass.retrieval.words import topic_words
 
-__all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan"]
+__all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan", "topic_to_ask"]
 
 # The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
 # they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set; the
@@ -123,8 +123,7 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     then searched as asked."""
     check_search(query, k)
     analysis = analyse(query)
-    topic = topic_query(query) if analysis.across else ""
-    if len(topic.split()) >= TOPIC_WORDS:
+    if analysis.across and (topic := topic_to_ask(query)):
         query, analysis = topic, analyse(topic)
     if not analysis.topics:
         return searcher.search(query, k, filters, extra)
@@ -135,6 +134,12 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     if not any(share for _, share in tagged):
         return searcher.search(query, k, filters, extra)
     return run_plan(plan, searcher, query, k, filters, extra, tagged=tagged)
+
+
+def topic_to_ask(query: str) -> str:
+    """``query``'s topic words (``topic_query``) where there are at least ``TOPIC_WORDS`` of them, else ""."""
+    topic = topic_query(query)
+    return topic if len(topic.split()) >= TOPIC_WORDS else ""
 
 
 def planned_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
