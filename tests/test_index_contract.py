@@ -53,6 +53,9 @@ class StandIn:
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         return self._call("ids_matching").ids_matching(filters)
 
+    def few_matching(self, filters: Filters, most: int) -> list[str] | None:
+        return self._call("few_matching").few_matching(filters, most)
+
     def version(self) -> int:
         return self._call("version").version()
 
@@ -69,10 +72,11 @@ class StandIn:
         self._call("close").close()
 
 
-SEARCH_METHODS = {"catch_up", "fts_search", "fts_scores", "passing", "neighbours", "get", "sessions", "ids_matching"}
+SEARCH_METHODS = {"catch_up", "fts_search", "fts_scores", "passing", "neighbours", "get", "sessions", "ids_matching",
+                  "few_matching"}
 
 
-def test_the_contract_names_the_eight_search_methods_and_the_upkeep() -> None:
+def test_the_contract_names_the_nine_search_methods_and_the_upkeep() -> None:
     def methods(proto: type) -> set[str]:
         return {n for n in vars(proto) if not n.startswith("_")}
 

@@ -78,6 +78,10 @@ def test_catalog_rows_filters_and_neighbours_equal_the_sqlite_catalog(url: str, 
         assert index.catalog.version() == ref.version() == history["v6"].version
         for f in FILTERS:
             assert index.catalog.ids_matching(f) == ref.ids_matching(f), f
+            n = len(ref.ids_matching(f))  # listed where at most `most` pass, else None: both alike
+            assert index.catalog.few_matching(f, n) == ref.few_matching(f, n) == ref.ids_matching(f), f
+            if n:
+                assert index.catalog.few_matching(f, n - 1) is None and ref.few_matching(f, n - 1) is None, f
         every = ref.ids_matching(Filters(as_of_version=2))
         assert index.catalog.passing(every, Filters(kinds=("fact",))) == ref.passing(every, Filters(kinds=("fact",)))
         turns = ref.ids_matching(Filters(kinds=("turn_user", "turn_llm")))

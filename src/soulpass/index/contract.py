@@ -3,7 +3,7 @@
 can stand in. ``StoreT`` is the store the catalog follows: an ``AccountBackend`` (the store
 contract), whatever backend keeps the account, for the SQLite catalog and ``AccountIndex``.
 
-``SearchCatalog`` holds the eight methods a search calls; ``IndexCatalog`` adds what the rest of
+``SearchCatalog`` holds the nine methods a search calls; ``IndexCatalog`` adds what the rest of
 the library asks of the catalog an ``AccountIndex`` holds: its version (the background indexer),
 the journal's lookup by semantic hash, and upkeep (rebuild, status, rows, delete_rows, close).
 """
@@ -58,6 +58,11 @@ class SearchCatalog(Protocol[StoreT]):
 
     def ids_matching(self, filters: Filters | None = None) -> list[str]:
         """Ids of the rows that pass ``filters``, sorted."""
+        ...
+
+    def few_matching(self, filters: Filters, most: int) -> list[str] | None:
+        """``ids_matching(filters)`` where at most ``most`` rows pass, else None (read no further
+        than that: a filter that passes many rows is not listed)."""
         ...
 
 

@@ -25,13 +25,17 @@ from soulpass.vectors.groups import GroupBest
 if TYPE_CHECKING:
     from soulpass.index.pg import PgVectors
 
-__all__ = ["DatabaseDense", "DenseScores", "LocalDense", "broad"]
+__all__ = ["DatabaseDense", "DenseScores", "LocalDense", "broad", "few_tagged"]
 
 # Filtered dense search: ask the vector index for up to this many times the candidates needed
 # (measuring the share that passes), with this margin over the measured share, before listing
 # every passing id instead.
 OVERFETCH_MOST = 32
 OVERFETCH_MARGIN = 1.25
+
+# A tag filter (tags, a source) passing at most this many rows: those rows are scored outright
+# instead of searched for (a rare tag is a long walk through the nearest vectors).
+FEW_TAGGED = 2_000
 
 # A walk over the database's vectors asks for this many vectors per record wanted (a record's
 # passages are vectors of their own: the walk is asked again, for twice as many, where they fill it).
@@ -66,6 +70,8 @@ class LocalDense:
         masked = self.masked.nearest(vector, depth, filters) if self.masked is not None else None
         if masked is not None:  # a broad filter over a local index: masks in numpy (filtered.py)
             return masked
+        if (few := few_tagged(self._catalog, filters)) is not None:
+            return _best_of(self.cosines(vector, few), depth)
         groups = self._groups
         grouped: list[GroupBest | None] = []  # made at the first try
 
@@ -115,6 +121,18 @@ def broad(filters: Filters) -> bool:
     vectors are searched first and checked (not searched among every passing id: a version, a
     session, an event or a persona)."""
     return filters.as_of_version is None and not (filters.session_id or filters.event_id or filters.persona_id)
+
+
+def few_tagged(catalog: SearchCatalog[Any], filters: Filters) -> list[str] | None:
+    """The rows passing ``filters`` where it asks for a tag (``tags``, a ``source``) and they are at
+    most ``FEW_TAGGED``, else None. A tag may be on few rows (standing instructions) or on most (an
+    importer's source): listed up to the limit, the few are known at the cost of one lookup."""
+    return catalog.few_matching(filters, FEW_TAGGED) if filters.tag_groups() and broad(filters) else None
+
+
+def _best_of(scores: dict[str, float], depth: int) -> list[str]:
+    """The ``depth`` best ids of ``scores``, best first, ties by id."""
+    return sorted(scores, key=lambda i: (-scores[i], i))[:depth]
 
 
 def _top_records(vectors: VectorIndex, vector: Any, n: int) -> tuple[list[str], bool]:

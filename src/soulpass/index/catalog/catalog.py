@@ -302,6 +302,14 @@ class Catalog:
             return [rid for (rid,) in self._conn.execute(
                 f"SELECT c.id FROM catalog AS c WHERE {where} ORDER BY c.id", params)]
 
+    def few_matching(self, filters: Filters, most: int) -> list[str] | None:
+        """``ids_matching(filters)`` where at most ``most`` rows pass, else None."""
+        where, params = filter_sql(filters)
+        with self._lock:
+            found = [rid for (rid,) in self._conn.execute(
+                f"SELECT c.id FROM catalog AS c WHERE {where} LIMIT ?", (*params, most + 1))]
+        return None if len(found) > most else sorted(found)
+
     def get(self, ids: Iterable[str], as_of_version: int | None = None) -> list[CatalogRow]:
         """Rows for ``ids`` in the order given, unknown ids left out: the latest copy of each, or
         the copy on disk at ``as_of_version`` (which may be superseded: see ``valid_to``)."""

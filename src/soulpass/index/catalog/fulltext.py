@@ -57,8 +57,10 @@ class FullTextSearch:
            rows is searched among them; else the best hits are over-fetched and checked in SQLite,
            widening while short, then searched among the passing rows, or by FTS5 when too many
            pass (``_search_sidecar``);
-        3. FTS5: the best matches ranked alone and checked in SQLite (twice, then eight times k),
-           else every passing match ranked in one SQL query (``_search_fts5``).
+        3. FTS5: a selective filter with few passing rows (a tag on a handful of statements) is
+           ranked among them from every match's score, kept for the query (``_fts5_among``); else
+           the best matches ranked alone and checked in SQLite (twice, then eight times k), else
+           every passing match ranked in one SQL query (``_search_fts5``).
         """
         where, params = filter_sql(filters)
         sidecar = self.synced_sidecar()
@@ -67,6 +69,8 @@ class FullTextSearch:
             return masked
         if sidecar is not None:
             return self._search_sidecar(sidecar, terms, k, filters, where, params)
+        if filters.selective and (among := self._fts5_among(terms, k, where, params)) is not None:
+            return among
         return self._search_fts5(terms, k, where, params)
 
     def _passing(self, hits: list[tuple[int, float]], where: str, params: list[Any]) -> list[tuple[float, str]]:
@@ -140,6 +144,19 @@ class FullTextSearch:
         self._matches = (state, matches)
         return matches
 
+    def _fts5_among(self, terms: list[str], k: int, where: str, params: list[Any]) -> list[tuple[str, float]] | None:
+        """The ``k`` best of the at most ``_FEW`` rows passing the filters, each scored by a lookup
+        among the query's matches (``_fts5_matches``: scored once, and read again by the search's
+        candidates); None where more rows pass, or the query matches too many rows to keep."""
+        matches = self._fts5_matches(terms)
+        if matches is None:
+            return None
+        ids = self._passing_ids(where, params, _FEW)
+        if ids is None:
+            return None
+        ranked = sorted((-matches[row], rid) for row, rid in ids.items() if row in matches)
+        return [(rid, -s) for s, rid in ranked[:k]]
+
     def _search_fts5(self, terms: list[str], k: int, where: str, params: list[Any]) -> list[tuple[str, float]]:
         match = " OR ".join(f'"{t}"' for t in terms)
         # Most searches ask for rows in force now, which nearly every hit is: rank the FTS matches
@@ -180,8 +197,12 @@ class FullTextSearch:
 
     def _passing_rows(self, where: str, params: list[Any], most: int) -> list[int] | None:
         """The row ids that pass the filters, or None when there are more than ``most``."""
-        rows = [row for (row,) in self._conn.execute(
-            f"SELECT c.row FROM catalog AS c WHERE {where} LIMIT {most + 1}", params)]
+        ids = self._passing_ids(where, params, most)
+        return None if ids is None else list(ids)
+
+    def _passing_ids(self, where: str, params: list[Any], most: int) -> dict[int, str] | None:
+        """The rows that pass the filters with their ids, or None when there are more than ``most``."""
+        rows = dict(self._conn.execute(f"SELECT c.row, c.id FROM catalog AS c WHERE {where} LIMIT {most + 1}", params))
         return None if len(rows) > most else rows
 
     def _search_among(self, sidecar: TantivySidecar, terms: list[str], k: int, rows: list[int], where: str,

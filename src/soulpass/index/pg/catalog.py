@@ -483,6 +483,14 @@ class PgCatalog:
                 f"SELECT c.id FROM index_rows AS c WHERE c.account_id = %s AND {where} ORDER BY c.id",
                 (self.account, *params))]
 
+    def few_matching(self, filters: Filters, most: int) -> list[str] | None:
+        where, params = filter_sql(filters)
+        with self.db.reading() as conn:
+            found = [rid for (rid,) in conn.execute(
+                f"SELECT c.id FROM index_rows AS c WHERE c.account_id = %s AND {where} LIMIT %s",
+                (self.account, *params, most + 1))]
+        return None if len(found) > most else sorted(found)
+
     def rows(self) -> Iterator[CatalogRow]:
         """Every row, by id and version (audits, comparisons)."""
         with self.db.connection() as conn:
