@@ -13,7 +13,8 @@ script scores the plain ranking; this one runs what ``soulpass bench locomo`` ru
 search (the standing instructions that govern a question lifted on top), over each fold's
 conversations with the weights fitted on the *other* fold, so no question reported had a say in
 the weights that ranked it; with ``--plans-fit`` (``benchmarks/session_units.py``'s result, whose
-folds are chosen the same way) the session units' constants too. The homes are ones ``soulpass
+folds are chosen the same way) the session units' constants too (or
+``benchmarks/time_named.py``'s: the ``when`` part's). The homes are ones ``soulpass
 bench locomo`` ingested (as for
 ``retrieval_fit.py``); nothing is written there but the index's own catch-up.
 
@@ -30,7 +31,7 @@ import platform
 import sys
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -56,12 +57,21 @@ def ranking_weights(values: dict[str, float]) -> AbstractContextManager[None]:
 
 def plan_values(values: dict[str, Any]) -> AbstractContextManager[None]:
     """``soulpass.retrieval.plans``' constants set to ``values`` (as ``benchmarks/session_units.py``
-    writes them: shapes by name) for a while, restored afterwards (``plan_ablation.constants``)."""
+    writes them: shapes by name; ``benchmarks/time_named.py``: windows in days) for a while, restored
+    afterwards (``plan_ablation.constants``)."""
     unknown = [name for name in values if not name.isupper() or name not in vars(plans)]
     if unknown:
         raise SystemExit(f"{', '.join(unknown)}: no plan constant of soulpass.retrieval.plans")
-    return constants({name: tuple(Shape(v) for v in value) if name.endswith("_SHAPES") else value
-                      for name, value in values.items()})
+    return constants({name: _constant(name, value) for name, value in values.items()})
+
+
+def _constant(name: str, value: Any) -> Any:
+    """A plan constant as a fit's JSON writes it: shapes by name, a window as ``{"days": N}``."""
+    if name.endswith("_SHAPES"):
+        return tuple(Shape(v) for v in value)
+    if isinstance(value, dict) and set(value) == {"days"}:
+        return timedelta(days=value["days"])
+    return value
 
 
 def fold_weights(fit_json: Path) -> dict[int, dict[str, float]]:

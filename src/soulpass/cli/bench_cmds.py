@@ -54,7 +54,7 @@ def bench_locomo(state: State, data: Path, out: Path, limit: int | None, reuse: 
 
     Prints and saves Recall@1/5/10/20 and NDCG@10 overall and per category, ingest throughput,
     search latency p50/p95, how many questions have each score part beyond the hybrid ones in their
-    top 10 (reply, standing, late; with --plans person, hop, topic, unit), the context block's
+    top 10 (reply, standing, when, late; with --plans person, hop, topic, unit), the context block's
     tokens for the top --k-context hits (mean, p50, p95) and the items that could not be ingested
     (each with the reason; the rest is stored).
     """

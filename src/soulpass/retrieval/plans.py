@@ -15,6 +15,11 @@ adjustment is a score part of its own in ``Hit.parts``, so "why this hit" shows 
   the user's own turns for a question in the first person about an order: what "I brought up"),
   and the sessions that query finds best are units that point to their turns: each one's best turn
   is lifted by how well its session scores (``unit``), so that one session does not fill the top;
+- ``when``: for a question that names a time ("in July 2023", "on 8 May 2023"), what was said then
+  is searched on its own (``Filters(since=..., until=...)``: from ``WHEN_BEFORE`` before the time
+  named to ``WHEN_AFTER`` after it: an event is spoken of after it happened, and planned before),
+  and each hit there is lifted by how well it scores among them; a turn of then that the plain
+  search missed comes in;
 - ``standing``: for a request, or a question that a tagged instruction names a topic of, the
   standing instructions or preferences that share a topic with it (tagged where they were written,
   ``soulpass.retrieval.standing``) govern it: the best two are brought in and lifted, for a
@@ -34,25 +39,32 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 from typing import Protocol
 
 from soulpass.index.catalog import CatalogRow, Filters
+from soulpass.index.catalog.query import as_utc
 from soulpass.index.search import Hit, check_search
 from soulpass.retrieval.analysis import QueryAnalysis, Shape, analyse, named_participants
 from soulpass.retrieval.instructions import shared_topics, standing_instructions
 from soulpass.retrieval.standing import STANDING_TAGS
 from soulpass.retrieval.units import session_units, topic_query
+from soulpass.retrieval.when import DateRange
 from soulpass.retrieval.words import topic_words
 
-__all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan", "topic_to_ask"]
+__all__ = ["Plan", "Searcher", "governed_search", "plan_for", "planned_search", "run_plan", "topic_to_ask", "within"]
 
 # The adjustments, in units of the search's score (a sum of weighted z-scores). Chosen once from what
 # they mean, then measured on both public sets together (docs/retrieval.md), not fitted per set; the
 # units' four (W_TOPIC to UNIT_TURNS) are the best point of a grid on both sets together, in-sample
-# (benchmarks/session_units.py: its two-fold cross-validation by conversation is the headline).
+# (benchmarks/session_units.py: its two-fold cross-validation by conversation is the headline), and
+# so are the ``when`` part's three (W_WHEN to WHEN_AFTER: benchmarks/time_named.py).
 W_PERSON = 1.0  # x a turn's score among the named person's own turns, scaled to 0..1
 PEOPLE = 2  # named people whose own turns are searched
 W_HOP = 2.0  # x the hit's score in the second query, scaled to 0..1 over that query's hits
+W_WHEN = 8.0  # x a hit's score among what was said at the time a question names, scaled to 0..1
+WHEN_BEFORE = timedelta(days=7)  # the time a question names, widened before: what was planned
+WHEN_AFTER = timedelta(days=7)  # and after: what was told of it later
 W_STANDING = 3.0  # a governing standing statement's lift: whole for a request, x the topics' share else
 DEPTH = 50  # hits a plan re-scores
 HOP_FROM = 3  # the first hits a second query is read from
@@ -89,10 +101,11 @@ class Plan:
     request: bool = False  # the question is a request: a statement that governs it is lifted whole
     topic: str = ""  # the topic query of an order or a summary, whose sessions are units
     own_turns: bool = False  # the topic query reads the user's own turns only
+    when: tuple[DateRange, ...] = ()  # the times the question names: what was said then is lifted
 
     @property
     def plain(self) -> bool:
-        return not (self.who or self.hop or self.standing or self.topic)
+        return not (self.who or self.hop or self.standing or self.topic or self.when)
 
 
 def plan_for(analysis: QueryAnalysis) -> Plan:
@@ -101,7 +114,7 @@ def plan_for(analysis: QueryAnalysis) -> Plan:
     return Plan(who=analysis.who, hop=analysis.shape in (Shape.LIST, Shape.COMPARISON),
                 standing=analysis.topics if analysis.request else (), request=analysis.request,
                 topic=topic_query(analysis.text) if units else "",
-                own_turns=units and analysis.user and analysis.shape in OWN_TURNS_SHAPES)
+                own_turns=units and analysis.user and analysis.shape in OWN_TURNS_SHAPES, when=analysis.when)
 
 
 def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filters | None = None,
@@ -111,8 +124,10 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     governed by those it shares a topic with; any other question by the tagged ones that name one of
     its topics ("Always include the logs when I ask about matcher failures" governs "What happened
     when the matcher failed?"), so a question no tagged instruction speaks to costs one small
-    filtered search more. The other parts (``person``, ``hop``, ``units``: :func:`planned_search`)
-    are not in it: measured end to end they cost more time than they gained (docs/retrieval.md).
+    filtered search more. A question that names a time ("What did she paint in July 2023?") also
+    has what was said then lifted (the ``when`` part): one search within that time more. The other
+    parts (``person``, ``hop``, ``units``: :func:`planned_search`) are not in it: measured end to
+    end they cost more time than they gained (docs/retrieval.md).
 
     A question whose answer spans a topic across the conversation (``QueryAnalysis.across``: a
     summary, an order asked outright) is searched by its topic (``topic_query``: "Can you walk me
@@ -123,16 +138,17 @@ def governed_search(searcher: Searcher, query: str, k: int = 10, filters: Filter
     then searched as asked."""
     check_search(query, k)
     analysis = analyse(query)
+    when = analysis.when  # the times the question names, whatever it is then asked by
     if analysis.across and (topic := topic_to_ask(query)):
         query, analysis = topic, analyse(topic)
+    plan = Plan(standing=analysis.topics, request=analysis.request, when=when)
     if not analysis.topics:
-        return searcher.search(query, k, filters, extra)
-    plan = Plan(standing=analysis.topics, request=analysis.request)
+        return run_plan(replace(plan, standing=()), searcher, query, k, filters, extra)
     if analysis.request:
         return run_plan(plan, searcher, query, k, filters, extra)
     tagged = _tagged(searcher, query, analysis.topics, filters, extra)
     if not any(share for _, share in tagged):
-        return searcher.search(query, k, filters, extra)
+        return run_plan(replace(plan, standing=()), searcher, query, k, filters, extra)
     return run_plan(plan, searcher, query, k, filters, extra, tagged=tagged)
 
 
@@ -180,6 +196,8 @@ def run_plan(plan: Plan, searcher: Searcher, query: str, k: int, filters: Filter
         lifts.append(("hop", W_HOP, _second_hop(searcher, query, hits, filters, extra)))
     if plan.topic:
         lifts.extend(_units(searcher, plan, filters, extra))
+    if plan.when and (then := within(plan.when, filters)) is not None:
+        lifts.append(("when", W_WHEN, _scaled(searcher.search(query, DEPTH, then, extra))))
     for name, weight, found in lifts:
         for h, lift in found:
             if h.id not in by_id:
@@ -208,6 +226,23 @@ def _second_hop(searcher: Searcher, query: str, hits: list[Hit], filters: Filter
     if not new:
         return []
     return _scaled(searcher.search(f"{query} {' '.join(new[:HOP_WORDS])}", DEPTH, filters, extra))
+
+
+def within(when: Sequence[DateRange], filters: Filters | None) -> Filters | None:
+    """``filters`` narrowed to the times ``when`` names, from ``WHEN_BEFORE`` before the first to
+    ``WHEN_AFTER`` after the last (None where the filters' own time bounds leave nothing of it)."""
+    scope = filters or Filters()
+    since = _midnight(min(r.start for r in when)) - WHEN_BEFORE
+    until = _midnight(max(r.end for r in when)) + timedelta(days=1) + WHEN_AFTER
+    if scope.since is not None:
+        since = max(since, as_utc(scope.since))
+    if scope.until is not None:
+        until = min(until, as_utc(scope.until))
+    return replace(scope, since=since, until=until) if since < until else None
+
+
+def _midnight(day: date) -> datetime:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC)
 
 
 def _units(searcher: Searcher, plan: Plan, filters: Filters | None, extra: Sequence[CatalogRow],
