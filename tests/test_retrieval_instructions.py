@@ -30,6 +30,11 @@ from soulpass.retrieval import Directive, StandingInstruction, analyse, shared_t
     "I want you to always answer with bullet points.",
     "Could you always round to two decimals?",
     "OK, from now on please write dates as YYYY-MM-DD.",
+    # the verbs of stating, checking and recording what an answer holds
+    "Always specify the units when I ask about measurements.",
+    "Never report a figure without its source.",
+    "Always verify the versions before suggesting an upgrade.",
+    "Please don't redact the error codes.",
 ])
 def test_an_instruction(text: str) -> None:
     (found,) = standing_instructions(text)
@@ -63,6 +68,9 @@ def test_a_preference(text: str) -> None:
     "Don't worry about it.",
     "Do you always wake up this early?",
     "What do you prefer, tea or coffee?",
+    "Always happy to help, Mel!",
+    "Don't date him, he's trouble.",
+    "Never been to Rome, sadly.",
     "Remember when we went to Rome?",
     "We talked about the budget yesterday.",
     "In the future, cars will drive themselves.",

@@ -38,6 +38,14 @@ class StandingInstruction:
     topics: tuple[str, ...]
 
 
+# The verbs of stating, checking and recording what an answer or a piece of work holds ("always
+# specify the units", "never report a figure without its source").
+_STATING = word_set("""
+specify state report detail describe clarify define indicate document log record flag annotate comment
+reference link attach tag timestamp verify validate justify compare rank estimate calculate compute
+measure break split separate group bold italicize italicise tabulate abbreviate phrase word frame relate
+mask redact sanitize sanitise anonymize anonymise encrypt
+""")
 # Verbs that open an imperative addressed to the assistant.
 _IMPERATIVE = word_set("""
 use call address refer write give respond reply answer format keep include add start begin end mention
@@ -46,7 +54,7 @@ let treat assume consider convert express round present display sort order sched
 capitalize capitalise highlight summarize summarise translate be double-check prioritize prioritise focus
 skip omit leave remember note bear set mark label limit structure organize organise offer share stick
 confirm wait go put double triple sign greet open close bring contact notify alert warn follow
-""")
+""") | _STATING | word_set("enable disable enforce require run test review update track monitor back save store")
 # Of those, the verbs of how an answer is made: a reminder or a "don't" without a standing word
 # counts only with one of these ("don't use emojis"), not as advice or encouragement ("make sure to
 # take time for yourself", "don't be afraid", "don't let anything stop you").
@@ -55,7 +63,7 @@ use call address refer write give respond reply answer format include add mentio
 send tell ask check double-check suggest recommend explain say cite quote spell capitalize capitalise
 highlight summarize summarise translate round convert express present display sort label structure
 apologize apologise repeat number start end begin sign greet
-""")
+""") | _STATING
 _USER = re.compile(r"\b(?:i|me|my|mine)\b")  # the user speaks of themself: "remember that I..."
 _OPENERS = r"(?:(?:ok|okay|also|and|oh|btw|so|hey|one more thing|note|important|reminder)[,:]? )*"
 _TRIGGER = re.compile(
