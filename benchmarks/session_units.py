@@ -21,10 +21,11 @@ import argparse
 import itertools
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import soulpass
 import soulpass.retrieval.plans as plans
@@ -50,8 +51,33 @@ GRID: dict[str, Sequence[Any]] = {
 Row = dict[str, Any]
 
 
-def points() -> list[dict[str, Any]]:
-    return [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
+class Opened(NamedTuple):
+    """A set's conversations that a home holds, opened (``opened_set``)."""
+
+    accounts: list[Any]
+    conversations: list[Any]
+    memos: list[tuple[Memo, dict[str, str], Any]]
+
+
+def points(grid: dict[str, Sequence[Any]] = GRID) -> list[dict[str, Any]]:
+    """Every point of ``grid`` (each constant's values crossed)."""
+    return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
+
+
+@contextmanager
+def opened_set(home: str, data: str, limit: int | None = None) -> Iterator[Opened]:
+    """The conversations of ``data`` (its first ``limit``) that ``home`` holds, each one's account
+    and its memo (``Memo`` over its index, its dialog ids, the conversation); closed afterwards."""
+    sp = soulpass.open(Path(home))
+    present = set(sp.accounts())
+    conversations = [c for c in locomo.load(Path(data))[:limit] if locomo.account_name(c) in present]
+    accounts = [sp.account(locomo.account_name(c)) for c in conversations]
+    try:
+        yield Opened(accounts, conversations,
+                     [(Memo(a.index()), locomo.dia_of(a), c) for a, c in zip(accounts, conversations, strict=True)])
+    finally:
+        for a in accounts:
+            a.close()
 
 
 def ranked(memos: list[tuple[Any, dict[str, str], Any]], values: dict[str, Any] | None,
@@ -109,24 +135,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid = points()
     by_set: dict[str, dict[str, Any]] = {}
     for name, home, data in args.sets:
-        sp = soulpass.open(Path(home))
-        present = set(sp.accounts())
-        conversations = [c for c in locomo.load(Path(data))[:args.limit] if locomo.account_name(c) in present]
-        accounts = [sp.account(locomo.account_name(c)) for c in conversations]
-        try:
-            memos = [(Memo(a.index()), locomo.dia_of(a), c) for a, c in zip(accounts, conversations, strict=True)]
-            plain = ranked(memos, None)
-            no_units = ranked(memos, NO_UNITS)
-            runs = [ranked(memos, p, no_units) for p in grid]
+        with opened_set(home, data, args.limit) as opened:
+            plain = ranked(opened.memos, None)
+            no_units = ranked(opened.memos, NO_UNITS)
+            runs = [ranked(opened.memos, p, no_units) for p in grid]
             print(f"{name}: {len(plain)} questions, {len(grid)} points", file=sys.stderr, flush=True)
             timing = None
             if args.latency:
-                asked = [q.text for c in conversations[:1] for q in c.questions
+                asked = [q.text for c in opened.conversations[:1] for q in c.questions
                          if plans.plan_for(plans.analyse(q.text)).topic]
-                timing = latency(accounts[0].index(), asked, args.latency) if asked else None
-        finally:
-            for a in accounts:
-                a.close()
+                timing = latency(opened.accounts[0].index(), asked, args.latency) if asked else None
         by_set[name] = {"plain": plain, "runs": runs, "no_units": no_units, "latency": timing}
     out = fit_and_test(grid, by_set)
     out.update(benchmark="session-units", date=datetime.now(UTC).isoformat(timespec="seconds"), limit=args.limit,

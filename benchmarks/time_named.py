@@ -21,7 +21,6 @@ result's ``folds`` are what ``benchmarks/search_cv.py --plans-fit`` reads.
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import sys
 import time
@@ -30,14 +29,14 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import soulpass
 import soulpass.retrieval.plans as plans
 from soulpass.bench import locomo
 from soulpass.index.catalog import Filters
+from soulpass.retrieval import analyse
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from plan_ablation import Memo, constants
-from session_units import best_point, fold, report
+from plan_ablation import constants
+from session_units import best_point, fold, opened_set, points, report
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_JSON = ROOT / "benchmarks" / "results" / "time_named.json"
@@ -52,12 +51,8 @@ GRID: dict[str, Sequence[Any]] = {
 Row = dict[str, Any]
 
 
-def points() -> list[dict[str, Any]]:
-    return [dict(zip(GRID, values, strict=True)) for values in itertools.product(*GRID.values())]
-
-
 def names_time(question: str) -> bool:
-    return bool(plans.analyse(question).when)
+    return bool(analyse(question).when)
 
 
 def ranked(memos: list[tuple[Any, dict[str, str], Any]], values: dict[str, Any],
@@ -69,12 +64,13 @@ def ranked(memos: list[tuple[Any, dict[str, str], Any]], values: dict[str, Any],
     with constants(values):
         for n, (memo, dia, conv) in enumerate(memos):
             for q in conv.questions:
-                if base is not None and not names_time(q.text):
+                timed = names_time(q.text)
+                if base is not None and not timed:
                     rows.append(base[len(rows)])
                     continue
                 hits = plans.governed_search(memo, q.text, K, filters)
                 rows.append({"conversation": n, "category": q.category, "evidence": list(q.evidence),
-                             "ranked": [dia.get(h.id, h.id) for h in hits], "names_time": names_time(q.text)})
+                             "ranked": [dia.get(h.id, h.id) for h in hits], "names_time": timed})
     return rows
 
 
@@ -122,28 +118,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--latency", type=int, default=0, metavar="ROUNDS",
                         help="also time the search without and with the part over the questions naming a time")
     args = parser.parse_args(argv)
-    grid = points()
+    grid = points(GRID)
     by_set: dict[str, dict[str, Any]] = {}
     for name, home, data in args.sets:
-        sp = soulpass.open(Path(home))
-        present = set(sp.accounts())
-        conversations = [c for c in locomo.load(Path(data)) if locomo.account_name(c) in present]
-        accounts = [sp.account(locomo.account_name(c)) for c in conversations]
-        try:
-            memos = [(Memo(a.index()), locomo.dia_of(a), c) for a, c in zip(accounts, conversations, strict=True)]
-            without = ranked(memos, WITHOUT)
-            runs = [ranked(memos, p, without) for p in grid]
+        with opened_set(home, data) as opened:
+            without = ranked(opened.memos, WITHOUT)
+            runs = [ranked(opened.memos, p, without) for p in grid]
             print(f"{name}: {len(without)} questions, {sum(r['names_time'] for r in without)} naming a time, "
                   f"{len(grid)} points", file=sys.stderr, flush=True)
             timing = None
             if args.latency:
-                asked = [(a, q.text) for a, c in zip(accounts, conversations, strict=True) for q in c.questions
-                         if names_time(q.text)]
+                asked = [(a, q.text) for a, c in zip(opened.accounts, opened.conversations, strict=True)
+                         for q in c.questions if names_time(q.text)]
                 first = asked[0][0] if asked else None
                 timing = latency(first.index(), [q for a, q in asked if a is first], args.latency) if first else None
-        finally:
-            for a in accounts:
-                a.close()
         by_set[name] = {"without": without, "runs": runs, "latency": timing}
     out = fit_and_test(grid, by_set)
     out.update(benchmark="time-named", date=datetime.now(UTC).isoformat(timespec="seconds"),
