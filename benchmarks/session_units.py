@@ -59,8 +59,9 @@ class Opened(NamedTuple):
     memos: list[tuple[Memo, dict[str, str], Any]]
 
 
-def points(grid: dict[str, Sequence[Any]] = GRID) -> list[dict[str, Any]]:
-    """Every point of ``grid`` (each constant's values crossed)."""
+def points(grid: dict[str, Sequence[Any]] | None = None) -> list[dict[str, Any]]:
+    """Every point of ``grid`` (each constant's values crossed; None: ``GRID`` as it is when called)."""
+    grid = GRID if grid is None else grid
     return [dict(zip(grid, values, strict=True)) for values in itertools.product(*grid.values())]
 
 
