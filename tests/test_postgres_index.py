@@ -433,6 +433,53 @@ def test_draining_all_stops_at_a_failed_write_and_goes_on_from_there(url: str) -
     index.close()
 
 
+def _plain_counts(catalog: Any, conn: Any, terms: list[str]) -> dict[str, int]:
+    return {t: conn.execute("SELECT count(*) FROM index_rows WHERE account_id = %s AND valid_to IS NULL"
+                            " AND tsv @@ plainto_tsquery('english', %s)", (catalog.account, t)).fetchone()[0]
+            for t in terms}
+
+
+def test_a_small_accounts_lexemes_are_read_in_one_pass_and_a_word_written_since_is_counted(
+        url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small account's document frequencies come from one pass over its rows (``ts_stat``), kept
+    while its rows stay within a tenth; a word written after the pass is counted on its own, not
+    taken as absent; past ``LEXEMES_KEPT`` lexemes or ``SMALL_ACCOUNT`` rows every term is counted
+    on its own. Every way gives the plain counts."""
+    from soulpass.index.pg import catalog as pg_catalog
+
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    sb = acct.create_sandbox("s")
+    for i in range(12):
+        sb.add_turn("user", f"the garden needs water {i}" if i % 3 else f"a river and a garden {i}")
+    sb.archive()
+    catalog = acct.index().catalog
+    terms = ["garden", "river", "water", "the", "desert"]
+    with catalog.db.connection() as conn:  # type: ignore[attr-defined]
+        weights = {t: df for t, _, df in catalog._weights(conn, terms)}  # type: ignore[attr-defined]
+        assert weights == {"garden": 12, "river": 4, "water": 8}  # a stop word and an absent word drop out
+        assert weights == {t: n for t, n in _plain_counts(catalog, conn, terms).items() if n}
+    passed = catalog._lexemes  # type: ignore[attr-defined]
+    assert passed is not None and passed[1] is not None and passed[1]["garden"] == 12
+    sb = acct.create_sandbox("s2")
+    sb.add_turn("user", "a zeppelin over the garden")  # one row more: within a tenth, the pass is kept
+    sb.archive()
+    catalog.catch_up(acct.store)
+    with catalog.db.connection() as conn:  # type: ignore[attr-defined]
+        weights = {t: df for t, _, df in catalog._weights(conn, ["zeppelin"])}  # type: ignore[attr-defined]
+    assert catalog._lexemes is passed and "zeppelin" not in passed[1]  # type: ignore[attr-defined,index]
+    assert weights == {"zeppelin": 1}  # counted on its own
+    for limit in ("LEXEMES_KEPT", "SMALL_ACCOUNT"):
+        with monkeypatch.context() as m:
+            m.setattr(pg_catalog, limit, 2)
+            fresh = pg_catalog.PgCatalog(catalog.db, catalog.account, "alice")  # type: ignore[attr-defined]
+            with fresh.db.connection() as conn:
+                weights = {t: df for t, _, df in fresh._weights(conn, terms)}
+                assert weights == {t: n for t, n in _plain_counts(fresh, conn, terms).items() if n}
+            assert weights["garden"] == 13
+            assert fresh._lexemes is None if limit == "SMALL_ACCOUNT" else fresh._lexemes[1] is None  # type: ignore[index]
+    acct.close()
+
+
 def test_full_text_counts_and_ranks_an_accounts_own_rows_beside_another(url: str) -> None:
     """Two accounts share words: each one's full text finds, counts and ranks its own rows only (the
     counts are those of a plain count over its rows); a query of stop words finds nothing."""

@@ -21,6 +21,7 @@ import contextlib
 import json
 import logging
 import math
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -59,6 +60,11 @@ RANKED_ROWS = 5_000  # the most matching rows a full-text search ranks (see ``ft
 SETTLE_WAIT_MS = 2_000  # how long ``settle`` waits for a table another ANALYZE or VACUUM holds
 RECOUNT_S = 60.0  # rows in force (the IDFs' N) past SMALL_ACCOUNT are counted again at most this often
 SMALL_ACCOUNT = 10_000
+# An account of at most SMALL_ACCOUNT rows in force has every lexeme's document frequency read in one
+# pass over its rows (``ts_stat``) and remembered, if it holds at most this many lexemes; a term is
+# then counted on its own only where the pass did not see its lexeme (a word written since).
+LEXEMES_KEPT = 50_000
+_LEXEME = re.compile(r"^'([^']+)'$")  # a term's tsquery of one lexeme (``plainto_tsquery(...)::text``)
 
 
 def filter_sql(filters: Filters, alias: str = "c") -> tuple[str, list[Any]]:
@@ -183,6 +189,9 @@ class PgCatalog:
         self._idf: dict[str, tuple[tuple[int, int], float]] = {}  # term -> ((rows, generation), df)
         self._rows_in_force: tuple[int, int, float, int] | None = None  # (generation, version, when, rows)
         self._common: tuple[float, dict[str, float]] | None = None  # (when, lexeme -> share of the table)
+        # (rows, generation) -> every lexeme's rows in force, or None where the account has too many
+        self._lexemes: tuple[tuple[int, int], dict[str, int] | None] | None = None
+        self._lexeme_of: dict[str, str] = {}  # term -> its tsquery as text ('' for a stop word)
         with db.connection() as conn:
             conn.execute("INSERT INTO index_state (account_id) VALUES (%s) ON CONFLICT DO NOTHING", (account_id,))
 
@@ -274,16 +283,21 @@ class PgCatalog:
         rarest first; terms the configuration drops (stop words) are left out. A frequency is counted
         in the account up to ``DF_CAP`` (each row counted is a heap page read); a term found that
         often takes its share of the table from PostgreSQL's statistics of the column (ANALYZE's
-        most common lexemes) times the account's rows, or ``DF_CAP`` if it has none. Remembered per
-        handle until the rows in force change by a tenth, or a rebuild."""
+        most common lexemes) times the account's rows, or ``DF_CAP`` if it has none. A small
+        account's counts are read off one pass over its rows where it saw the term's lexeme
+        (``_counted_in_pass``): the same numbers. Remembered per handle until the rows in force
+        change by a tenth, or a rebuild."""
         total, generation = self._size(conn)
         new = [t for t in dict.fromkeys(terms) if not self._counted(t, total, generation)]
         if new:
-            counted = conn.execute(
-                "SELECT t.term, plainto_tsquery('english', t.term)::text, (SELECT count(*) FROM (SELECT 1"
-                " FROM index_rows WHERE account_id = %s AND valid_to IS NULL"
-                " AND tsv @@ plainto_tsquery('english', t.term) LIMIT %s) AS m) FROM unnest(%s::text[]) AS t(term)",
-                (self.account, DF_CAP, new)).fetchall()
+            counted = self._counted_in_pass(conn, new, total, generation)
+            rest = [t for t in new if t not in {term for term, _, _ in counted}]
+            if rest:
+                counted += conn.execute(
+                    "SELECT t.term, plainto_tsquery('english', t.term)::text, (SELECT count(*) FROM (SELECT 1"
+                    " FROM index_rows WHERE account_id = %s AND valid_to IS NULL"
+                    " AND tsv @@ plainto_tsquery('english', t.term) LIMIT %s) AS m)"
+                    " FROM unnest(%s::text[]) AS t(term)", (self.account, DF_CAP, rest)).fetchall()
             common = self._common_lexemes(conn) if any(n >= DF_CAP for _, _, n in counted) else {}
             if len(self._idf) + len(new) > _IDF_CACHE:
                 self._idf.clear()
@@ -293,6 +307,47 @@ class PgCatalog:
                     df = max(df, common.get(lexeme.strip("'"), 0.0) * total)
                 self._idf[term] = ((total, generation), df)
         return self._weighed(terms, total)
+
+    def _counted_in_pass(self, conn: Any, terms: list[str], total: int,
+                         generation: int) -> list[tuple[str, str, int]]:
+        """``(term, its tsquery as text, rows holding it up to DF_CAP)`` of the ``terms`` whose one
+        lexeme the account's pass over its rows saw (``_lexemes_in_force``; none past SMALL_ACCOUNT
+        rows or LEXEMES_KEPT lexemes), and of those that are stop words; the others are left to be
+        counted one by one."""
+        lexemes = self._lexemes_in_force(conn, total, generation)
+        if lexemes is None:
+            return []
+        unknown = [t for t in terms if t not in self._lexeme_of]
+        if unknown:
+            if len(self._lexeme_of) + len(unknown) > _IDF_CACHE:
+                self._lexeme_of.clear()
+            self._lexeme_of.update(conn.execute(
+                "SELECT t.term, plainto_tsquery('english', t.term)::text FROM unnest(%s::text[]) AS t(term)",
+                (unknown,)).fetchall())
+        out = []
+        for term in terms:
+            query = self._lexeme_of.get(term)
+            if query == "":
+                out.append((term, query, 0))
+            elif query is not None and (one := _LEXEME.match(query)) and one.group(1) in lexemes:
+                out.append((term, query, min(lexemes[one.group(1)], DF_CAP)))
+        return out
+
+    def _lexemes_in_force(self, conn: Any, total: int, generation: int) -> dict[str, int] | None:
+        """Every lexeme of the account's rows in force with the rows holding it, read in one pass
+        over them (``ts_stat``) while the account has at most SMALL_ACCOUNT rows in force, and kept
+        as the terms' counts are (the same generation, rows within a tenth); None past
+        SMALL_ACCOUNT rows or LEXEMES_KEPT lexemes. Each term would otherwise be counted on its own
+        through the full-text index, which holds every account's rows."""
+        if total > SMALL_ACCOUNT:
+            return None
+        kept = self._lexemes
+        if kept is None or kept[0][1] != generation or abs(kept[0][0] - total) > total // 10:
+            rows = conn.execute(
+                "SELECT word, ndoc FROM ts_stat(format('SELECT tsv FROM index_rows WHERE account_id = %%s"
+                " AND valid_to IS NULL', %s::bigint)) LIMIT %s", (self.account, LEXEMES_KEPT + 1)).fetchall()
+            kept = self._lexemes = ((total, generation), dict(rows) if len(rows) <= LEXEMES_KEPT else None)
+        return kept[1]
 
     def _weighed(self, terms: list[str], total: int) -> list[tuple[str, float, int]]:
         """``_weights`` from the counted document frequencies of ``terms`` among ``total`` rows."""
