@@ -126,8 +126,9 @@ def test_full_text_bounds_its_work_for_common_terms(url: str, monkeypatch: pytes
     """Past ``DF_CAP`` a term's frequency is not counted further and it is not ranked unless it is the
     rarest; past ``RANKED_ROWS`` matching rows, only that many are ranked. Small limits show both."""
     from soulpass.index.pg import catalog as pg_catalog
+    from soulpass.index.pg import term_weights
 
-    monkeypatch.setattr(pg_catalog, "DF_CAP", 5)
+    monkeypatch.setattr(term_weights, "DF_CAP", 5)
     monkeypatch.setattr(pg_catalog, "RANKED_ROWS", 8)
     acct = soulpass.open(url, embedder="none").account("alice", create=True)
     sb = acct.create_sandbox("s1")
@@ -139,7 +140,7 @@ def test_full_text_bounds_its_work_for_common_terms(url: str, monkeypatch: pytes
     cat = index.catalog
     cat.catch_up(acct.store)
     with cat.db.connection() as conn:
-        weights = cat._weights(conn, ["weather", "reykjavik", "stormy"])
+        weights = cat.terms.counted(conn, ["weather", "reykjavik", "stormy"])
     assert [(t, df) for t, _, df in weights][:2] == [("reykjavik", 1), ("stormy", 1)]
     # Counted up to the cap; past it, the table's statistics (if analysed) may say more, never less.
     assert weights[2][0] == "weather" and 5 <= weights[2][2] <= 21 and weights[0][1] > weights[2][1]
@@ -393,7 +394,7 @@ def test_ranking_by_the_index_equals_ranking_by_reading_the_rows(url: str) -> No
     for query in ("where does alice live", "Paris Berlin cat", "dog adoption travel pets", "eva said hello"):
         for f in FILTERS:
             with catalog.db.reading() as conn:  # type: ignore[attr-defined]
-                weights = catalog._weights(conn, query_terms(query))  # type: ignore[attr-defined]
+                weights = catalog.terms.counted(conn, query_terms(query))  # type: ignore[attr-defined]
                 by_index = catalog._rank_by_index(conn, weights, f, 20)  # type: ignore[attr-defined]
                 by_scan = catalog._rank_by_scan(conn, weights, weights, f, 20)  # type: ignore[attr-defined]
             assert by_index == by_scan, (query, f)  # the same ids and scores, to the last bit
@@ -446,6 +447,7 @@ def test_a_small_accounts_lexemes_are_read_in_one_pass_and_a_word_written_since_
     taken as absent; past ``LEXEMES_KEPT`` lexemes or ``SMALL_ACCOUNT`` rows every term is counted
     on its own. Every way gives the plain counts."""
     from soulpass.index.pg import catalog as pg_catalog
+    from soulpass.index.pg import term_weights
 
     acct = soulpass.open(url, embedder="none").account("alice", create=True)
     sb = acct.create_sandbox("s")
@@ -455,28 +457,28 @@ def test_a_small_accounts_lexemes_are_read_in_one_pass_and_a_word_written_since_
     catalog = acct.index().catalog
     terms = ["garden", "river", "water", "the", "desert"]
     with catalog.db.connection() as conn:  # type: ignore[attr-defined]
-        weights = {t: df for t, _, df in catalog._weights(conn, terms)}  # type: ignore[attr-defined]
+        weights = {t: df for t, _, df in catalog.terms.counted(conn, terms)}  # type: ignore[attr-defined]
         assert weights == {"garden": 12, "river": 4, "water": 8}  # a stop word and an absent word drop out
         assert weights == {t: n for t, n in _plain_counts(catalog, conn, terms).items() if n}
-    passed = catalog._lexemes  # type: ignore[attr-defined]
+    passed = catalog.terms._lexemes  # type: ignore[attr-defined]
     assert passed is not None and passed[1] is not None and passed[1]["garden"] == 12
     sb = acct.create_sandbox("s2")
     sb.add_turn("user", "a zeppelin over the garden")  # one row more: within a tenth, the pass is kept
     sb.archive()
     catalog.catch_up(acct.store)
     with catalog.db.connection() as conn:  # type: ignore[attr-defined]
-        weights = {t: df for t, _, df in catalog._weights(conn, ["zeppelin"])}  # type: ignore[attr-defined]
-    assert catalog._lexemes is passed and "zeppelin" not in passed[1]  # type: ignore[attr-defined,index]
+        weights = {t: df for t, _, df in catalog.terms.counted(conn, ["zeppelin"])}  # type: ignore[attr-defined]
+    assert catalog.terms._lexemes is passed and "zeppelin" not in passed[1]  # type: ignore[attr-defined,index]
     assert weights == {"zeppelin": 1}  # counted on its own
     for limit in ("LEXEMES_KEPT", "SMALL_ACCOUNT"):
         with monkeypatch.context() as m:
-            m.setattr(pg_catalog, limit, 2)
+            m.setattr(term_weights, limit, 2)
             fresh = pg_catalog.PgCatalog(catalog.db, catalog.account, "alice")  # type: ignore[attr-defined]
             with fresh.db.connection() as conn:
-                weights = {t: df for t, _, df in fresh._weights(conn, terms)}
+                weights = {t: df for t, _, df in fresh.terms.counted(conn, terms)}
                 assert weights == {t: n for t, n in _plain_counts(fresh, conn, terms).items() if n}
             assert weights["garden"] == 13
-            assert fresh._lexemes is None if limit == "SMALL_ACCOUNT" else fresh._lexemes[1] is None  # type: ignore[index]
+            assert fresh.terms._lexemes is None if limit == "SMALL_ACCOUNT" else fresh.terms._lexemes[1] is None  # type: ignore[index]
     acct.close()
 
 
@@ -493,7 +495,7 @@ def test_full_text_counts_and_ranks_an_accounts_own_rows_beside_another(url: str
     catalog = small.index().catalog
     large.index()
     with catalog.db.connection() as conn:  # type: ignore[attr-defined]
-        weights = {t: df for t, _, df in catalog._weights(conn, ["garden", "river", "water"])}  # type: ignore[attr-defined]
+        weights = {t: df for t, _, df in catalog.terms.counted(conn, ["garden", "river", "water"])}  # type: ignore[attr-defined]
         counted = {t: conn.execute("SELECT count(*) FROM index_rows WHERE account_id = %s AND valid_to IS NULL"
                                    " AND tsv @@ plainto_tsquery('english', %s)", (catalog.account, t)).fetchone()[0]
                    for t in weights}  # type: ignore[attr-defined]

@@ -82,7 +82,7 @@ class PgGather:
         return _gathered(rows, {})
 
     def _weights(self, conn: Any, query: str) -> tuple[list[str], list[float]]:
-        return term_params(self.catalog.weights(conn, query))
+        return term_params(self.catalog.terms.of_query(conn, query))
 
 
 def _cosine(table: str, distance: str) -> str:
