@@ -66,6 +66,12 @@ def bench(home: str, args: argparse.Namespace, out: Path, src: Path | None, reus
     return result
 
 
+def _dirty() -> bool:
+    """Whether this checkout's tracked files differ from its HEAD (the "after" side is then HEAD and those changes)."""
+    return bool(subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True).stdout.strip())
+
+
 def resolved(revision: str) -> str:
     """The commit ``revision`` names in this repository (a folder given as ``--before``: as given)."""
     if Path(revision).is_dir():
@@ -115,9 +121,10 @@ def main(argv: list[str] | None = None) -> int:
                       f"p95 {got['latency_ms']['p95']} ms", flush=True)
     p50 = {side: round(statistics.median(r["latency_ms"]["p50"] for r in runs), 2) for side, runs in sides.items()}
     differ = sum(a != b for a, b in zip(sides["after"][0]["ranked"], sides["before"][0]["ranked"], strict=True))
-    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "before": resolved(args.before), "after": resolved("HEAD"),
-           "data": args.data.name,
-           "limit": args.limit, "backend": "postgresql" if args.postgres else "files", "rounds": args.rounds,
+    after = resolved("HEAD") + (" with changes" if _dirty() else "")
+    out = {"when": time.strftime("%Y-%m-%dT%H:%M:%S"), "before": resolved(args.before), "after": after,
+           "data": args.data.name, "limit": args.limit, "rounds": args.rounds,
+           "backend": "postgresql" if home.startswith(("postgresql://", "postgres://")) else "files",
            "questions": len(sides["after"][0]["ranked"]),
            "runs": {side: [r["latency_ms"] for r in runs] for side, runs in sides.items()},
            "median_p50_ms": p50, "p50_ratio_after_over_before": round(p50["after"] / p50["before"], 3),

@@ -404,6 +404,34 @@ def test_ranking_by_the_index_equals_ranking_by_reading_the_rows(url: str) -> No
     index.close()
 
 
+def test_a_vector_that_outgrows_a_page_is_scored_as_any_other(url: str) -> None:
+    """A row's full-text vector is read where it is stored: in the row, or in TOAST for a row too long
+    for a page. Such a row is ranked, and scored, the same by the index, by reading the rows and
+    for given ids (``fts_scores``) as a row kept in place."""
+    acct = soulpass.open(url, embedder="none").account("alice", create=True)
+    index = AccountIndex(acct.store)
+    build_history(acct, index.catalog)  # type: ignore[arg-type]
+    filler = " ".join(f"w{zlib.crc32(str(i).encode()):x}q" for i in range(3_000))  # ~3,000 lexemes, over a page
+    sb = acct.create_sandbox("long")
+    sb.write_turn({"kind": "turn_user", "text_excerpt": f"Berlin travel notes: {filler} and the cat Pixel"})
+    sb.write_turn({"kind": "turn_user", "text_excerpt": "A short note about Berlin and travel"})
+    sb.archive()
+    catalog = index.catalog
+    catalog.catch_up(acct.store)
+    with catalog.db.reading() as conn:  # type: ignore[attr-defined]
+        sizes = dict(conn.execute("SELECT id, pg_column_size(tsv) FROM index_rows WHERE account_id = %s",
+                                  (catalog.account,)).fetchall())  # type: ignore[attr-defined]
+    assert max(sizes.values()) > 8_192  # stored out of line: past what a page holds
+    for query in ("Berlin travel Pixel", "cat travel"):
+        with catalog.db.reading() as conn:  # type: ignore[attr-defined]
+            weights = catalog.terms.counted(conn, query_terms(query))  # type: ignore[attr-defined]
+            by_index = catalog._rank_by_index(conn, weights, Filters(), 20)  # type: ignore[attr-defined]
+            by_scan = catalog._rank_by_scan(conn, weights, weights, Filters(), 20)  # type: ignore[attr-defined]
+        assert by_index == by_scan and max(sizes, key=sizes.__getitem__) in dict(by_index)
+        assert catalog.fts_scores(query, [rid for rid, _ in by_index]) == dict(by_index)
+    index.close()
+
+
 def test_draining_all_stops_at_a_failed_write_and_goes_on_from_there(url: str) -> None:
     """``PgBacklog.drain_all``: every row embedded once, progress to the end; a write that fails
     stops the drain with its error, the mark past the batches written and not past the one that

@@ -37,22 +37,34 @@ from soulpass.store.contract import AccountBackend, VersionEntry
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FTS_SQL", "READ_ONCE", "TERMS_SQL", "PgCatalog", "filter_sql", "term_params"]
+__all__ = ["FTS_SQL", "TERMS_SQL", "PgCatalog", "filter_sql", "fts_sql", "term_params"]
 
 _SELECT = ", ".join(f"c.{col}" for col in COLUMNS)
 _COPY_BATCH = 5_000
-# A row's full-text vector copied once for the score's one match per term: read from the table, a
-# long turn's vector is TOASTed and every ``c.tsv @@ term`` decompresses it again. The filters
-# come before the match in each WHERE, so the cheap ones (kind, tags) rule a row out first.
-READ_ONCE = "c.tsv || ''::tsvector AS matched"
 # The query's terms as full-text queries, parsed once, with their weights, in their order (rarest
 # first): a CTE ``terms`` taking two parameters (``term_params``).
 TERMS_SQL = ("terms AS MATERIALIZED (SELECT plainto_tsquery('english', t.term) AS q, t.idf, t.n"
              " FROM unnest(%s::text[], %s::float8[]) WITH ORDINALITY AS t(term, idf, n))")
-# A row's full-text score, the one form every statement uses: the weights of the terms its vector
-# (``c.matched``, ``READ_ONCE``) holds, summed in the terms' order (as ``_rank_by_index`` sums them:
-# the same score to the last bit), over its length; NULL where it holds none.
-FTS_SQL = "(SELECT sum(t.idf ORDER BY t.n) FROM terms AS t WHERE c.matched @@ t.q) / (1 + ln(1 + length(c.matched)))"
+# A row ``c``'s full-text score: the weights of the terms its vector holds, summed in the terms'
+# order (as ``_rank_by_index`` sums them: the same score to the last bit), over its length; NULL
+# where it holds none. One statement text for any number of terms (prepared once, as psycopg does
+# with a statement run five times): for statements that score a search's few candidates. The
+# vector is read in place: it stays in the row (``schema._SEARCH_READS``) unless the row outgrows a
+# page. The filters come before the match in each WHERE, so the cheap ones (kind, tags) rule a row out first.
+FTS_SQL = "(SELECT sum(t.idf ORDER BY t.n) FROM terms AS t WHERE c.tsv @@ t.q) / (1 + ln(1 + length(c.tsv)))"
+
+
+def fts_sql(terms: int) -> str:
+    """``FTS_SQL`` as one expression per row for a query of ``terms`` terms, each term's query and
+    weight read once per statement (every weight is above 0, so a row holding none is NULL): less
+    than half the cost per row of a subquery over ``terms``, for the statement that ranks many rows
+    (``_rank_by_scan``). Its text changes with the number of terms, and a new text is planned anew
+    (a statement scoring a search's few candidates keeps ``FTS_SQL``'s one text)."""
+    weights = " + ".join(f"(CASE WHEN c.tsv @@ (SELECT q FROM terms WHERE n = {n})"
+                         f" THEN (SELECT idf FROM terms WHERE n = {n}) ELSE 0 END)" for n in range(1, terms + 1))
+    return f"NULLIF({weights or '0'}, 0) / (1 + ln(1 + length(c.tsv)))"
+
+
 RANKED_ROWS = 5_000  # the most matching rows a full-text search ranks (see ``fts_search``)
 SETTLE_WAIT_MS = 2_000  # how long ``settle`` waits for a table another ANALYZE or VACUUM holds
 
@@ -301,7 +313,7 @@ class PgCatalog:
     def _rank_by_index(self, conn: Any, weights: list[tuple[str, float, int]], filters: Filters,
                        k: int) -> list[tuple[str, float]]:
         """The ``k`` best rows matching any term: each term's rows found by the GIN index and its
-        weight summed per row, in the terms' order (as ``FTS_SQL`` sums them: the same score to the
+        weight summed per row, in the terms' order (as ``fts_sql`` sums them: the same score to the
         last bit, whatever order the rows were found in), then only a matching row's vector read
         (for its length)."""
         where, params = filter_sql(filters)
@@ -317,12 +329,12 @@ class PgCatalog:
     def _rank_by_scan(self, conn: Any, weights: list[tuple[str, float, int]], ranked: list[tuple[str, float, int]],
                       filters: Filters, k: int) -> list[tuple[str, float]]:
         """The ``k`` best of the rows (up to ``RANKED_ROWS``) matching a ``ranked`` term, each scored
-        by every term of ``weights``: the rows read in turn, each one's vector once."""
+        by every term of ``weights`` (``fts_sql``): the rows read in turn."""
         where, params = filter_sql(filters)
         # The inner LIMIT never cuts while the ranked terms match at most RANKED_ROWS rows; when
         # even the rarest term is commoner (every term common), it bounds the work.
         rows = conn.execute(
-            f"WITH {TERMS_SQL} SELECT c.id, {FTS_SQL} AS s FROM (SELECT c.id, {READ_ONCE} FROM index_rows AS c"
+            f"WITH {TERMS_SQL} SELECT c.id, {fts_sql(len(weights))} AS s FROM (SELECT c.id, c.tsv FROM index_rows AS c"
             f" WHERE c.account_id = %s AND {where} AND c.tsv @@ to_tsquery('english', %s) LIMIT %s) AS c"
             " ORDER BY s DESC, c.id LIMIT %s",
             (*term_params(weights), self.account, *params, self._match(ranked), RANKED_ROWS, k)).fetchall()
@@ -340,7 +352,7 @@ class PgCatalog:
             if not weights:
                 return {}
             rows = conn.execute(
-                f"WITH {TERMS_SQL} SELECT c.id, {FTS_SQL} FROM (SELECT c.id, {READ_ONCE} FROM index_rows AS c"
+                f"WITH {TERMS_SQL} SELECT c.id, {FTS_SQL} FROM (SELECT c.id, c.tsv FROM index_rows AS c"
                 f" WHERE c.account_id = %s AND c.id = ANY(%s) AND {where} AND c.tsv @@ to_tsquery('english', %s)"
                 " OFFSET 0) AS c",
                 (*term_params(weights), self.account, wanted, *params, self._match(weights))).fetchall()

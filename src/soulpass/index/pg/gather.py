@@ -22,7 +22,7 @@ from typing import Any
 from soulpass.index.catalog.query import Filters, neighbour_sides
 from soulpass.index.dense import WALK_ROWS, DenseScores, broad
 from soulpass.index.gather import Gathered, Stepwise
-from soulpass.index.pg.catalog import FTS_SQL, READ_ONCE, TERMS_SQL, PgCatalog, filter_sql, term_params
+from soulpass.index.pg.catalog import FTS_SQL, TERMS_SQL, PgCatalog, filter_sql, term_params
 from soulpass.index.pg.vectors import PgVectors
 
 __all__ = ["PgGather"]
@@ -56,7 +56,7 @@ class PgGather:
                 " found AS (SELECT h.id FROM unnest(%s::text[]) AS h(id) UNION SELECT id FROM near)"
                 f" SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}, {linked},"
                 " (SELECT count(*) FROM walk), (SELECT count(*) FROM near)"
-                f" FROM (SELECT c.*, {READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s"
+                " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s"
                 f" AND c.id IN (SELECT id FROM found) AND {where} OFFSET 0) AS c",
                 (terms, idfs, literal, account, *params, fetch, depth, list(hits), literal, *link_params,
                  account, *params)).fetchall()
@@ -76,7 +76,7 @@ class PgGather:
             terms, idfs = self._weights(conn, query)
             rows = conn.execute(
                 f"WITH {TERMS_SQL} SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}"
-                f" FROM (SELECT c.*, {READ_ONCE} FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
+                " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
                 f" AND {where} OFFSET 0) AS c",
                 (terms, idfs, literal, self.catalog.account, list(dict.fromkeys(ids)), *params)).fetchall()
         return _gathered(rows, {})
