@@ -3,15 +3,17 @@
 
     PYTHONPATH=src python benchmarks/question_parts.py \\
         --set locomo H1 ../shared/bench/locomo10.json --set beam H2 ../shared/bench/beam500k.json \\
-        [--json benchmarks/results/question_parts.json]
+        [--fulltext] [--json benchmarks/results/question_parts.json]
 
 A question that lists what it is about ("Given my X, my Y, and my Z, how should I …") is cut at
 commas, semicolons and the words joining clauses into parts of at least ``MIN_WORDS`` topic words
 (up to ``MAX_PARTS``; fewer than two parts: left alone). The engine's search (``governed_search``)
 gives the best ``DEPTH``; each part is searched (top ``PART_K``) and its hits lifted by a weight
 times their score there, scaled 0..1 (a hit new to the engine's search enters at its lowest score).
-The weight is chosen per fold among ``WEIGHTS`` (fold A: the conversations at even positions of
-each data file, B: the odd ones; both sets pooled) and tested on the other fold. The homes are ones
+With ``--fulltext`` each part is searched by full text alone (the catalog's ``fts_search``: no
+embedding, no fusion), a cheaper second search. The weight is chosen per fold among ``WEIGHTS``
+(fold A: the conversations at even positions of each data file, B: the odd ones; both sets pooled)
+and tested on the other fold. The homes are ones
 ``soulpass bench locomo`` ingested. Printed and written: per set, R@10 against the engine's search at
 the same depth (weight 0), per category, the paired better / worse, how many questions have parts.
 """
@@ -46,8 +48,9 @@ def parts(question: str) -> list[str]:
     return found[:MAX_PARTS] if len(found) >= 2 else []
 
 
-def searched(home: str, data: Path) -> list[dict[str, Any]]:
-    """Every question of ``data``: its evidence, the engine's best ``DEPTH`` and each part's hits."""
+def searched(home: str, data: Path, fulltext: bool = False) -> list[dict[str, Any]]:
+    """Every question of ``data``: its evidence, the engine's best ``DEPTH`` and each part's hits
+    (by the engine's hybrid search, or by full text alone)."""
     conversations, _ = read(data)
     sp = soulpass.open(home)
     scope = Filters(kinds=TURN_KINDS)
@@ -56,7 +59,12 @@ def searched(home: str, data: Path) -> list[dict[str, Any]]:
         account = sp.account(account_name(conv))
         index, dia = account.index(), dia_of(account)
         for q in conv.questions:
-            found = [[(dia.get(h.id, h.id), h.score) for h in index.search(p, PART_K, scope)] for p in parts(q.text)]
+            if fulltext:
+                found = [[(dia.get(i, i), s) for i, s in index.catalog.fts_search(p, PART_K, scope)]
+                         for p in parts(q.text)]
+            else:
+                found = [[(dia.get(h.id, h.id), h.score) for h in index.search(p, PART_K, scope)]
+                         for p in parts(q.text)]
             out.append({"fold": n % 2, "category": q.category, "evidence": sorted(set(q.evidence)),
                         "base": [(dia.get(h.id, h.id), h.score) for h in governed_search(index, q.text, DEPTH, scope)],
                         "parts": found})
@@ -85,16 +93,18 @@ def recall(row: dict[str, Any], weight: float) -> float:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0] if __doc__ else None)
     ap.add_argument("--set", nargs=3, action="append", required=True, metavar=("NAME", "HOME", "DATA"))
+    ap.add_argument("--fulltext", action="store_true", help="search each part by full text alone")
     ap.add_argument("--json", type=Path, default=ROOT / "benchmarks" / "results" / "question_parts.json")
     args = ap.parse_args(argv)
-    rows = {name: searched(home, Path(data)) for name, home, data in args.set}
+    rows = {name: searched(home, Path(data), args.fulltext) for name, home, data in args.set}
     chosen = {}
     for fold in (0, 1):  # fitted on this fold, pooled over the sets (each set weighed by its size)
         chosen[fold] = max(WEIGHTS, key=lambda w: sum(
             recall(r, w) / len(rs) for rs in rows.values() for r in rs if r["fold"] == fold))
     out: dict[str, Any] = {"weights_chosen": {"fitted on A": chosen[0], "fitted on B": chosen[1]},
                            "constants": {"min_words": MIN_WORDS, "max_parts": MAX_PARTS, "depth": DEPTH,
-                                         "part_k": PART_K}, "sets": {}}
+                                         "part_k": PART_K}, "parts_searched_by": "full text" if args.fulltext
+                           else "the engine's hybrid search", "sets": {}}
     for name, rs in rows.items():
         cv = [recall(r, chosen[1 - r["fold"]]) for r in rs]
         base = [recall(r, 0.0) for r in rs]
