@@ -116,7 +116,7 @@ class TermWeights:
         if total > SMALL_ACCOUNT:
             return None
         kept = self._lexemes
-        if kept is None or kept[0][1] != generation or abs(kept[0][0] - total) > total // 10:
+        if kept is None or not _holds(kept[0], total, generation):
             rows = conn.execute(
                 "SELECT word, ndoc FROM ts_stat(format('SELECT tsv FROM index_rows WHERE account_id = %%s"
                 " AND valid_to IS NULL', %s::bigint)) LIMIT %s", (self.account, LEXEMES_KEPT + 1)).fetchall()
@@ -146,7 +146,7 @@ class TermWeights:
         """Whether ``term``'s remembered document frequency holds for ``total`` rows in force of
         ``generation``: counted in that generation, among rows within a tenth of ``total``."""
         cached = self._idf.get(term)
-        return cached is not None and cached[0][1] == generation and abs(cached[0][0] - total) <= total // 10
+        return cached is not None and _holds(cached[0], total, generation)
 
     def _common_lexemes(self, conn: Any) -> dict[str, float]:
         """The share of ``index_rows`` holding each of its most common lexemes, from the column's
@@ -174,3 +174,9 @@ class TermWeights:
             cached = self._rows_in_force = (generation, version, now, total)
         return cached[3], generation
 
+
+def _holds(counted_at: tuple[int, int], total: int, generation: int) -> bool:
+    """The one rule for every remembered count: what was counted among ``counted_at`` (rows in
+    force, generation) still holds for ``total`` rows of ``generation``: the same generation, rows
+    within a tenth."""
+    return counted_at[1] == generation and abs(counted_at[0] - total) <= total // 10
