@@ -22,7 +22,7 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "soulpass"
 # Named layers, bottom to top: a module may import its own layer and the layers below it. Each
 # top-level module or package of src/soulpass is listed by name ("" is the package root itself).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("foundation", ("errors", "ids", "sentences", "records", "prose")),
+    ("foundation", ("errors", "ids", "sentences", "records", "prose", "side_threads")),
     ("store", ("store",)),
     # The vector store (ids -> unit vectors in a folder, nearest search): no accounts, records or catalogs.
     ("vectors", ("vectors",)),

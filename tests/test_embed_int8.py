@@ -191,7 +191,7 @@ def test_a_searchs_query_is_tokenised_on_the_searching_thread(int8: MiniLM, monk
     monkeypatch.setattr(int8, "_pooled", pooled)
     vector, error = QueryVectors(int8, 4).start(QUERIES[1])()
     assert error is None and threads == [threading.current_thread().name]
-    assert ran and ran[0].startswith("soulpass-query-vector")
+    assert ran and ran[0].startswith("soulpass-beside")
     np.testing.assert_array_equal(vector, int8.embed_query(QUERIES[1]))
 
 

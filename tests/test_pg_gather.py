@@ -65,6 +65,11 @@ def index(vurl: str) -> Iterator[Any]:
     acct.close()
 
 
+def _given(vector: Any) -> Any:
+    """What ``Gather.around`` waits on for a query vector already made."""
+    return lambda: vector
+
+
 def _same(a: Gathered, b: Gathered) -> None:
     assert set(a.ids) == set(b.ids)
     assert a.sessions == b.sessions
@@ -80,9 +85,12 @@ def test_one_statement_gathers_what_the_steps_gather(index: Any, monkeypatch: py
     assert isinstance(gather, PgGather)
     steps = gather.steps
     assert isinstance(steps, Stepwise)
+    reference = Stepwise(steps.catalog, steps.dense)  # the steps on their own
     handed: list[Filters] = []  # what the one statement handed to the steps
-    steps_around = steps.around
-    monkeypatch.setattr(steps, "around", lambda *a: handed.append(a[4]) or steps_around(*a))
+    monkeypatch.setattr(steps, "around_hits", lambda *a, f=steps.around_hits: handed.append(a[4]) or f(*a))
+    outright: list[Filters] = []  # what a rare tag had scored outright
+    monkeypatch.setattr(gather, "_outright", lambda *a, f=gather._outright: ((found := f(*a)) is not None
+                        and outright.append(a[3])) or found)
     passages = index.vectors.passages_total()
     assert passages > 0  # records whose passages are vectors of their own
     emb = CountingEmbedder()
@@ -91,18 +99,19 @@ def test_one_statement_gathers_what_the_steps_gather(index: Any, monkeypatch: py
         vector = emb.embed_batch([query])[0]
         for filters in FILTERS:
             turn_kinds = [k for k in TURN_KINDS if k in filters.kinds]
-            hits = dict(index.catalog.fts_search(query, 10, filters))
             for depth in (5, 50):
-                one = gather.around(query, vector, hits, depth, filters, turn_kinds)
-                _same(one, steps_around(query, vector, hits, depth, filters, turn_kinds))
+                one = gather.around(query, _given(vector), depth, filters, turn_kinds)
+                _same(one, reference.around(query, _given(vector), depth, filters, turn_kinds))
                 added = [n for pair in one.links.values() for n in pair if n and n not in one.ids]
                 _same(gather.scores(query, vector, added, filters), steps.scores(query, vector, added, filters))
                 compared += bool(one.ids)
                 linked += bool(added)
             # Full text only (no query vector): nothing to walk, the steps' answer.
-            _same(gather.around(query, None, hits, 10, filters, turn_kinds),
-                  steps_around(query, None, hits, 10, filters, turn_kinds))
+            _same(gather.around(query, lambda: None, 10, filters, turn_kinds),
+                  reference.around(query, lambda: None, 10, filters, turn_kinds))
     assert compared >= 40 and linked >= 10
+    # A rare tag with a query vector: every passing row scored in the one statement, at each depth.
+    assert outright == [f for _ in QUERIES for f in FILTERS if f.tags for _ in (5, 50)]
     broad = [f for f in FILTERS if dense_module.broad(f)]
     # Without a vector, and under a version or a session, the steps answer; so do they where the
     # walk's rows held too few records (depth 5: ten rows, some of them passages). Most of the rest
@@ -111,29 +120,24 @@ def test_one_statement_gathers_what_the_steps_gather(index: Any, monkeypatch: py
     assert steps_only <= len(handed) <= steps_only + len(QUERIES) * len(broad)
 
 
-def test_the_hits_are_the_same_and_too_few_records_in_the_walk_go_to_the_steps(
-        index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    search = index._search
-    gather = search._gather
-
-    def hits(filters: Filters) -> list[tuple[str, float]]:
-        return [(h.id, h.score) for h in search.search("garden3 river2 long story", 20, filters)]
-
-    for filters in FILTERS:
-        one = hits(filters)
-        search._gather = gather.steps
-        stepwise = hits(filters)
-        search._gather = gather
-        assert [i for i, _ in one] == [i for i, _ in stepwise], filters
-        assert [s for _, s in one] == pytest.approx([s for _, s in stepwise], rel=1e-9)
-    # One row per record walked: the long turns' passages fill it, and the steps walk again.
-    monkeypatch.setattr("soulpass.index.pg.gather.WALK_ROWS", 1)
-    monkeypatch.setattr(dense_module, "WALK_ROWS", 1)
-    asked: list[int] = []
-    steps_around = gather.steps.around
-    monkeypatch.setattr(gather.steps, "around", lambda *a: asked.append(1) or steps_around(*a))
-    wide = Filters(kinds=TURN_KINDS)
-    one = [h.id for h in search.search("long story part3 garden3", 50, wide)]
-    search._gather = gather.steps
-    assert one == [h.id for h in search.search("long story part3 garden3", 50, wide)]
-    assert asked  # the walk's rows held too few records at least once
+def test_more_tagged_rows_than_are_scored_outright_are_walked_to(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A tag on few rows: each scored, the best ``depth`` by each score kept; on none: nothing; on
+    more than ``SCORED_OUTRIGHT``: the walk's statement, with the same candidates as the steps'."""
+    gather = index._search._gather
+    emb = CountingEmbedder()
+    tagged = Filters(tags=("pets",), kinds=TURN_KINDS)
+    nobody = Filters(tags=("nobody-has-this",), kinds=TURN_KINDS)
+    assert len(index.catalog.ids_matching(tagged)) == 7
+    for query in QUERIES:
+        given = _given(emb.embed_batch([query])[0])
+        every = gather._outright(query, given, 50, tagged, TURN_KINDS)
+        assert every is not None and len(every.ids) == 7  # each has a vector
+        best = [*sorted(every.fts, key=lambda i: (-every.fts[i], i))[:3],
+                *sorted(every.dense, key=lambda i: (-every.dense[i], i))[:3]]
+        assert gather._outright(query, given, 3, tagged, TURN_KINDS).ids == list(dict.fromkeys(best))
+        assert gather._outright(query, given, 50, nobody, TURN_KINDS).ids == []
+        monkeypatch.setattr("soulpass.index.pg.gather.SCORED_OUTRIGHT", 6)
+        assert gather._outright(query, given, 50, tagged, TURN_KINDS) is None
+        _same(gather.around(query, given, 50, tagged, TURN_KINDS),
+              Stepwise(gather.steps.catalog, gather.steps.dense).around(query, given, 50, tagged, TURN_KINDS))
+        monkeypatch.undo()

@@ -19,7 +19,6 @@ Texts are spread over ``threads`` worker threads, each run on one thread.
 from __future__ import annotations
 
 import hashlib
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -32,6 +31,7 @@ import numpy.typing as npt
 from soulpass.embed.base import missing_extra
 from soulpass.embed.rerank import package_folder, verified
 from soulpass.errors import InvalidInput
+from soulpass.side_threads import beside
 
 __all__ = ["DIM", "ColbertEncoder", "ColbertScorer", "LateScorer", "TokenVectors", "max_sim", "max_sims"]
 
@@ -48,27 +48,6 @@ TEXT_TOKENS = 256  # a longer text is cut here: cost grows with length, memory t
 QUERY_MARKER = "[unused0]"
 TEXT_MARKER = "[unused1]"
 KEPT_TOKENS = 2_000_000  # token rows a scorer keeps: 2M x 128 float16 = 512 MB at most
-
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _query_thread() -> ThreadPoolExecutor:
-    """The threads queries are encoded on, shared by every scorer of the process."""
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            _executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="soulpass-late-query")
-        return _executor
-
-
-def _forget_executor_after_fork() -> None:  # a forked child's copy has no thread behind it
-    global _executor, _executor_lock
-    _executor, _executor_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_executor_after_fork)
 
 
 class ColbertEncoder:
@@ -195,7 +174,7 @@ class ColbertScorer:
         """See :class:`LateScorer`; an empty query scores every text 0."""
         if not isinstance(query, str):
             raise InvalidInput(f"a query must be a string, not {type(query).__name__}")
-        encoded = _query_thread().submit(self.encoder.encode_query, query) if query.strip() else None
+        encoded = beside().submit(self.encoder.encode_query, query) if query.strip() else None
 
         def score(texts: Sequence[str]) -> list[float]:
             if isinstance(texts, str):

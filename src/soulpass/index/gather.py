@@ -1,4 +1,4 @@
-"""Step 1 of a hybrid search around its full-text hits: the nearest records by vector, both exact
+"""Step 1 of a hybrid search: its full-text hits and the nearest records by vector, both exact
 scores of every candidate, its session and its neighbours in that session (``Gather.around``); and
 the same for the neighbours the ranking then adds (``Gather.scores``).
 
@@ -11,7 +11,7 @@ trip of its own. Both give the same candidates and scores (tested on one account
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -36,11 +36,12 @@ class Gathered:
 class Gather(Protocol):
     """How a search's candidates and their scores are fetched."""
 
-    def around(self, query: str, vector: Any, hits: dict[str, float], depth: int, filters: Filters,
+    def around(self, query: str, vector: Callable[[], Any], depth: int, filters: Filters,
                turn_kinds: Sequence[str]) -> Gathered:
-        """The full-text ``hits`` (id -> score, from ``fts_search``) and the ``depth`` records
-        nearest ``vector`` passing ``filters`` (none when ``vector`` is None), each with both exact
-        scores, its session, and, for a row of ``turn_kinds``, its neighbours among those rows."""
+        """The ``depth`` best full-text hits for ``query`` and the ``depth`` records nearest the
+        query's vector (``vector()`` waits for it, embedded meanwhile; None: full text only, nothing
+        nearest), all passing ``filters``, each with both exact scores, its session, and, for a row
+        of ``turn_kinds``, its neighbours among those rows."""
         ...
 
     def scores(self, query: str, vector: Any, ids: Sequence[str], filters: Filters) -> Gathered:
@@ -54,8 +55,14 @@ class Stepwise:
     def __init__(self, catalog: SearchCatalog[Any], dense: DenseScores | None) -> None:
         self.catalog, self.dense = catalog, dense
 
-    def around(self, query: str, vector: Any, hits: dict[str, float], depth: int, filters: Filters,
+    def around(self, query: str, vector: Callable[[], Any], depth: int, filters: Filters,
                turn_kinds: Sequence[str]) -> Gathered:
+        hits = dict(self.catalog.fts_search(query, depth, filters))  # while the query is embedded
+        return self.around_hits(query, vector(), hits, depth, filters, turn_kinds)
+
+    def around_hits(self, query: str, vector: Any, hits: dict[str, float], depth: int, filters: Filters,
+                    turn_kinds: Sequence[str]) -> Gathered:
+        """``around`` with the full-text ``hits`` (id -> score, from ``fts_search``) found already."""
         nearest = self.dense.nearest(vector, depth, filters) if vector is not None and self.dense is not None else []
         ids = list(dict.fromkeys([*hits, *nearest]))
         found = self._scored(query, vector, ids, hits, filters)

@@ -7,48 +7,25 @@ thread (``soulpass.embed.base.prepare_query``): on the embedding thread the toke
 GIL the full-text search holds between its SQLite calls. The last ``size`` queries' vectors are kept,
 so a query asked again (an agent's turn often searches its message twice) is not embedded again.
 
-The threads serve every index of a process. A process forked while it existed would inherit an
-executor whose thread is gone, and wait forever on it: a forked child makes its own.
+The threads serve every index of a process (``soulpass.side_threads``).
 """
 
 from __future__ import annotations
 
-import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from typing import Any
 
 from soulpass.embed.base import Embedder, prepare_query
 from soulpass.errors import BackendUnavailable
+from soulpass.side_threads import beside
 
 __all__ = ["QueryVector", "QueryVectors"]
 
 #: What waiting for a query vector gives: the vector, or None and why not (None: no vector asked for).
 QueryVector = tuple[Any, str | None]
-
-_executor: ThreadPoolExecutor | None = None
-_executor_lock = threading.Lock()
-
-
-def _embedding_thread() -> ThreadPoolExecutor:
-    global _executor
-    with _executor_lock:
-        if _executor is None:
-            # A thread is made only when none is idle: one, unless searches run on several threads.
-            _executor = ThreadPoolExecutor(max_workers=min(32, (os.cpu_count() or 1) + 4),
-                                           thread_name_prefix="soulpass-query-vector")
-        return _executor
-
-
-def _forget_executor_after_fork() -> None:
-    global _executor, _executor_lock
-    _executor, _executor_lock = None, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_executor_after_fork)
-
 
 class QueryVectors:
     """The query vectors of one index's searches: ``start(query)`` begins one and returns what
@@ -79,7 +56,7 @@ class QueryVectors:
             with self._lock:
                 future = self._running.get(query)
                 if future is None:
-                    future = self._running[query] = _embedding_thread().submit(self._embed, query, prepared)
+                    future = self._running[query] = beside().submit(self._embed, query, prepared)
         running = future
 
         def wait() -> QueryVector:

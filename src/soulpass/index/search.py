@@ -18,6 +18,7 @@ The catalog decides what exists and what passes the filters; the vectors only sc
 
 from __future__ import annotations
 
+import functools
 import logging
 import sys
 from collections.abc import Callable, Sequence
@@ -119,10 +120,9 @@ class HybridSearch:
         depth = max(CANDIDATES, 2 * k)
         query_vector = self._query_vector(query)  # embedded while the full-text search runs
         late = self.late.start(query) if self.late is not None and query.strip() else None  # so is this one
-        hits = dict(self.catalog.fts_search(query, depth, filters))
-        qvec = query_vector()
         turn_kinds = [kind for kind in TURN_KINDS if kind in filters.kinds]
-        found = self._gather.around(query, qvec, hits, depth, filters, turn_kinds)
+        found = self._gather.around(query, query_vector, depth, filters, turn_kinds)
+        qvec = query_vector()
         scores = CandidateScores(found.fts, found.dense)
         scores.known.update(found.ids)
         scores.fts_checked.update(found.ids)
@@ -180,6 +180,7 @@ class HybridSearch:
             return lambda: None
         started = self._query_vectors.start(query)
 
+        @functools.cache  # asked by the gathering and again here: waited for once
         def wait() -> Any:
             vector, error = started()
             if error is not None:  # e.g. Redis down and no local model: full text still answers
