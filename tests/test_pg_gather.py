@@ -120,6 +120,34 @@ def test_one_statement_gathers_what_the_steps_gather(index: Any, monkeypatch: py
     assert steps_only <= len(handed) <= steps_only + len(QUERIES) * len(broad)
 
 
+def test_the_hits_are_the_same_and_too_few_records_in_the_walk_go_to_the_steps(
+        index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    search = index._search
+    gather = search._gather
+
+    def hits(filters: Filters) -> list[tuple[str, float]]:
+        return [(h.id, h.score) for h in search.search("garden3 river2 long story", 20, filters)]
+
+    for filters in FILTERS:
+        one = hits(filters)
+        search._gather = gather.steps
+        stepwise = hits(filters)
+        search._gather = gather
+        assert [i for i, _ in one] == [i for i, _ in stepwise], filters
+        assert [s for _, s in one] == pytest.approx([s for _, s in stepwise], rel=1e-9)
+    # One row per record walked: the long turns' passages fill it, and the steps walk again.
+    monkeypatch.setattr("soulpass.index.pg.gather.WALK_ROWS", 1)
+    monkeypatch.setattr(dense_module, "WALK_ROWS", 1)
+    asked: list[int] = []
+    steps_around = gather.steps.around_hits
+    monkeypatch.setattr(gather.steps, "around_hits", lambda *a: asked.append(1) or steps_around(*a))
+    wide = Filters(kinds=TURN_KINDS)
+    one = [h.id for h in search.search("long story part3 garden3", 50, wide)]
+    search._gather = gather.steps
+    assert one == [h.id for h in search.search("long story part3 garden3", 50, wide)]
+    assert asked  # the walk's rows held too few records at least once
+
+
 def test_more_tagged_rows_than_are_scored_outright_are_walked_to(index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """A tag on few rows: each scored, the best ``depth`` by each score kept; on none: nothing; on
     more than ``SCORED_OUTRIGHT``: the walk's statement, with the same candidates as the steps'."""
@@ -141,3 +169,22 @@ def test_more_tagged_rows_than_are_scored_outright_are_walked_to(index: Any, mon
         _same(gather.around(query, given, 50, tagged, TURN_KINDS),
               Stepwise(gather.steps.catalog, gather.steps.dense).around(query, given, 50, tagged, TURN_KINDS))
         monkeypatch.undo()
+
+
+def test_searches_on_many_threads_at_once_find_what_one_thread_finds(index: Any) -> None:
+    """Each search holds a pooled connection for its walk while its full-text search runs on a side
+    thread with another: more searches at once than the pool has connections for two each still
+    answer, each as it does alone."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from soulpass.store.postgres.connections import POOL_SIZE
+
+    search = index._search
+    jobs = [(query, filters) for query in QUERIES for filters in FILTERS] * 3
+
+    def ranked(job: tuple[str, Filters]) -> list[str]:
+        return [h.id for h in search.search(job[0], 20, job[1])]
+
+    alone = [ranked(job) for job in jobs]
+    with ThreadPoolExecutor(POOL_SIZE + 6) as pool:
+        assert list(pool.map(ranked, jobs)) == alone
