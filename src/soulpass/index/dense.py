@@ -25,7 +25,7 @@ from soulpass.vectors.groups import GroupBest
 if TYPE_CHECKING:
     from soulpass.index.pg import PgVectors
 
-__all__ = ["DatabaseDense", "DenseScores", "LocalDense", "broad", "few_tagged"]
+__all__ = ["DatabaseDense", "DenseScores", "LocalDense", "best_of", "broad", "few_tagged"]
 
 # Filtered dense search: ask the vector index for up to this many times the candidates needed
 # (measuring the share that passes), with this margin over the measured share, before listing
@@ -71,7 +71,7 @@ class LocalDense:
         if masked is not None:  # a broad filter over a local index: masks in numpy (filtered.py)
             return masked
         if (few := few_tagged(self._catalog, filters)) is not None:
-            return _best_of(self.cosines(vector, few), depth)
+            return best_of(self.cosines(vector, few), depth)
         groups = self._groups
         grouped: list[GroupBest | None] = []  # made at the first try
 
@@ -130,7 +130,7 @@ def few_tagged(catalog: SearchCatalog[Any], filters: Filters) -> list[str] | Non
     return catalog.few_matching(filters, FEW_TAGGED) if filters.tag_groups() and broad(filters) else None
 
 
-def _best_of(scores: dict[str, float], depth: int) -> list[str]:
+def best_of(scores: dict[str, float], depth: int) -> list[str]:
     """The ``depth`` best ids of ``scores``, best first, ties by id."""
     return sorted(scores, key=lambda i: (-scores[i], i))[:depth]
 

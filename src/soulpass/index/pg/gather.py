@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from soulpass.index.catalog.query import Filters, neighbour_sides
-from soulpass.index.dense import WALK_ROWS, DenseScores, broad
+from soulpass.index.dense import WALK_ROWS, DenseScores, best_of, broad
 from soulpass.index.gather import Gathered, Stepwise
 from soulpass.index.pg.catalog import FTS_SQL, TERMS_SQL, PgCatalog, filter_sql, term_params
 from soulpass.index.pg.vectors import PgVectors
@@ -119,7 +119,7 @@ class PgGather:
         if not rows and self.catalog.few_matching(filters, SCORED_OUTRIGHT) is None:
             return None  # too many pass (none pass: nothing found, as the search would find)
         every = _gathered(rows, {})
-        ids = list(dict.fromkeys([*_best(every.fts, depth), *_best(every.dense, depth)]))
+        ids = list(dict.fromkeys([*best_of(every.fts, depth), *best_of(every.dense, depth)]))
         kept = set(ids)
         return Gathered(ids=ids, fts={i: s for i, s in every.fts.items() if i in kept},
                         dense={i: cos for i, cos in every.dense.items() if i in kept},
@@ -143,11 +143,6 @@ class PgGather:
 
     def _weights(self, conn: Any, query: str) -> tuple[list[str], list[float]]:
         return term_params(self.catalog.terms.of_query(conn, query))
-
-
-def _best(scores: dict[str, float], n: int) -> list[str]:
-    """The ``n`` best ids of ``scores``, best first, ties by id (as the full-text search orders them)."""
-    return sorted(scores, key=lambda i: (-scores[i], i))[:n]
 
 
 def _cosine(table: str, distance: str) -> str:
