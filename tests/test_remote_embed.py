@@ -159,3 +159,18 @@ def test_search_answers_from_full_text_when_redis_is_down_and_there_is_no_local_
     hits = acct.search("sailing boats")
     assert hits and "sailing boats" in hits[0].text and hits[0].parts.get("dense") in (None, 0.0)
     assert hits.incomplete and hits.dense_error and "full-text results only" in (hits.note or "")
+
+
+def test_a_sandbox_search_that_reorders_a_superseded_fact_still_says_it_is_full_text_only(tmp_path: Path) -> None:
+    """Moving a fact the session supersedes below its superseder rebuilds the results: the reason
+    the query could not be embedded goes with them."""
+    remote = RemoteEmbedder("redis://127.0.0.1:1/0", query_timeout=0.5, index_timeout=0.5)  # nothing listens
+    acct = soulpass.open(tmp_path, embedder=remote).create_account("ann")
+    sb = acct.create_sandbox("s1")
+    sb.add_fact("Ann", "lives in", "Paris", confidence=0.9)
+    sb.archive()
+    sb = acct.create_sandbox("s2")
+    lyon = sb.add_fact("Ann", "lives in", "Lyon", confidence=0.9)
+    hits = sb.search("Ann lives in Paris", k=5)
+    assert hits[0].id == lyon and hits[1].parts["superseded"] == 1.0  # reordered
+    assert hits.incomplete and hits.dense_error and "full-text results only" in (hits.note or "")

@@ -185,7 +185,8 @@ class Sandbox:
         from soulpass.consolidation.session_view import demote_superseded, holds_committed_fact, superseded_in_session
         if holds_committed_fact(found):  # what the session supersedes must not outrank what supersedes it
             superseded = superseded_in_session(acct.store.snapshot(), self.info, events, acct.sp.rules, utc_now())
-            found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings)
+            found = SearchResults(demote_superseded(found, superseded), found.pending_embeddings,
+                                  found.dense_error)  # still says why it is full text only
         return above(found, query, min_score)
 
     def archive(self, *, dry_run: bool = False, exclude: Iterable[str] = (), by: str | None = None,
