@@ -31,6 +31,7 @@ FILTERS = [
     Filters(kinds=("turn_user",)),
     Filters(agent="eva", kinds=TURN_KINDS),
     Filters(tags=("pets",), kinds=TURN_KINDS),
+    Filters(tags=("pets",), kinds=("turn_llm", "fact")),  # a rare tag, neighbours of one turn kind
     Filters(since=T0 + timedelta(minutes=20), kinds=TURN_KINDS),
     Filters(kinds=("fact",)),  # no turn kinds: no neighbours
     Filters(session_id="s2", kinds=TURN_KINDS),  # not broad: the steps answer

@@ -13,7 +13,8 @@ It answers where the steps would walk the HNSW graph with the filter checked in 
 vectors in the database, a broad filter: ``soulpass.index.dense.DatabaseDense.nearest``) and the
 walk's first rows hold enough records; anywhere else, and where a record's passages fill the walk,
 it asks the steps. Where a tag filter passes few rows (a question's check against the standing
-statements), one statement is all: every passing row is scored and the best of each score kept.
+statements), one statement is all: every passing row is scored, its neighbours read off the
+passing rows, and the best of each score kept.
 Same candidates, same scores (``tests/test_pg_gather.py``).
 """
 
@@ -101,20 +102,26 @@ class PgGather:
         would be statements of their own. The same candidates and scores; None where more rows pass
         (or there is no query vector)."""
         where, params = filter_sql(filters)
-        linked, link_params = _links(filters, turn_kinds)
         account = self.catalog.account
         with self.catalog.db.reading() as conn:
             terms, idfs = self._weights(conn, query)  # while the query is embedded
             if (qvec := vector()) is None:
                 return None
             table, distance, literal = self.vectors.vector_sql(qvec)
+            # A turn's neighbours pass the filters with turn kinds (``neighbour_sides``), a subset of
+            # the kinds asked for: they are among the passing rows, next to it in its session.
             rows = conn.execute(
-                f"WITH {TERMS_SQL}, passing AS MATERIALIZED (SELECT c.id FROM index_rows AS c"
-                f" WHERE c.account_id = %s AND {where} LIMIT %s)"
-                f" SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}, {linked}"
+                f"WITH {TERMS_SQL}, passing AS MATERIALIZED (SELECT c.id, c.kind, c.session_id, c.event_us"
+                f" FROM index_rows AS c WHERE c.account_id = %s AND {where} LIMIT %s),"
+                " sides AS MATERIALIZED (SELECT id, lag(id) OVER w AS before, lead(id) OVER w AS after"
+                " FROM passing WHERE kind = ANY(%s) AND session_id IS NOT NULL AND event_us IS NOT NULL"
+                " WINDOW w AS (PARTITION BY session_id ORDER BY event_us, id))"
+                f" SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)},"
+                " s.id IS NOT NULL, s.before, s.after"
                 " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s AND c.id IN (SELECT id FROM passing)"
-                f" AND {where} AND (SELECT count(*) FROM passing) <= %s OFFSET 0) AS c",
-                (terms, idfs, account, *params, SCORED_OUTRIGHT + 1, literal, *link_params,
+                f" AND {where} AND (SELECT count(*) FROM passing) <= %s OFFSET 0) AS c"
+                " LEFT JOIN sides AS s ON s.id = c.id",
+                (terms, idfs, account, *params, SCORED_OUTRIGHT + 1, list(turn_kinds), literal,
                  account, *params, SCORED_OUTRIGHT)).fetchall()
         if not rows and self.catalog.few_matching(filters, SCORED_OUTRIGHT) is None:
             return None  # too many pass (none pass: nothing found, as the search would find)
