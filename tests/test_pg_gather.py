@@ -31,7 +31,7 @@ FILTERS = [
     Filters(kinds=("turn_user",)),
     Filters(agent="eva", kinds=TURN_KINDS),
     Filters(tags=("pets",), kinds=TURN_KINDS),
-    Filters(tags=("pets",), kinds=("turn_llm", "fact")),  # a rare tag, neighbours of one turn kind
+    Filters(tags=("pets",), kinds=("turn_user", "fact")),  # a rare tag, neighbours of one turn kind
     Filters(since=T0 + timedelta(minutes=20), kinds=TURN_KINDS),
     Filters(kinds=("fact",)),  # no turn kinds: no neighbours
     Filters(session_id="s2", kinds=TURN_KINDS),  # not broad: the steps answer
@@ -55,7 +55,7 @@ def index(vurl: str) -> Iterator[Any]:
             long = " ".join(f"story part{j} garden{j % 7} river{j % 5}." for j in range(260)) if n % 13 == 0 else ""
             second = f"It rained on river{n % 4} that day." if n % 2 else ""  # two sentences: passages
             sb.write_turn({"kind": "turn_user" if n % 2 else "turn_llm", "agent": "eva" if n % 3 == 0 else "bob",
-                           "tags": ["pets"] if n % 10 == 0 else [],
+                           "tags": ["pets"] if n % 10 == 0 or n == 45 else [],  # 45: a user's, between two
                            "text_excerpt": f"note {n} about garden{n % 7} and river{n % 5} with word{n}. {second}"
                                            f"{long}",
                            "created_at": T0 + timedelta(minutes=n)})
@@ -156,15 +156,20 @@ def test_more_tagged_rows_than_are_scored_outright_are_walked_to(index: Any, mon
     emb = CountingEmbedder()
     tagged = Filters(tags=("pets",), kinds=TURN_KINDS)
     nobody = Filters(tags=("nobody-has-this",), kinds=TURN_KINDS)
-    assert len(index.catalog.ids_matching(tagged)) == 7
+    assert len(index.catalog.ids_matching(tagged)) == 8
     for query in QUERIES:
         given = _given(emb.embed_batch([query])[0])
         every = gather._outright(query, given, 50, tagged, TURN_KINDS)
-        assert every is not None and len(every.ids) == 7  # each has a vector
+        assert every is not None and len(every.ids) == 8  # each has a vector
         best = [*sorted(every.fts, key=lambda i: (-every.fts[i], i))[:3],
                 *sorted(every.dense, key=lambda i: (-every.dense[i], i))[:3]]
         assert gather._outright(query, given, 3, tagged, TURN_KINDS).ids == list(dict.fromkeys(best))
         assert gather._outright(query, given, 50, nobody, TURN_KINDS).ids == []
+        # Neighbours of one turn kind among rows of both: the other kind's rows are passed over.
+        one_kind = gather._outright(query, given, 50, tagged, ["turn_user"])
+        assert one_kind is not None and one_kind.links
+        _same(one_kind, Stepwise(gather.steps.catalog, gather.steps.dense).around(query, given, 50, tagged,
+                                                                                  ["turn_user"]))
         monkeypatch.setattr("soulpass.index.pg.gather.SCORED_OUTRIGHT", 6)
         assert gather._outright(query, given, 50, tagged, TURN_KINDS) is None
         _same(gather.around(query, given, 50, tagged, TURN_KINDS),
