@@ -52,8 +52,7 @@ class PgGather:
             if found is not None:
                 return found
         if not self.vectors.pgvector or not broad(filters):
-            hits = dict(self.catalog.fts_search(query, depth, filters))  # while the query is embedded
-            return self.steps.around_hits(query, vector(), hits, depth, filters, turn_kinds)
+            return self.steps.around(query, vector, depth, filters, turn_kinds)
         # The full-text search on a connection of its own while the nearest records are walked to.
         searching = beside().submit(self.catalog.fts_search, query, depth, filters)
         qvec = vector()
