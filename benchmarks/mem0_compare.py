@@ -202,7 +202,7 @@ def worker_mem0(work: Path, data_file: Path, setup: str, build: bool) -> dict[st
             self.int8_search = int8_search
             if int8_search and not self.model.int8_queries:
                 raise RuntimeError("hybrid-int8: this CPU or environment embeds queries in float32 "
-                                   "(no AVX512-VNNI, or no onnx in Mem0's environment)")
+                                   "(no onnx in Mem0's environment)")
 
         def embed(self, text: Any, memory_action: Any = None) -> list[float]:
             if self.int8_search and memory_action == "search":

@@ -1,7 +1,8 @@
 """A search's query in int8 arithmetic (soulpass.embed.minilm_int8), for real: the rewritten graph
-multiplies the model's own int8 weights, its vectors stay close to the float32 ones and find the same
-texts, it is kept in a cache that is verified before use, and where the CPU would saturate (or
-``int8_queries=False``) a query is embedded exactly as a stored text."""
+multiplies the model's own int8 weights (as uint8 where the CPU would saturate int8 ones), its
+vectors stay close to the float32 ones and find the same texts on every CPU, it is kept in a cache
+that is verified before use, and with ``int8_queries=False`` (or another execution provider) a query
+is embedded exactly as a stored text."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from onnx import numpy_helper  # noqa: E402
 from soulpass.embed.minilm import MODEL_SHA256, _model_file  # noqa: E402
 
 VNNI = pytest.mark.skipif(not minilm_int8.exact_int8_products(),
-                          reason="this CPU has no AVX512-VNNI: MiniLM embeds queries in float32 here")
+                          reason="this CPU has no AVX512-VNNI: int8 weights would saturate here")
 
 QUERIES = [
     "What did Caroline research?",
@@ -78,9 +79,10 @@ def source_weights(source: Any) -> list[tuple[str, str]]:
     return weights
 
 
-def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
+@pytest.mark.parametrize("unsigned", [False, True])
+def test_the_rewrite_multiplies_the_models_own_int8_weights(unsigned: bool) -> None:
     source = onnx.load(str(_model_file()))
-    rewritten = onnx.load_from_string(minilm_int8.rewrite(_model_file()))
+    rewritten = onnx.load_from_string(minilm_int8.rewrite(_model_file(), unsigned=unsigned))
     ops = [n.op_type for n in rewritten.graph.node]
     # Per layer: query, key and value as one product, then the attention's output, then the two
     # feed-forward products; all but the attention's output twice (the [CLS] row, the other rows).
@@ -96,7 +98,13 @@ def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
     used: list[str] = []
     for node in rows:  # the model's own int8 weights, one product's or several side by side
         ints, scales = initialisers[node.input[1]], initialisers[node.input[2]]
-        assert ints.dtype == np.int8 and scales.shape == (ints.shape[1],)
+        if unsigned:  # the same weights plus 128, and a zero point of 128 for each column
+            assert ints.dtype == np.uint8 and node.input[3]
+            np.testing.assert_array_equal(initialisers[node.input[3]], np.full(ints.shape[1], 128, np.uint8))
+            ints = (ints.astype(np.int16) - 128).astype(np.int8)
+        else:
+            assert ints.dtype == np.int8 and (len(node.input) < 4 or not node.input[3])  # symmetric: no zero point
+        assert scales.shape == (ints.shape[1],)
         column = 0
         while column < ints.shape[1]:
             name, scale = next((w, sc) for w, sc in weights if originals[w].shape[0] == ints.shape[0]
@@ -110,7 +118,6 @@ def test_the_rewrite_multiplies_the_models_own_int8_weights() -> None:
     assert not casts & {n.input[1] for n in rows}
 
 
-@VNNI
 def test_the_query_graph_masks_padding_as_the_model_does(int8: MiniLM) -> None:
     """One query at a time is what searches ask, but the graph keeps the attention mask: a short
     text padded in a batch gets the vector it gets alone, but for the activations' scales (quantised
@@ -123,7 +130,6 @@ def test_the_query_graph_masks_padding_as_the_model_does(int8: MiniLM) -> None:
     assert ((together * alone).sum(axis=1) > 0.98).all()
 
 
-@VNNI
 def test_int8_query_vectors_are_close_and_find_the_same_texts(int8: MiniLM, exact: MiniLM) -> None:
     fast = np.stack([int8.embed_query(q) for q in QUERIES])
     slow = np.stack([exact.embed_query(q) for q in QUERIES])
@@ -142,7 +148,6 @@ def test_int8_query_vectors_are_close_and_find_the_same_texts(int8: MiniLM, exac
     assert int8._sessions["int8-query"].get_session_options().intra_op_num_threads == 1
 
 
-@VNNI
 def test_the_query_session_goes_without_the_slower_fusion(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     model = MiniLM(int8_queries=True)
     made: list[dict[str, Any]] = []
@@ -158,7 +163,6 @@ def test_the_query_session_goes_without_the_slower_fusion(cache: Path, monkeypat
     assert [m.get("disabled_optimizers") for m in made] == [["SkipLayerNormFusion"], []]
 
 
-@VNNI
 def test_the_search_path_uses_the_query_graph(int8: MiniLM) -> None:
     assert isinstance(int8, QueryEmbedder)
     np.testing.assert_array_equal(embed_query(int8, QUERIES[0]), int8.embed_query(QUERIES[0]))
@@ -166,7 +170,6 @@ def test_the_search_path_uses_the_query_graph(int8: MiniLM) -> None:
         int8.embed_query(None)  # type: ignore[arg-type]
 
 
-@VNNI
 def test_a_searchs_query_is_tokenised_on_the_searching_thread(int8: MiniLM, monkeypatch: pytest.MonkeyPatch) -> None:
     """The index's query vectors: the tokenizer runs on the thread that searches, the model on the
     query thread (which would otherwise wait for the GIL the full-text search holds)."""
@@ -255,10 +258,70 @@ def test_a_full_disk_leaves_no_cache_file_and_still_answers(tmp_path: Path, monk
     monkeypatch.setattr(minilm_int8.os, "replace", real_replace)
 
 
-def test_without_exact_int8_products_queries_are_float32(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(minilm_int8, "exact_int8_products", lambda: False)
-    model = MiniLM()
-    assert model.int8_queries is False
+def test_uint8_by_uint8_products_are_exact_on_this_cpu() -> None:
+    """The premise of the unsigned graph: ONNX Runtime multiplies uint8 by uint8 without saturating
+    (int8 weights using all 8 bits, as the model's do, saturate on x86 before VNNI)."""
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    rng = np.random.default_rng(0)
+    weights = rng.integers(-127, 128, size=(384, 1536)).astype(np.int8)
+    scales = (rng.random(1536) * 0.01 + 0.001).astype(np.float32)
+    x = (rng.standard_normal((1, 20, 384)) * 3).astype(np.float32)
+    inits = [numpy_helper.from_array((weights.astype(np.int16) + 128).astype(np.uint8), "w"),
+             numpy_helper.from_array(scales, "s"), numpy_helper.from_array(np.full(1536, 128, np.uint8), "z")]
+    graph = helper.make_graph([helper.make_node("DynamicQuantizeMatMul", ["x", "w", "s", "z"], ["y"],
+                                                domain="com.microsoft")], "product",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, None, 384])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, None, 1536])], inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    got = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    # DynamicQuantizeLinear's uint8 activations, multiplied in exact integers
+    low, high = min(0.0, float(x.min())), max(0.0, float(x.max()))
+    scale = (high - low) / 255
+    zero = np.clip(np.round(-low / scale), 0, 255)
+    ints = np.clip(np.round(x / scale) + zero, 0, 255).astype(np.int64) - int(zero)
+    expected = (ints @ weights.astype(np.int64)) * scale * scales
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-5 * float(np.abs(expected).max()))
+
+
+@VNNI
+def test_where_int8_products_are_exact_the_unsigned_graph_gives_the_same_vectors(cache: Path) -> None:
+    signed = onnx.load_from_string(minilm_int8.query_model(_model_file(), MODEL_SHA256))
+    unsigned = onnx.load_from_string(minilm_int8.query_model(_model_file(), MODEL_SHA256, unsigned=True))
+    import onnxruntime as ort
+
+    model = MiniLM(int8_queries=True)
+    ids = [model._tokenizer.encode(q).ids for q in QUERIES[:4]]
+    vectors = [np.stack([model._run([i], ort.InferenceSession(g.SerializeToString(),
+                                                              providers=["CPUExecutionProvider"]))[0] for i in ids])
+               for g in (signed, unsigned)]
+    np.testing.assert_allclose(vectors[0], vectors[1], atol=1e-5)
+
+
+def test_without_exact_int8_products_the_query_graphs_weights_are_uint8(cache: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[bool] = []
+    real = minilm_int8.query_model
+
+    def recording(path: Path, sha256: str, *, unsigned: bool = False) -> bytes:
+        asked.append(unsigned)
+        return real(path, sha256, unsigned=unsigned)
+
+    monkeypatch.setattr(minilm_int8, "query_model", recording)
+    for exact in (False, True):
+        monkeypatch.setattr(minilm_int8, "exact_int8_products", lambda exact=exact: exact)
+        model = MiniLM()
+        assert model.int8_queries is True
+        model.embed_query(QUERIES[0])
+    assert asked == [True, False]
+    assert sorted(p.name.split("-v")[0] for p in cache.glob("minilm-int8-query*.onnx")) == [
+        "minilm-int8-query", "minilm-int8-query-unsigned"]  # each kept beside the other
+
+
+def test_with_another_provider_or_when_asked_queries_are_float32(cache: Path) -> None:
+    model = MiniLM(int8_queries=False)
     np.testing.assert_array_equal(model.embed_query(QUERIES[0]), model.embed_batch([QUERIES[0]])[0])
     assert "int8-query" not in model._sessions
     assert MiniLM(providers=("CUDAExecutionProvider", "CPUExecutionProvider")).int8_queries is False

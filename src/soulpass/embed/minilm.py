@@ -20,13 +20,14 @@ made when first needed (~0.2 s): ~110-150 MB more in a process that embeds both 
 queries, nothing more in one that only searches or only indexes. The floats do not depend on the
 session: the same kernels run, the work split by rows (tested; ``benchmarks/embed_threads.py``).
 
-A search's query goes through :meth:`MiniLM.embed_query`: where the CPU multiplies int8 exactly
-(AVX512-VNNI), on a third session whose weight products run in int8 arithmetic over the model's own
-int8 weights (:mod:`soulpass.embed.minilm_int8`), on one intra-op thread, so the other core is free
-for the full-text search that runs meanwhile: ~2.0 instead of ~4.7 ms on one thread, cosine ~0.999
-to the float32 vector, the same recall. Elsewhere, and for every vector that is stored, float32 as
-above. :meth:`MiniLM.prepare_query` splits it in two: the tokenizer and the model's inputs on the
-calling thread, the model (which runs without the GIL) in the function it returns.
+A search's query goes through :meth:`MiniLM.embed_query`: on a third session whose weight products
+run in int8 arithmetic over the model's own int8 weights (:mod:`soulpass.embed.minilm_int8`; as
+uint8 where the CPU has no AVX512-VNNI, the same products), on one intra-op thread, so the other
+core is free for the full-text search that runs meanwhile: about half the time of float32, cosine
+~0.999 to the float32 vector, the same recall. With another execution provider (a GPU), and for
+every vector that is stored, float32 as above. :meth:`MiniLM.prepare_query` splits it in two: the
+tokenizer and the model's inputs on the calling thread, the model (which runs without the GIL) in
+the function it returns.
 """
 
 from __future__ import annotations
@@ -114,8 +115,7 @@ class MiniLM:
         self._query_threads = threads if self._providers == ["CPUExecutionProvider"] else 1
         onnx_there = importlib.util.find_spec("onnx") is not None  # rewrites the query graph
         if int8_queries is None:  # an install from before onnx joined the extra embeds queries as before
-            int8_queries = (self._providers == ["CPUExecutionProvider"] and onnx_there
-                            and minilm_int8.exact_int8_products())
+            int8_queries = self._providers == ["CPUExecutionProvider"] and onnx_there
         elif int8_queries and not onnx_there:
             raise missing_extra("int8 queries", ImportError(name="onnx"))
         self.int8_queries = int8_queries
@@ -137,7 +137,8 @@ class MiniLM:
             if found is None:
                 disabled: list[str] = []
                 if kind == INT8_QUERY:
-                    model: str | bytes = minilm_int8.query_model(self._model_path, MODEL_SHA256)
+                    model: str | bytes = minilm_int8.query_model(
+                        self._model_path, MODEL_SHA256, unsigned=not minilm_int8.exact_int8_products())
                     options, disabled = session_options(self._ort, 1), list(minilm_int8.UNFUSED)
                 else:
                     model = (minilm_fused.batch_model(self._model_path, MODEL_SHA256) if self.fused

@@ -24,10 +24,12 @@ and its own, and read back only when its bytes still have that sha256; a cache t
 written (read-only home, full disk) costs the rewrite in each process, nothing else. Writing one
 removes the files of earlier rewrites and models (23 MB each).
 
-Only where integers are multiplied exactly: x86 CPUs before VNNI multiply uint8 by int8 pairwise
-into int16 (``vpmaddubsw``), which saturates for weights using all 8 bits (ONNX Runtime's and
-OpenVINO's quantisation notes), so :func:`exact_int8_products` asks for AVX512-VNNI; elsewhere
-``MiniLM`` embeds queries in float32 as before.
+Integers multiplied exactly on every CPU: x86 CPUs before VNNI multiply uint8 by int8 pairwise into
+int16 (``vpmaddubsw``), which saturates for weights using all 8 bits (ONNX Runtime's and OpenVINO's
+quantisation notes). Where :func:`exact_int8_products` finds no AVX512-VNNI, the graph is written
+with the same weights as uint8 (each plus 128, a zero point of 128 per column: ``unsigned``), which
+ONNX Runtime multiplies by widening both to int16 (``vpmaddwd``), exactly: the same integers as
+VNNI's, in about half the time of float32 on an AVX2 CPU (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ WEIGHT_PRODUCTS = 36
 
 def exact_int8_products() -> bool:
     """Whether this CPU multiplies uint8 by int8 without saturating (AVX512-VNNI: ``vpdpbusd``),
-    as numpy's own CPU dispatch detected it."""
+    as numpy's own CPU dispatch detected it; where not, the query graph's weights are uint8
+    (:func:`query_model`'s ``unsigned``)."""
     try:  # what numpy.show_runtime() reads
         features = importlib.import_module("numpy._core._multiarray_umath").__cpu_features__
     except (ImportError, AttributeError):  # another numpy layout: say no, and embed queries in float32
@@ -77,10 +80,12 @@ def exact_int8_products() -> bool:
     return bool(features.get("AVX512VNNI"))
 
 
-def query_model(model_path: Path, model_sha256: str) -> bytes:
+def query_model(model_path: Path, model_sha256: str, *, unsigned: bool = False) -> bytes:
     """The serialised query graph of ``model_path`` (whose sha256 the caller checked): from the
-    cache where it holds a sound copy, else rewritten and kept there."""
-    return kept_graph(f"minilm-int8-query-v{REWRITE}", model_sha256, lambda: rewrite(model_path))
+    cache where it holds a sound copy, else rewritten and kept there. ``unsigned``: its weights as
+    uint8 (see the module's notes), a graph of its own in the cache."""
+    kind = f"minilm-int8-query{'-unsigned' if unsigned else ''}-v{REWRITE}"
+    return kept_graph(kind, model_sha256, lambda: rewrite(model_path, unsigned=unsigned))
 
 
 def kept_graph(kind: str, model_sha256: str, make: Callable[[], bytes]) -> bytes:
@@ -187,9 +192,10 @@ def serialised(model: Any, nodes: list[Any]) -> bytes:
     return data
 
 
-def rewrite(model_path: Path) -> bytes:
+def rewrite(model_path: Path, *, unsigned: bool = False) -> bytes:
     """The serialised query graph of ``model_path`` (see the module's notes); ``Corrupted`` when the
-    file does not have the 36 int8 weight products this rewrite expects."""
+    file does not have the 36 int8 weight products this rewrite expects. ``unsigned``: each product's
+    weights as uint8, each plus 128, with a zero point of 128 (the same products, exact without VNNI)."""
     parsed = parse(model_path, "query graph")
     import onnx  # type: ignore[import-not-found,import-untyped,unused-ignore]
     from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
@@ -222,16 +228,18 @@ def rewrite(model_path: Path) -> bytes:
             nodes.append(helper.make_node("Gelu", [gelu], [node.output[0]], name=f"{node.name}/gelu",
                                           domain="com.microsoft"))
         elif node.name in first_of:
-            nodes += _int8_products(first_of[node.name], initialisers, producers, constant, sizes, mask)
+            nodes += _int8_products(first_of[node.name], initialisers, producers, constant, sizes, mask,
+                                    unsigned=unsigned)
         elif node.name not in dropped:
             nodes.append(node)
     return serialised(model, nodes)
 
 
 def _int8_products(group: list[_Product], initialisers: dict[str, Any], producers: dict[str, Any],
-                   constant: Any, sizes: str, mask: str) -> list[Any]:
+                   constant: Any, sizes: str, mask: str, *, unsigned: bool = False) -> list[Any]:
     """The nodes computing the products of ``group`` (one input, one or several weights: query, key
-    and value) in int8 arithmetic; ``constant(name, array)`` adds an initialiser and gives its name."""
+    and value) in int8 arithmetic; ``constant(name, array)`` adds an initialiser and gives its name.
+    ``unsigned``: the weights as uint8 (``w + 128``) with a zero point of 128 per column."""
     from onnx import helper, numpy_helper  # type: ignore[import-not-found,import-untyped,unused-ignore]
 
     def joined(names: list[str], axis: int = 0) -> Any:  # side by side (axis 1), or one after another
@@ -243,10 +251,16 @@ def _int8_products(group: list[_Product], initialisers: dict[str, Any], producer
     # One product over the weights side by side (the model's own int8 weights), its columns split after.
     ints = group[0].ints if len(group) == 1 else constant(f"{name}/weights", joined([p.ints for p in group], axis=1))
     scales = constant(f"{name}/scales", joined([p.scales for p in group]))  # one per column
+    zero = ""  # no zero point: int8 weights are symmetric
+    if unsigned:  # (w + 128) - 128 = w: the same products, as uint8 by uint8
+        weights = joined([p.ints for p in group], axis=1).astype(np.int16)
+        ints = constant(f"{name}/weights/uint8", (weights + 128).astype(np.uint8))
+        zero = constant(f"{name}/zero", np.full(weights.shape[1], 128, dtype=np.uint8))
     biases = [p.bias for p in group if p.bias is not None]
     if biases and len(biases) != len(group):
         raise Corrupted(f"the products of {x} do not all add a bias")
-    bias = ["", biases[0] if len(group) == 1 else constant(f"{name}/bias", joined(biases))] if biases else []
+    bias = [biases[0] if len(group) == 1 else constant(f"{name}/bias", joined(biases))] if biases else []
+    quantised = [ints, scales, *([zero, *bias] if zero or bias else [])]  # b_zero_point comes before the bias
     out = group[0].out if len(group) == 1 else f"{PREFIX}{name}/joint"
     nodes: list[Any] = []
     attention = attention_heads(x, producers, initialisers)
@@ -255,11 +269,11 @@ def _int8_products(group: list[_Product], initialisers: dict[str, Any], producer
         nodes += [helper.make_node("MultiHeadAttention", [q, k, v, "", mask], [f"{x}/attention"],
                                    name=f"{name}/attention", domain="com.microsoft", num_heads=columns[0] // size,
                                    scale=scale),
-                  helper.make_node("DynamicQuantizeMatMul", [f"{x}/attention", ints, scales, *bias], [out],
+                  helper.make_node("DynamicQuantizeMatMul", [f"{x}/attention", *quantised], [out],
                                    name=f"{name}/int8", domain="com.microsoft")]
     else:  # after a layer norm or GELU: the [CLS] row (3-6x the others) quantised on its own
         nodes.append(helper.make_node("Split", [x, sizes], [f"{x}/cls", f"{x}/rest"], axis=1))
-        nodes += [helper.make_node("DynamicQuantizeMatMul", [f"{x}/{rows}", ints, scales, *bias], [f"{out}/{rows}"],
+        nodes += [helper.make_node("DynamicQuantizeMatMul", [f"{x}/{rows}", *quantised], [f"{out}/{rows}"],
                                    name=f"{name}/int8/{rows}", domain="com.microsoft") for rows in ("cls", "rest")]
         nodes.append(helper.make_node("Concat", [f"{out}/cls", f"{out}/rest"], [out], name=f"{name}/rows", axis=1))
     if len(group) > 1:
