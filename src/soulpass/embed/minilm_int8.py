@@ -29,7 +29,7 @@ int16 (``vpmaddubsw``), which saturates for weights using all 8 bits (ONNX Runti
 quantisation notes). Where :func:`exact_int8_products` finds no AVX512-VNNI, the graph is written
 with the same weights as uint8 (each plus 128, a zero point of 128 per column: ``unsigned``), which
 ONNX Runtime multiplies by widening both to int16 (``vpmaddwd``), exactly: the same integers as
-VNNI's, in about half the time of float32 on an AVX2 CPU (docs/performance.md).
+VNNI's, in ~60% of float32's time on one thread of an AVX2 CPU (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def exact_int8_products() -> bool:
     (:func:`query_model`'s ``unsigned``)."""
     try:  # what numpy.show_runtime() reads
         features = importlib.import_module("numpy._core._multiarray_umath").__cpu_features__
-    except (ImportError, AttributeError):  # another numpy layout: say no, and embed queries in float32
+    except (ImportError, AttributeError):  # another numpy layout: say no (uint8 weights, exact anywhere)
         return False
     return bool(features.get("AVX512VNNI"))
 
