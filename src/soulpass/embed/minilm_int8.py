@@ -249,13 +249,16 @@ def _int8_products(group: list[_Product], initialisers: dict[str, Any], producer
     x, name = group[0].x, group[0].node.name
     columns = [initialisers[p.ints].dims[1] for p in group]
     # One product over the weights side by side (the model's own int8 weights), its columns split after.
-    ints = group[0].ints if len(group) == 1 else constant(f"{name}/weights", joined([p.ints for p in group], axis=1))
-    scales = constant(f"{name}/scales", joined([p.scales for p in group]))  # one per column
     zero = ""  # no zero point: int8 weights are symmetric
     if unsigned:  # (w + 128) - 128 = w: the same products, as uint8 by uint8
         weights = joined([p.ints for p in group], axis=1).astype(np.int16)
         ints = constant(f"{name}/weights/uint8", (weights + 128).astype(np.uint8))
         zero = constant(f"{name}/zero", np.full(weights.shape[1], 128, dtype=np.uint8))
+    elif len(group) == 1:
+        ints = group[0].ints
+    else:
+        ints = constant(f"{name}/weights", joined([p.ints for p in group], axis=1))
+    scales = constant(f"{name}/scales", joined([p.scales for p in group]))  # one per column
     biases = [p.bias for p in group if p.bias is not None]
     if biases and len(biases) != len(group):
         raise Corrupted(f"the products of {x} do not all add a bias")
