@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from search_cv import fold_plan_values, fold_weights, plan_values, ranking_weights
+from search_cv import fold_plan_values, fold_weights, plan_values, r10, ranking_weights
 
 import soulpass
 from soulpass.bench import locomo
@@ -111,11 +111,6 @@ def searched(home: Path, data: Path, scorer: WindowScorer, weights: dict[int, di
 def objective(rows: Sequence[dict[str, Any]]) -> float:
     o = locomo.score(rows)["overall"]
     return float(o["recall@10"] + o["ndcg@10"] / 2)
-
-
-def r10(row: dict[str, Any]) -> float:
-    gold = set(row["evidence"])
-    return len(gold & set(row["ranked"][:10])) / len(gold)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

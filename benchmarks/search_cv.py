@@ -112,15 +112,16 @@ def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]],
     return rows
 
 
+def r10(row: dict[str, Any]) -> float:
+    """A ``--rows`` row's recall at 10: the share of its evidence among its first 10 ranked ids."""
+    gold = set(row["evidence"])
+    return len(gold & set(row["ranked"][:10])) / len(gold)
+
+
 def paired(rows: Sequence[dict[str, Any]], before: Path) -> dict[str, int]:
     """R@10 of each question against the same question in ``before`` (a ``--rows`` file)."""
     lines = before.read_text(encoding="utf-8").splitlines()
     old = {(r["conversation"], r["question"]): r for r in map(json.loads, lines)}
-
-    def r10(row: dict[str, Any]) -> float:
-        gold = set(row["evidence"])
-        return len(gold & set(row["ranked"][:10])) / len(gold)
-
     better = worse = 0
     for row in rows:
         was = old.get((row["conversation"], row["question"]))
