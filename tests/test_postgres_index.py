@@ -282,6 +282,20 @@ def not_embedded(url: str, lines: list[str]) -> tuple[CountingEmbedder, AccountI
     return emb, index
 
 
+def test_what_is_pending_starts_again_when_the_catalog_is_rebuilt(vurl: str) -> None:
+    """``PgBacklog.pending`` reads the walk's mark in the statement that counts (a search asks it each
+    time): a mark of an earlier generation, the catalog rebuilt since, counts from the start."""
+    emb, index = not_embedded(vurl, [f"line {n} about plums" for n in range(6)])
+    assert index.backlog is not None
+    index.backlog.drain_all(emb.embed_batch)
+    assert index.backlog.pending() == 0
+    index.catalog.rebuild(index.store)  # a new generation, nothing embedded since
+    assert index.backlog._mark() == (0, "") and index.backlog.pending() == 6  # type: ignore[union-attr]
+    index.backlog.drain_all(emb.embed_batch)
+    assert index.backlog.pending() == 0 and len(emb.texts) == 6  # the vectors were there: none again
+    index.close()
+
+
 def test_a_drain_that_dies_after_writing_vectors_does_not_embed_again(vurl: str) -> None:
     emb, index = not_embedded(vurl, [f"line {n} about apples" for n in range(10)])
     assert index.backlog is not None

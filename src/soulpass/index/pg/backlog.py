@@ -58,8 +58,18 @@ class PgBacklog:
                          " after_id = excluded.after_id", (self.catalog.account, self.key, generation, *mark))
 
     def pending(self) -> int:
-        """Rows the walk has not passed yet (some may hold vectors already: a rebuilt catalog)."""
-        return self.catalog.count_after(self.kinds, self._mark())
+        """Rows the walk has not passed yet (some may hold vectors already: a rebuilt catalog): one
+        statement, the mark read in it (``_mark``'s rule: none, or one of another generation, is the
+        start), as each search asks."""
+        account = self.catalog.account
+        with self.catalog.db.reading() as conn:
+            return int(conn.execute(
+                "SELECT count(*) FROM index_rows AS c WHERE c.account_id = %s AND (c.version, c.id) > ("
+                "SELECT coalesce(max(e.after_version), 0), coalesce(max(e.after_id), '') FROM index_embedded AS e"
+                " WHERE e.account_id = %s AND e.model = %s AND e.generation = coalesce("
+                "(SELECT s.generation FROM index_state AS s WHERE s.account_id = %s), 0))"
+                " AND c.valid_to IS NULL AND c.kind = ANY(%s) AND c.text <> ''",
+                (account, account, self.key, account, list(self.kinds))).fetchone()[0])
 
     def reset(self) -> None:
         """Walk every row again at the next drain."""

@@ -460,13 +460,6 @@ class PgCatalog:
                 (self.account, after[0], after[1], list(kinds), limit)).fetchall()
         return [_row(values) for values in fetched]
 
-    def count_after(self, kinds: Sequence[str], after: tuple[int, str]) -> int:
-        with self.db.reading() as conn:
-            return int(conn.execute(
-                "SELECT count(*) FROM index_rows AS c WHERE c.account_id = %s AND (c.version, c.id) > (%s, %s)"
-                " AND c.valid_to IS NULL AND c.kind = ANY(%s) AND c.text <> ''",
-                (self.account, after[0], after[1], list(kinds))).fetchone()[0])
-
 
 def _db_errors() -> tuple[type[BaseException], ...]:
     import psycopg
