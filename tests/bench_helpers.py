@@ -1,13 +1,16 @@
-"""Loading a script of ``benchmarks/`` as a module, for the benchmarks' smoke tests."""
+"""Loading a script of ``benchmarks/`` as a module, and a home ``soulpass bench locomo`` filled, for the
+benchmarks' smoke tests."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
@@ -28,3 +31,18 @@ def benchmark_module(name: str) -> Iterator[ModuleType]:
     finally:
         sys.modules.pop(spec.name, None)
         sys.path.remove(str(BENCHMARKS))
+
+
+def ingested(tmp_path: Path, conversations: list[dict[str, Any]]) -> Path:
+    """``conversations`` (the LoCoMo layout) written to ``tmp_path/locomo.json`` and ingested by
+    ``soulpass bench locomo`` into the home ``tmp_path/home``, one account each: the data file."""
+    from click.testing import CliRunner
+
+    from soulpass.cli.main import cli
+
+    data = tmp_path / "locomo.json"
+    data.write_text(json.dumps(conversations), encoding="utf-8")
+    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
+                                   "--out", str(tmp_path / "bench.json")])
+    assert res.exit_code == 0, res.output
+    return data

