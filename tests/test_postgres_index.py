@@ -225,6 +225,28 @@ def test_vectors_search_recall_exact_among_and_account_isolation(server: str, ur
         v.close()
 
 
+def test_a_query_vector_is_sent_exactly_on_any_connection(vurl: str, tmp_path: Path) -> None:
+    """The query's vector goes to pgvector in its binary form: on a connection that never carried one
+    (psycopg's adapters are copied into a connection when it is made), the distances are the
+    float32 inner products, as the text form gave them."""
+    a = _pg_vectors(vurl, "alice", tmp_path)
+    m = _vectors(20, 32, 7)
+    ids = [f"TU_{i:02d}" for i in range(20)]
+    a.upsert(ids, m)
+    q = _vectors(1, 32, 8)[0]
+    with psycopg.connect(a.db.conninfo) as conn:
+        table, distance, param = a.vector_sql(conn, q)
+        got = dict(conn.execute(f"SELECT v.id, {distance} FROM {table} AS v WHERE v.account_id = %s",
+                                (param, a.account)).fetchall())
+        again = conn.execute(f"SELECT {distance} FROM {table} AS v WHERE v.id = %s",
+                             (a.vector_sql(conn, q)[2], ids[3])).fetchone()[0]
+    assert got.keys() == set(ids)
+    assert all(abs(got[i] + float(m[n] @ q)) < 1e-6 for n, i in enumerate(ids))
+    assert again == got[ids[3]]
+    assert [i for i, _ in a.search(q, 5)] == sorted(ids, key=lambda i: got[i])[:5]
+    a.close()
+
+
 class CountingEmbedder:
     """Vectors from the words of the text (a stable hash: the same in every process, whatever
     PYTHONHASHSEED says); counts what it embeds."""

@@ -59,11 +59,11 @@ class PgGather:
         if qvec is None:
             return self.steps.around_hits(query, None, dict(searching.result()), depth, filters, turn_kinds)
         fetch = WALK_ROWS * depth
-        table, distance, literal = self.vectors.vector_sql(qvec)
         where, params = filter_sql(filters)
         linked, link_params = _links(filters, turn_kinds)
         account = self.catalog.account
         with self.vectors.walking(fetch) as conn:
+            table, distance, query_vector = self.vectors.vector_sql(conn, qvec)
             terms, idfs = self._weights(conn, query)
             rows = conn.execute(
                 f"WITH {TERMS_SQL}, walk AS MATERIALIZED (SELECT v.id, v.record, {distance} AS d FROM {table} AS v"
@@ -75,7 +75,7 @@ class PgGather:
                 " (SELECT count(*) FROM walk), (SELECT count(*) FROM near)"
                 " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s"
                 f" AND c.id IN (SELECT id FROM near) AND {where} OFFSET 0) AS c",
-                (terms, idfs, literal, account, *params, fetch, depth, literal, *link_params,
+                (terms, idfs, query_vector, account, *params, fetch, depth, query_vector, *link_params,
                  account, *params)).fetchall()
         hits = dict(searching.result())
         walked, near = (rows[0][-2], rows[0][-1]) if rows else (0, 0)
@@ -84,10 +84,11 @@ class PgGather:
         walked_to = {r[0] for r in rows}
         if missing := [rid for rid in hits if rid not in walked_to]:  # each hit's cosine and neighbours
             with self.catalog.db.reading() as conn:
+                table, distance, query_vector = self.vectors.vector_sql(conn, qvec)
                 rows.extend(conn.execute(
                     f"SELECT c.id, c.session_id, NULL::float8, {_cosine(table, distance)}, {linked}"
                     f" FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s) AND {where}"
-                    " OFFSET 0) AS c", (literal, *link_params, account, missing, *params)).fetchall())
+                    " OFFSET 0) AS c", (query_vector, *link_params, account, missing, *params)).fetchall())
         found = _gathered(rows, hits)
         found.links = {rid: (before, after) for rid, _, _, _, own, before, after, *_ in rows if own}
         return found
@@ -106,7 +107,7 @@ class PgGather:
             terms, idfs = self._weights(conn, query)  # while the query is embedded
             if (qvec := vector()) is None:
                 return None
-            table, distance, literal = self.vectors.vector_sql(qvec)
+            table, distance, query_vector = self.vectors.vector_sql(conn, qvec)
             # A turn's neighbours pass the filters with turn kinds (``neighbour_sides``), a subset of
             # the kinds asked for: they are among the passing rows, next to it in its session.
             rows = conn.execute(
@@ -120,7 +121,7 @@ class PgGather:
                 " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s AND c.id IN (SELECT id FROM passing)"
                 f" AND {where} AND (SELECT count(*) FROM passing) <= %s OFFSET 0) AS c"
                 " LEFT JOIN sides AS s ON s.id = c.id",
-                (terms, idfs, account, *params, SCORED_OUTRIGHT + 1, list(turn_kinds), literal,
+                (terms, idfs, account, *params, SCORED_OUTRIGHT + 1, list(turn_kinds), query_vector,
                  account, *params, SCORED_OUTRIGHT)).fetchall()
         if not rows and self.catalog.few_matching(filters, SCORED_OUTRIGHT) is None:
             return None  # too many pass (none pass: nothing found, as the search would find)
@@ -136,15 +137,15 @@ class PgGather:
     def scores(self, query: str, vector: Any, ids: Sequence[str], filters: Filters) -> Gathered:
         if vector is None or not self.vectors.pgvector or not ids:
             return self.steps.scores(query, vector, ids, filters)
-        table, distance, literal = self.vectors.vector_sql(vector)
         where, params = filter_sql(filters)
         with self.catalog.db.reading() as conn:
+            table, distance, query_vector = self.vectors.vector_sql(conn, vector)
             terms, idfs = self._weights(conn, query)
             rows = conn.execute(
                 f"WITH {TERMS_SQL} SELECT c.id, c.session_id, {FTS_SQL}, {_cosine(table, distance)}"
                 " FROM (SELECT c.* FROM index_rows AS c WHERE c.account_id = %s AND c.id = ANY(%s)"
                 f" AND {where} OFFSET 0) AS c",
-                (terms, idfs, literal, self.catalog.account, list(dict.fromkeys(ids)), *params)).fetchall()
+                (terms, idfs, query_vector, self.catalog.account, list(dict.fromkeys(ids)), *params)).fetchall()
         return _gathered(rows, {})
 
     def _weights(self, conn: Any, query: str) -> tuple[list[str], list[float]]:

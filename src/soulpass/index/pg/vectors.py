@@ -25,6 +25,9 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+import psycopg
+from psycopg.adapt import Buffer, Dumper, PyFormat
+from psycopg.pq import Format
 
 from soulpass.errors import InvalidInput
 from soulpass.index.catalog.query import Filters
@@ -88,7 +91,39 @@ def _said(db: Database) -> Path:
 
 
 def _literal(row: npt.NDArray[np.float32]) -> str:
+    """A row in pgvector's text form (for ``COPY``)."""
     return "[" + ",".join(map(str, row.tolist())) + "]"
+
+
+class _Vector:
+    """A query's vector as a statement's parameter (``_param``), sent in pgvector's binary form
+    (``%s::vector``): no number formatted here or parsed there, the same float4s as the text form."""
+
+    __slots__ = ("row",)
+
+    def __init__(self, row: npt.NDArray[np.float32]) -> None:
+        self.row = row
+
+
+class _VectorDumper(Dumper):
+    """pgvector's binary input (``vector_recv``): the dimension and a zero as two int16, then the
+    float4s, all big-endian. No type oid: the statement's cast names it."""
+
+    format = Format.BINARY
+
+    def dump(self, obj: _Vector) -> Buffer:
+        return np.array([obj.row.shape[0], 0], ">u2").tobytes() + obj.row.astype(">f4").tobytes()
+
+
+def _param(conn: Any, row: npt.NDArray[np.float32]) -> _Vector:
+    """``row`` as a parameter of a statement on ``conn``, which is taught the binary form the first
+    time (a connection copies psycopg's global adapters when it is made, perhaps before this module
+    was imported)."""
+    try:
+        conn.adapters.get_dumper(_Vector, PyFormat.BINARY)
+    except psycopg.ProgrammingError:
+        conn.adapters.register_dumper(_Vector, _VectorDumper)
+    return _Vector(row)
 
 
 class PgVectors:
@@ -215,7 +250,7 @@ class PgVectors:
             return {rid: float(best) for rid, best in conn.execute(
                 f"SELECT record, max(-(embedding {self._ip} %s::{self._vector})) FROM {self.table}"
                 " WHERE account_id = %s AND record = ANY(%s) AND embedding IS NOT NULL GROUP BY record",
-                (_literal(unit_query(vector, self.dim)), self.account, list(records)))}
+                (_param(conn, unit_query(vector, self.dim)), self.account, list(records)))}
 
     def passages_total(self) -> int:
         with self.db.reading() as conn:
@@ -236,7 +271,6 @@ class PgVectors:
         if self._local is not None:
             self._sync_local()
             return self._local.search(query, k, allowed)
-        literal = _literal(query)
         exact = allowed is not None and len(allowed) <= EXACT_AMONG
         if exact:
             assert allowed is not None
@@ -245,15 +279,16 @@ class PgVectors:
                 rows = conn.execute(
                     f"SELECT id, d FROM (SELECT id, embedding {self._ip} %s::{self._vector} AS d FROM {self.table}"
                     " WHERE account_id = %s AND id = ANY(%s) AND embedding IS NOT NULL OFFSET 0) AS s"
-                    " ORDER BY d, id LIMIT %s", (literal, self.account, list(allowed), k)).fetchall()
+                    " ORDER BY d, id LIMIT %s", (_param(conn, query), self.account, list(allowed), k)).fetchall()
             return [(rid, -float(d)) for rid, d in rows]
         with self.walking(k) as conn:
             wanted = set(allowed) if allowed is not None else None
             fetch = k if wanted is None else 4 * k
+            param = _param(conn, query)
             while True:
                 rows = conn.execute(
                     f"SELECT id, embedding {self._ip} %s::{self._vector} AS d FROM {self.table} WHERE account_id = %s"
-                    " ORDER BY d LIMIT %s", (literal, self.account, fetch)).fetchall()
+                    " ORDER BY d LIMIT %s", (param, self.account, fetch)).fetchall()
                 found = [(rid, -float(d)) for rid, d in rows if wanted is None or rid in wanted]
                 if wanted is None or len(found) >= k or len(rows) < fetch:
                     break
@@ -277,7 +312,7 @@ class PgVectors:
                 f"SELECT v.id, v.embedding {self._ip} %s::{self._vector} AS d FROM {self.table} AS v"
                 " WHERE v.account_id = %s AND EXISTS (SELECT 1 FROM index_rows AS c WHERE c.account_id = v.account_id"
                 f" AND c.id = v.record AND {where}) ORDER BY d LIMIT %s",
-                (_literal(unit_query(vector, self.dim)), self.account, *params, n)).fetchall()
+                (_param(conn, unit_query(vector, self.dim)), self.account, *params, n)).fetchall()
         found = sorted(((rid, -float(d)) for rid, d in rows), key=lambda hit: (-hit[1], hit[0]))
         return found, len(rows) < n
 
@@ -293,11 +328,11 @@ class PgVectors:
             conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
             yield conn
 
-    def vector_sql(self, vector: npt.ArrayLike) -> tuple[str, str, str]:
+    def vector_sql(self, conn: Any, vector: npt.ArrayLike) -> tuple[str, str, _Vector]:
         """For a statement of the search (``soulpass.index.pg.gather``): the table, and the distance
         of a row ``v`` to ``vector`` (the negated inner product, ascending is nearest first) with the
         one parameter it takes."""
-        return self.table, f"v.embedding {self._ip} %s::{self._vector}", _literal(unit_query(vector, self.dim))
+        return self.table, f"v.embedding {self._ip} %s::{self._vector}", _param(conn, unit_query(vector, self.dim))
 
     def _ensure_ann(self) -> None:
         """Build the HNSW index if the table has none yet: at the first search, not at the table's
