@@ -331,7 +331,7 @@ class PgVectors:
     def vector_sql(self, conn: Any, vector: npt.ArrayLike) -> tuple[str, str, _Vector]:
         """For a statement of the search (``soulpass.index.pg.gather``): the table, and the distance
         of a row ``v`` to ``vector`` (the negated inner product, ascending is nearest first) with the
-        one parameter it takes."""
+        one parameter it takes, for a statement on ``conn`` (``_param``)."""
         return self.table, f"v.embedding {self._ip} %s::{self._vector}", _param(conn, unit_query(vector, self.dim))
 
     def _ensure_ann(self) -> None:
