@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -239,6 +240,20 @@ def test_rows_carry_the_record_fields_and_file_hashes(acct: soulpass.Account, ca
             assert r.content_hash == hashlib.sha256(data).hexdigest(), r.path
     profile = cat.get(["core/07_User_block/User_profile.json"])[0]
     assert profile.kind == "user_profile" and "city: Paris" in profile.text
+
+
+def test_a_row_read_back_from_its_columns_is_the_row_itself() -> None:
+    # from_sql passes the columns by position: each field here has a value no other field could
+    # take, so a column read into the wrong field fails.
+    when = datetime(1969, 7, 20, 20, 17, 40, 123456, tzinfo=UTC)  # before 1970 and to the microsecond
+    row = CatalogRow(id="TU_1", kind="turn_user", version=3, valid_to=7, replaced_at=9, event_time=when,
+                     agent="Ada", session_id="sb_1", persona_id="companion", event_id="launch",
+                     tags=("pets", "home"), superseded_by="F_2", path="core/x/TU_1.json", text="I adopted a cat",
+                     semantic_hash="s" * 64, content_hash="c" * 64)
+    assert CatalogRow.from_sql(row.to_sql()) == row
+    later = replace(row, event_time=datetime(2026, 11, 29, 8, 0, 0, 1, tzinfo=UTC), valid_to=None,
+                    replaced_at=None, tags=())
+    assert CatalogRow.from_sql(later.to_sql()) == later
 
 
 def test_superseded_fact_rows_close_and_as_of_search_finds_the_old_fact(acct: soulpass.Account,
