@@ -145,7 +145,11 @@ def test_int8_query_vectors_are_close_and_find_the_same_texts(int8: MiniLM, exac
     for vectors in (fast, slow):
         assert {q: int((vectors[q] @ stored.T).argmax()) for q in answers} == answers
     assert sorted(map(str, int8._sessions)) == ["int8-query"]  # a searching process holds one session
-    assert int8._sessions["int8-query"].get_session_options().intra_op_num_threads == 1
+    # Split over as many intra-op threads as a float32 query: the same floats on one thread.
+    assert int8.threads == 2 and int8._sessions["int8-query"].get_session_options().intra_op_num_threads == 2
+    one_thread = MiniLM(threads=1, int8_queries=True)
+    np.testing.assert_array_equal(fast, np.stack([one_thread.embed_query(q) for q in QUERIES]))
+    assert one_thread._sessions["int8-query"].get_session_options().intra_op_num_threads == 1
 
 
 def test_the_query_session_goes_without_the_slower_fusion(cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:

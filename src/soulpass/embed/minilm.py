@@ -22,9 +22,12 @@ session: the same kernels run, the work split by rows (tested; ``benchmarks/embe
 
 A search's query goes through :meth:`MiniLM.embed_query`: on a third session whose weight products
 run in int8 arithmetic over the model's own int8 weights (:mod:`soulpass.embed.minilm_int8`; as
-uint8 where the CPU has no AVX512-VNNI, the same products), on one intra-op thread, so the other
-core is free for the full-text search that runs meanwhile: about half the time of float32, cosine
-~0.999 to the float32 vector, the same recall. With another execution provider (a GPU), and for
+uint8 where the CPU has no AVX512-VNNI, the same products), split over ``threads`` intra-op
+threads as the float32 query is (sleeping, not spinning, while they wait): about half the time of
+float32, cosine ~0.999 to the float32 vector, the same recall, the same floats on any number of
+threads. It had one thread, to leave the other core to the full-text search that runs meanwhile;
+measured end to end, that search ends well before the model, which then ran on one core while the
+other waited for it (docs/performance.md). With another execution provider (a GPU), and for
 every vector that is stored, float32 as above. :meth:`MiniLM.prepare_query` splits it in two: the
 tokenizer and the model's inputs on the calling thread, the model (which runs without the GIL) in
 the function it returns.
@@ -131,7 +134,7 @@ class MiniLM:
 
     def _session(self, kind: int | str) -> Any:
         """The ONNX Runtime session with this many intra-op threads, or the int8 query session
-        (``INT8_QUERY``, one intra-op thread); made once."""
+        (``INT8_QUERY``, as many intra-op threads as a float32 query's); made once."""
         with self._sessions_lock:
             found = self._sessions.get(kind)
             if found is None:
@@ -139,7 +142,8 @@ class MiniLM:
                 if kind == INT8_QUERY:
                     model: str | bytes = minilm_int8.query_model(
                         self._model_path, MODEL_SHA256, unsigned=not minilm_int8.exact_int8_products())
-                    options, disabled = session_options(self._ort, 1), list(minilm_int8.UNFUSED)
+                    options = session_options(self._ort, self._query_threads)
+                    disabled = list(minilm_int8.UNFUSED)
                 else:
                     model = (minilm_fused.batch_model(self._model_path, MODEL_SHA256) if self.fused
                              else str(self._model_path))
