@@ -9,8 +9,8 @@ session (T intra-op threads: one session for both), and the memory the second se
 where the ``rerank`` extra is installed, the cross-encoder scoring 30 turns for a question with 1
 and with T threads. ``--busy`` times the questions again while another process keeps a core busy,
 with a third way beside: T intra-op threads that spin while they wait (ONNX Runtime's default).
-Where the CPU multiplies int8 exactly, the query graph in int8 arithmetic on one thread (what a
-search runs, ``soulpass.embed.minilm_int8``) is timed beside them, and its vectors' cosines to the
+The query graph in int8 arithmetic on T threads (what a search runs, ``soulpass.embed.minilm_int8``)
+and on one thread is timed beside them (and checked to give the same floats), and its vectors' cosines to the
 float32 ones reported. Checks that the floats and scores are the same either way (float32), prints
 the figures and writes JSON.
 
@@ -116,14 +116,18 @@ def main(argv: list[str] | None = None) -> int:
                               "params": {"questions": len(questions), "threads": args.threads, "batch": args.batch},
                               "same_floats": same}
     calls = {n: (lambda q, m=m: m.embed_batch([q])) for n, m in models.items()}
-    # What a search runs: the query graph in int8 arithmetic (uint8 weights without AVX512-VNNI).
-    int8 = MiniLM(int8_queries=True)
-    calls["int8, 1 thread (a search's query)"] = int8.embed_query
+    # What a search runs: the query graph in int8 arithmetic (uint8 weights without AVX512-VNNI), on
+    # T intra-op threads as the float32 query; on one thread beside it (what a search ran before).
+    int8, int8_one = MiniLM(threads=args.threads, int8_queries=True), MiniLM(threads=1, int8_queries=True)
+    calls[f"int8, {args.threads} threads (a search's query)"] = int8.embed_query
+    calls["int8, 1 thread"] = int8_one.embed_query
+    report["int8_same_floats"] = all(np.array_equal(int8.embed_query(q), int8_one.embed_query(q)) for q in questions)
     cosines = [float(int8.embed_query(q) @ first.embed_batch([q])[0]) for q in questions]
     report["int8_cosine_to_float32"] = {"min": min(cosines), "mean": statistics.fmean(cosines)}
     report["int8_weights"] = "int8" if minilm_int8.exact_int8_products() else "uint8"
     print(f"int8 query vectors ({report['int8_weights']} weights): cosine to float32 min {min(cosines):.4f}, "
-          f"mean {statistics.fmean(cosines):.4f}")
+          f"mean {statistics.fmean(cosines):.4f}; the same floats on 1 and {args.threads} threads: "
+          f"{report['int8_same_floats']}")
     queries = summary(alternating(calls, questions, sweep=True))
     report["query"] = queries
     print(f"a question alone ({len(questions)}, alternating, caches swept): "
@@ -133,8 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         spinning = {**models, f"{args.threads} threads, spinning": spinning_queries(MiniLM(threads=args.threads))}
         burner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
         try:
-            busy = summary(alternating({n: (lambda q, m=m: m.embed_batch([q])) for n, m in spinning.items()},
-                                       questions, sweep=True))
+            busy_calls = {n: (lambda q, m=m: m.embed_batch([q])) for n, m in spinning.items()}
+            busy_calls.update({n: f for n, f in calls.items() if n.startswith("int8")})
+            busy = summary(alternating(busy_calls, questions, sweep=True))
         finally:
             burner.kill()
             burner.wait()
