@@ -59,7 +59,8 @@ class CatalogRow:
     @classmethod
     def from_sql(cls, values: tuple[Any, ...]) -> CatalogRow:
         """The row of ``values`` in ``COLUMNS`` order (the fields' order). Passed by position: a
-        search reads ~60 rows, and 16 keyword arguments cost more than the rest of the reading."""
+        search reads a row for each hit it returns, and a frozen dataclass's keyword arguments cost
+        more than the rest of the reading (docs/performance.md)."""
         (id_, kind, version, valid_to, replaced_at, event_us, agent, session_id, persona_id, event_id,
          tags, superseded_by, path, text, shash, chash) = values
         return cls(id_, kind, version, valid_to, replaced_at, from_us(event_us), agent, session_id, persona_id,
