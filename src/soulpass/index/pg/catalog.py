@@ -284,8 +284,7 @@ class PgCatalog:
         """The ``k`` best rows for free text, best first, as ``(id, score)``; ties by id.
 
         Every matching row is ranked while the terms match at most ``RANKED_ROWS`` rows in all: each
-        term's rows found by the GIN index, their weights summed, and only the vector of a row that
-        matched read (for its length). Past
+        term's rows found (``_rank_by_index``) and their weights summed over the row's length. Past
         that (common words at scale), the rows ranked are those matching the rarest terms, up to
         ``RANKED_ROWS`` (when every term is that common, the first ``RANKED_ROWS`` rows found): a
         row that matches only the commonest terms may be missed here, and is still found by dense
@@ -312,18 +311,19 @@ class PgCatalog:
 
     def _rank_by_index(self, conn: Any, weights: list[tuple[str, float, int]], filters: Filters,
                        k: int) -> list[tuple[str, float]]:
-        """The ``k`` best rows matching any term: each term's rows found by the GIN index and its
-        weight summed per row, in the terms' order (as ``fts_sql`` sums them: the same score to the
-        last bit, whatever order the rows were found in), then only a matching row's vector read
-        (for its length)."""
+        """The ``k`` best rows matching any term: each term's rows (found by the GIN index, or by
+        reading the account's rows, as the planner sees fit) and its weight summed per row, in the
+        terms' order (as ``fts_sql`` sums them: the same score to the last bit, whatever order the
+        rows were found in), over the row's length, taken with each match (the filters pass one copy
+        of a row: its length is that copy's) below the sort the sum needs (``OFFSET 0``: the sort
+        carries numbers, not vectors) instead of each matching row read again for it."""
         where, params = filter_sql(filters)
-        where_r, params_r = filter_sql(filters, "r")
         rows = conn.execute(
-            f"WITH {TERMS_SQL} SELECT m.id, m.w / (1 + ln(1 + length(r.tsv))) AS s FROM (SELECT c.id,"
-            " sum(t.idf ORDER BY t.n) AS w FROM terms AS t JOIN index_rows AS c ON c.tsv @@ t.q"
-            f" WHERE c.account_id = %s AND {where} GROUP BY c.id) AS m"
-            f" JOIN index_rows AS r ON r.account_id = %s AND r.id = m.id AND {where_r} ORDER BY s DESC, m.id LIMIT %s",
-            (*term_params(weights), self.account, *params, self.account, *params_r, k)).fetchall()
+            f"WITH {TERMS_SQL} SELECT m.id, m.w / (1 + ln(1 + m.size)) AS s FROM (SELECT x.id,"
+            " sum(x.idf ORDER BY x.n) AS w, max(x.size) AS size FROM (SELECT c.id, t.idf, t.n,"
+            " length(c.tsv) AS size FROM terms AS t JOIN index_rows AS c ON c.tsv @@ t.q"
+            f" WHERE c.account_id = %s AND {where} OFFSET 0) AS x GROUP BY x.id) AS m ORDER BY s DESC, m.id LIMIT %s",
+            (*term_params(weights), self.account, *params, k)).fetchall()
         return [(rid, float(s)) for rid, s in rows]
 
     def _rank_by_scan(self, conn: Any, weights: list[tuple[str, float, int]], ranked: list[tuple[str, float, int]],
