@@ -3,7 +3,7 @@
 
     PYTHONPATH=src python benchmarks/search_cv.py --fit benchmarks/results/retrieval_fit.json \\
         --set locomo H1 ../shared/bench/locomo10.json --set beam H2 ../shared/bench/beam500k.json \\
-        [--plans-fit benchmarks/results/session_units.json] \\
+        [--plans-fit benchmarks/results/session_units.json] [--rerank] \\
         [--before ROWS_LOCOMO ROWS_BEAM] [--json benchmarks/results/search_cv.json]
 
 ``benchmarks/retrieval_fit.py`` fits the ranking weights by two-fold cross-validation by
@@ -16,7 +16,8 @@ the weights that ranked it; with ``--plans-fit`` (``benchmarks/session_units.py`
 folds are chosen the same way) the session units' constants too (or
 ``benchmarks/time_named.py``'s: the ``when`` part's). The homes are ones ``soulpass
 bench locomo`` ingested (as for
-``retrieval_fit.py``); nothing is written there but the index's own catch-up.
+``retrieval_fit.py``); nothing is written there but the index's own catch-up. ``--rerank`` searches
+with the optional cross-encoder (``soulpass bench locomo --rerank``; its weight is not fitted).
 
 Per set: R@1/5/10/20 and NDCG@10 overall and per category, and, with ``--before`` (a ``--rows``
 file of ``soulpass bench locomo`` per set, in ``--set`` order), the paired question-by-question
@@ -90,11 +91,12 @@ def fold_plan_values(fit_json: Path | None) -> dict[int, dict[str, Any]]:
 
 
 def run_set(home: Path, data: Path, weights: dict[int, dict[str, float]],
-            plan_folds: dict[int, dict[str, Any]]) -> list[dict[str, Any]]:
+            plan_folds: dict[int, dict[str, Any]], rerank: bool = False) -> list[dict[str, Any]]:
     """Every question's row (as ``soulpass bench locomo --rows``), each fold under its weights (and
-    its plan constants)."""
+    its plan constants); with ``rerank``, the cross-encoder re-orders each search's best."""
     conversations = locomo.load(data)
-    sp = soulpass.open(home)  # the default embedder, no late scorer, no reranker: as ``soulpass bench locomo``
+    # The default embedder and no late scorer, as ``soulpass bench locomo`` (its --rerank too).
+    sp = soulpass.open(home, reranker="auto" if rerank else "none")
     rows: list[dict[str, Any]] = []
     for n, conv in enumerate(conversations):
         name = locomo.account_name(conv)
@@ -139,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         metavar=("NAME", "HOME", "DATA"), help="a data set, the home it was ingested into, its file")
     parser.add_argument("--plans-fit", type=Path, default=None,
                         help="a session_units.py result JSON: each fold's plan constants (its folds)")
+    parser.add_argument("--rerank", action="store_true", help="re-order each search's best with the cross-encoder")
     parser.add_argument("--before", nargs="+", type=Path, default=[], help="a --rows file per set, to pair against")
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="result JSON (default: %(default)s)")
     args = parser.parse_args(argv)
@@ -148,11 +151,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     report: dict[str, Any] = {"benchmark": "engine-search-cv", "date": datetime.now(UTC).isoformat(timespec="seconds"),
                               "fit": str(args.fit), "fold_weights": {"A": weights[0], "B": weights[1]},
                               "plans_fit": str(args.plans_fit) if args.plans_fit else None,
-                              "fold_plan_values": {"A": plan_folds[0], "B": plan_folds[1]},
+                              "fold_plan_values": {"A": plan_folds[0], "B": plan_folds[1]}, "rerank": args.rerank,
                               "machine": {"python": platform.python_version(), "platform": platform.platform()},
                               "sets": {}}
     for n, (name, home, data) in enumerate(args.sets):
-        rows = run_set(Path(home), Path(data), weights, plan_folds)
+        rows = run_set(Path(home), Path(data), weights, plan_folds, args.rerank)
         entry = locomo.score(rows)
         if args.before:
             entry["paired_r10_vs_before"] = paired(rows, args.before[n])

